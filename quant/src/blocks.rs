@@ -1,0 +1,122 @@
+//! `#[repr(C)]` block structs, byte for byte ggml's (`ggml-common.h`).
+//!
+//! Every field is a byte array, so every block has alignment 1 and a GGUF tensor slice can be
+//! reinterpreted with `bytemuck::cast_slice` at any offset. Multi-byte fields are little-endian
+//! and read through accessors. Sizes are asserted at compile time.
+
+use bytemuck::{Pod, Zeroable};
+
+macro_rules! block {
+    ($(#[$m:meta])* $name:ident, $size:expr, { $($(#[$fm:meta])* $f:ident : $t:ty),* $(,)? }) => {
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq, Eq)]
+        pub struct $name { $( $(#[$fm])* pub $f: $t ),* }
+        const _: () = assert!(std::mem::size_of::<$name>() == $size);
+        const _: () = assert!(std::mem::align_of::<$name>() == 1);
+    };
+}
+
+block!(/// Q8_0: 32 int8 codes with an f16 scale (34 bytes).
+BlockQ8_0, 34, { /// scale (f16)
+ d: [u8; 2], /// codes
+ qs: [i8; 32] });
+block!(/// Q8_K: 256 int8 codes, an f32 scale and 16 sums of 16 codes (292 bytes).
+BlockQ8K, 292, { /// scale (f32, may be negative)
+ d: [u8; 4], /// codes
+ qs: [i8; 256], /// `bsums[j]` = Σ qs[16j..16j+16] as little-endian i16
+ bsums: [u8; 32] });
+block!(/// Q2_K: 256 elements, 2-bit codes, 4-bit scales and mins (84 bytes).
+BlockQ2K, 84, { /// low nibble scale, high nibble min, per 16 elements
+ scales: [u8; 16], /// 2-bit codes
+ qs: [u8; 64], /// super-scale (f16)
+ d: [u8; 2], /// super-min (f16)
+ dmin: [u8; 2] });
+block!(/// Q4_K: 256 elements, 4-bit codes, 6-bit scales/mins (144 bytes).
+BlockQ4K, 144, { /// super-scale (f16)
+ d: [u8; 2], /// super-min (f16)
+ dmin: [u8; 2], /// packed 6-bit scales and mins (spec §4.1)
+ scales: [u8; 12], /// 4-bit codes
+ qs: [u8; 128] });
+block!(/// Q5_K: 256 elements, 5-bit codes (176 bytes).
+BlockQ5K, 176, { /// super-scale (f16)
+ d: [u8; 2], /// super-min (f16)
+ dmin: [u8; 2], /// packed 6-bit scales and mins
+ scales: [u8; 12], /// 5th bits
+ qh: [u8; 32], /// low 4 bits
+ qs: [u8; 128] });
+block!(/// Q6_K: 256 elements, 6-bit codes, int8 scales per 16 (210 bytes).
+BlockQ6K, 210, { /// low 4 bits
+ ql: [u8; 128], /// high 2 bits
+ qh: [u8; 64], /// signed scales
+ scales: [i8; 16], /// super-scale (f16)
+ d: [u8; 2] });
+block!(/// Q2_0: 64 elements, 2-bit codes {−1,0,1,2}·d (18 bytes).
+BlockQ2_0, 18, { /// scale (f16)
+ d: [u8; 2], /// codes, 4 per byte, lowest bits first
+ qs: [u8; 16] });
+block!(/// Q1_0: 128 elements, one sign bit each, ±d (18 bytes).
+BlockQ1_0, 18, { /// scale (f16)
+ d: [u8; 2], /// bits
+ qs: [u8; 16] });
+block!(/// IQ2_XXS: 256 elements (66 bytes).
+BlockIQ2XXS, 66, { /// scale (f16)
+ d: [u8; 2], /// 8 groups × (4 grid bytes, u32 of signs+scale)
+ qs: [u8; 64] });
+block!(/// IQ2_XS: 256 elements (74 bytes).
+BlockIQ2XS, 74, { /// scale (f16)
+ d: [u8; 2], /// 32 little-endian u16: 9-bit grid index, 7-bit sign index
+ qs: [u8; 64], /// two 4-bit scales per 32 elements
+ scales: [u8; 8] });
+block!(/// IQ1_S: 256 elements (50 bytes).
+BlockIQ1S, 50, { /// scale (f16)
+ d: [u8; 2], /// low 8 bits of the 11-bit grid indices
+ qs: [u8; 32], /// 8 little-endian u16: index high bits, 3-bit scale, delta sign
+ qh: [u8; 16] });
+block!(/// IQ1_M: 256 elements, no separate scale field (56 bytes).
+BlockIQ1M, 56, { /// low 8 bits of grid indices
+ qs: [u8; 32], /// high index bits and delta signs
+ qh: [u8; 16], /// 4 little-endian u16: 3-bit scales and the f16 super-scale's nibbles
+ scales: [u8; 8] });
+block!(/// IQ4_XS: 256 elements, non-linear 4-bit codes (136 bytes).
+BlockIQ4XS, 136, { /// scale (f16)
+ d: [u8; 2], /// high 2 bits of the 6-bit scales (u16)
+ scales_h: [u8; 2], /// low 4 bits of the 6-bit scales
+ scales_l: [u8; 4], /// codes
+ qs: [u8; 128] });
+block!(/// MXFP4: 32 E2M1 codes with an E8M0 exponent (17 bytes).
+BlockMXFP4, 17, { /// shared exponent (E8M0)
+ e: u8, /// codes: low nibble element j, high nibble element j+16
+ qs: [u8; 16] });
+
+impl BlockQ8K {
+    /// The f32 scale.
+    #[inline]
+    pub fn d(&self) -> f32 {
+        f32::from_le_bytes(self.d)
+    }
+    /// `bsums[j]`.
+    #[inline]
+    pub fn bsum(&self, j: usize) -> i16 {
+        i16::from_le_bytes([self.bsums[2 * j], self.bsums[2 * j + 1]])
+    }
+}
+
+/// Little-endian u16 number `i` of a byte array.
+#[inline]
+pub fn le_u16(b: &[u8], i: usize) -> u16 {
+    u16::from_le_bytes([b[2 * i], b[2 * i + 1]])
+}
+
+/// View whole blocks of bytes as blocks. Panics only if `bytes.len()` is not a multiple of the
+/// block size, which every caller has already checked (see [`crate::dequantize_row`]).
+#[inline]
+pub fn view<B: Pod>(bytes: &[u8]) -> &[B] {
+    bytemuck::cast_slice(bytes)
+}
+
+/// Mutable view of whole blocks.
+#[inline]
+pub fn view_mut<B: Pod>(bytes: &mut [u8]) -> &mut [B] {
+    bytemuck::cast_slice_mut(bytes)
+}

@@ -1,0 +1,316 @@
+//! Reference dot products of every weight type with its activation type (spec §9.3).
+//!
+//! Integer arithmetic inside a block, one f32 scale product per (sub)block, f32 accumulation
+//! across blocks (f64 for the float types) — the definition ggml's kernels implement. Results
+//! agree with ggml's `vec_dot` to within f32 summation-order noise (tested at
+//! `1e-5 · Σ|w·x|`). Fast kernels are tested against these functions.
+
+use crate::blocks::{le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ2XS, BlockIQ2XXS, BlockIQ4XS};
+use crate::blocks::{BlockMXFP4, BlockQ1_0, BlockQ2K, BlockQ2_0, BlockQ4K, BlockQ5K, BlockQ6K};
+use crate::blocks::{BlockQ8K, BlockQ8_0};
+use crate::codec::iquants::{grid_byte, iq1m_d, iq1m_index, iq1m_scales, iq4xs_scale};
+use crate::codec::kquants::{q6k_codes, scale_min_k4};
+use crate::codec::lowbit::{q1_0_bit, q2_0_code};
+use crate::grids::{IQ1S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL, KVALUES_MXFP4};
+use crate::scalar::{bf16_to_f32, e8m0_to_f32_half, f16_to_f32, le_f16};
+
+/// F32 · F32 (accumulated in f64).
+pub fn dot_f32(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f64;
+    for (wc, ac) in w.chunks_exact(4).zip(a.chunks_exact(4)).take(n) {
+        let wv = f32::from_le_bytes([wc[0], wc[1], wc[2], wc[3]]);
+        let av = f32::from_le_bytes([ac[0], ac[1], ac[2], ac[3]]);
+        s += (wv * av) as f64;
+    }
+    s as f32
+}
+
+fn dot_half(w: &[u8], a: &[u8], cvt: fn(u16) -> f32) -> f32 {
+    let mut s = 0f64;
+    for (wc, ac) in w.chunks_exact(2).zip(a.chunks_exact(2)) {
+        let wv = cvt(u16::from_le_bytes([wc[0], wc[1]]));
+        let av = cvt(u16::from_le_bytes([ac[0], ac[1]]));
+        s += (wv * av) as f64;
+    }
+    s as f32
+}
+
+/// F16 · F16.
+pub fn dot_f16(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    dot_half(w, a, f16_to_f32)
+}
+
+/// BF16 · BF16.
+pub fn dot_bf16(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    dot_half(w, a, bf16_to_f32)
+}
+
+/// Q8_0 · Q8_0: `Σ_b dw·dy · Σ qw·qy`.
+pub fn dot_q8_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ8_0>(w).iter().zip(view::<BlockQ8_0>(a)) {
+        let sumi: i32 = x.qs.iter().zip(&y.qs).map(|(&p, &q)| p as i32 * q as i32).sum();
+        s += sumi as f32 * (le_f16(x.d) * le_f16(y.d));
+    }
+    s
+}
+
+/// Integer Σ c_j·y_j over one Q8_0 activation block, with codes from `code(j)`.
+#[inline]
+fn isum32(y: &BlockQ8_0, off: usize, code: impl Fn(usize) -> i32) -> i32 {
+    (0..32).map(|j| code(off + j) * y.qs[j] as i32).sum()
+}
+
+/// Q2_0 · Q8_0 (two activation blocks per weight block).
+pub fn dot_q2_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ys = view::<BlockQ8_0>(a);
+    let mut s = 0f32;
+    for (i, x) in view::<BlockQ2_0>(w).iter().enumerate() {
+        let code = |j| q2_0_code(x, j) as i32 - 1;
+        let (y0, y1) = (&ys[2 * i], &ys[2 * i + 1]);
+        let inner = le_f16(y0.d) * isum32(y0, 0, code) as f32 + le_f16(y1.d) * isum32(y1, 32, code) as f32;
+        s += le_f16(x.d) * inner;
+    }
+    s
+}
+
+/// Q1_0 · Q8_0 (four activation blocks per weight block).
+pub fn dot_q1_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ys = view::<BlockQ8_0>(a);
+    let mut s = 0f32;
+    for (i, x) in view::<BlockQ1_0>(w).iter().enumerate() {
+        let code = |j| if q1_0_bit(x, j) { 1 } else { -1 };
+        let mut inner = 0f32;
+        for k in 0..4 {
+            let y = &ys[4 * i + k];
+            inner += le_f16(y.d) * isum32(y, 32 * k, code) as f32;
+        }
+        s += le_f16(x.d) * inner;
+    }
+    s
+}
+
+/// MXFP4 · Q8_0.
+pub fn dot_mxfp4(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockMXFP4>(w).iter().zip(view::<BlockQ8_0>(a)) {
+        let mut sumi = 0i32;
+        for j in 0..16 {
+            sumi += KVALUES_MXFP4[(x.qs[j] & 0xF) as usize] as i32 * y.qs[j] as i32;
+            sumi += KVALUES_MXFP4[(x.qs[j] >> 4) as usize] as i32 * y.qs[j + 16] as i32;
+        }
+        s += le_f16(y.d) * e8m0_to_f32_half(x.e) * sumi as f32;
+    }
+    s
+}
+
+/// Σ q·y of 16 or 32 codes `q` against activation codes `y`.
+#[inline]
+fn isum(q: impl Iterator<Item = i32>, y: &[i8]) -> i32 {
+    q.zip(y).map(|(a, &b)| a * b as i32).sum()
+}
+
+/// Q2_K · Q8_K.
+pub fn dot_q2_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ2K>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let (mut summs, mut isc) = (0i32, 0i32);
+        for sb in 0..16 {
+            summs += (x.scales[sb] >> 4) as i32 * y.bsum(sb) as i32;
+            let (h, j, l0) = (sb / 8, (sb % 8) / 2, 16 * (sb % 2));
+            let q = (0..16).map(|l| ((x.qs[32 * h + l0 + l] >> (2 * j)) & 3) as i32);
+            isc += (x.scales[sb] & 0xF) as i32 * isum(q, &y.qs[16 * sb..16 * sb + 16]);
+        }
+        let dy = y.d();
+        s += dy * le_f16(x.d) * isc as f32 - dy * le_f16(x.dmin) * summs as f32;
+    }
+    s
+}
+
+/// Shared Q4_K / Q5_K dot: `code(j)` gives the unsigned code of element j of the block.
+fn dot_k4(d: f32, dmin: f32, scales: &[u8; 12], y: &BlockQ8K, code: impl Fn(usize) -> i32) -> f32 {
+    let (mut isc, mut imin) = (0i32, 0i32);
+    for j in 0..8 {
+        let (sc, m) = scale_min_k4(j, scales);
+        imin += m as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+        let q = (0..32).map(|l| code(32 * j + l));
+        isc += sc as i32 * isum(q, &y.qs[32 * j..32 * j + 32]);
+    }
+    let dy = y.d();
+    dy * (d * isc as f32) - dy * (dmin * imin as f32)
+}
+
+/// Q4_K · Q8_K.
+pub fn dot_q4_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ4K>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let code = |i: usize| {
+            let (c, r) = (i / 64, i % 64);
+            let b = x.qs[32 * c + r % 32];
+            (if r < 32 { b & 0xF } else { b >> 4 }) as i32
+        };
+        s += dot_k4(le_f16(x.d), le_f16(x.dmin), &x.scales, y, code);
+    }
+    s
+}
+
+/// Q5_K · Q8_K.
+pub fn dot_q5_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ5K>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let code = |i: usize| {
+            let (c, r) = (i / 64, i % 64);
+            let b = x.qs[32 * c + r % 32];
+            let lo = if r < 32 { b & 0xF } else { b >> 4 };
+            let bit = (x.qh[r % 32] >> (2 * c + usize::from(r >= 32))) & 1;
+            (lo + 16 * bit) as i32
+        };
+        s += dot_k4(le_f16(x.d), le_f16(x.dmin), &x.scales, y, code);
+    }
+    s
+}
+
+/// Q6_K · Q8_K.
+pub fn dot_q6_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ6K>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let mut q = [0i32; 256];
+        for h in 0..2 {
+            for l in 0..32 {
+                for (k, c) in q6k_codes(x, h, l).into_iter().enumerate() {
+                    q[128 * h + 32 * k + l] = c as i32;
+                }
+            }
+        }
+        let mut isc = 0i32;
+        for sb in 0..16 {
+            let r = 16 * sb..16 * sb + 16;
+            isc += x.scales[sb] as i32 * isum(q[r.clone()].iter().copied(), &y.qs[r]);
+        }
+        s += y.d() * le_f16(x.d) * isc as f32;
+    }
+    s
+}
+
+/// Σ grid·sign·y over 8 elements.
+#[inline]
+fn grid8(grid: u64, signs: u8, y: &[i8]) -> i32 {
+    (0..8)
+        .map(|j| {
+            let g = grid_byte(grid, j) as i32;
+            let v = if signs & (1 << j) != 0 { -g } else { g };
+            v * y[j] as i32
+        })
+        .sum()
+}
+
+/// IQ2_XXS · Q8_K (note the final ×0.125).
+pub fn dot_iq2_xxs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ2XXS>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let mut bsum = 0i32;
+        for g in 0..8 {
+            let q = &x.qs[8 * g..8 * g + 8];
+            let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
+            let ls = (2 * (a1 >> 28) + 1) as i32;
+            let mut sumi = 0i32;
+            for k in 0..4 {
+                let signs = KSIGNS_IQ2XS[((a1 >> (7 * k)) & 127) as usize];
+                sumi += grid8(IQ2XXS_GRID[q[k] as usize], signs, &y.qs[32 * g + 8 * k..]);
+            }
+            bsum += sumi * ls;
+        }
+        s += le_f16(x.d) * y.d() * bsum as f32;
+    }
+    0.125 * s
+}
+
+/// IQ2_XS · Q8_K (final ×0.125).
+pub fn dot_iq2_xs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ2XS>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let mut bsum = 0i32;
+        for g in 0..8 {
+            let ls = [(2 * (x.scales[g] & 0xF) + 1) as i32, (2 * (x.scales[g] >> 4) + 1) as i32];
+            for half in 0..2 {
+                let mut sumi = 0i32;
+                for k in 2 * half..2 * half + 2 {
+                    let q = le_u16(&x.qs, 4 * g + k);
+                    let signs = KSIGNS_IQ2XS[(q >> 9) as usize];
+                    sumi += grid8(IQ2XS_GRID[(q & 511) as usize], signs, &y.qs[32 * g + 8 * k..]);
+                }
+                bsum += sumi * ls[half];
+            }
+        }
+        s += le_f16(x.d) * y.d() * bsum as f32;
+    }
+    0.125 * s
+}
+
+/// Σ grid·y over 8 elements of the signed IQ1 grid.
+#[inline]
+fn grid8_signed(grid: u64, y: &[i8]) -> i32 {
+    (0..8).map(|j| grid_byte(grid, j) as i8 as i32 * y[j] as i32).sum()
+}
+
+/// IQ1_S · Q8_K (delta term from bsums).
+pub fn dot_iq1_s(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ1S>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let (mut sumi, mut sumi1) = (0i32, 0i32);
+        for g in 0..8 {
+            let h = le_u16(&x.qh, g);
+            let ls = (2 * ((h >> 12) & 7) + 1) as i32;
+            let mut lsum = 0i32;
+            for k in 0..4 {
+                let idx = x.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
+                lsum += grid8_signed(IQ1S_GRID[idx], &y.qs[32 * g + 8 * k..]);
+            }
+            sumi += ls * lsum;
+            let sgn = if h & 0x8000 != 0 { -1 } else { 1 };
+            sumi1 += ls * sgn * (y.bsum(2 * g) as i32 + y.bsum(2 * g + 1) as i32);
+        }
+        s += le_f16(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+    }
+    s
+}
+
+/// IQ1_M · Q8_K (delta term from 8-element sums).
+pub fn dot_iq1_m(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ1M>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let (mut sumi, mut sumi1) = (0i32, 0i32);
+        for g in 0..8 {
+            let (s1, s2) = iq1m_scales(x, g);
+            let ls = [(2 * s1 + 1) as i32, (2 * s2 + 1) as i32];
+            for k in 0..4 {
+                let (idx, delta) = iq1m_index(x, g, k);
+                let yk = &y.qs[32 * g + 8 * k..32 * g + 8 * k + 8];
+                let sum8: i32 = yk.iter().map(|&v| v as i32).sum();
+                sumi += ls[k / 2] * grid8_signed(IQ1S_GRID[idx], yk);
+                sumi1 += ls[k / 2] * if delta < 0.0 { -sum8 } else { sum8 };
+            }
+        }
+        s += iq1m_d(x) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+    }
+    s
+}
+
+/// IQ4_XS · Q8_K.
+pub fn dot_iq4_xs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ4XS>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let d = le_f16(x.d) * y.d();
+        for g in 0..8 {
+            let qs = &x.qs[16 * g..16 * g + 16];
+            let yg = &y.qs[32 * g..32 * g + 32];
+            let mut sumi = 0i32;
+            for j in 0..16 {
+                sumi += KVALUES_IQ4NL[(qs[j] & 0xF) as usize] as i32 * yg[j] as i32;
+                sumi += KVALUES_IQ4NL[(qs[j] >> 4) as usize] as i32 * yg[j + 16] as i32;
+            }
+            s += d * (iq4xs_scale(x, g) * sumi) as f32;
+        }
+    }
+    s
+}
