@@ -1,0 +1,116 @@
+//! Criterion benches of the scalar reference layer: dequantization and reference dot
+//! products for every supported weight type, reported as MB/s of weight bytes.
+//!
+//! Run: `cargo bench -p fathom-benches --bench quant` (add `-- dequant` or `-- dot` to filter).
+//! These numbers are the baseline the SIMD kernels of issue 5 must beat.
+
+#![allow(missing_docs)] // criterion_group! generates undocumented functions
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use fathom_benches::test_data;
+use quant::{bytes_for, dequantize_row, quantize_activation, quantize_row, vec_dot, DType};
+
+/// Weight types with a reference dot; IQ types (no quantizer) get random-but-valid blocks by
+/// quantizing through a neighbour type is not possible, so they are built from random bytes
+/// with a fixed small scale.
+const TYPES: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q8_0,
+    DType::Q2_0,
+    DType::Q1_0,
+    DType::MXFP4,
+    DType::Q2_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::IQ2_XXS,
+    DType::IQ2_XS,
+    DType::IQ1_S,
+    DType::IQ1_M,
+    DType::IQ4_XS,
+];
+
+const N: usize = 4096; // one V4-Flash hidden row
+
+fn weights(t: DType) -> Vec<u8> {
+    let mut w = vec![0u8; bytes_for(t, N).unwrap()];
+    if t.info().quantize.is_some() {
+        quantize_row(t, &test_data(N, t as u64), &mut w).unwrap();
+    } else {
+        // random codes with a valid f16 scale of 0.01 in the first two bytes (IQ2/IQ1_S/IQ4_XS)
+        let mut s = 0x9E37_79B9u64 ^ t as u64;
+        for b in w.iter_mut() {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            *b = (s >> 56) as u8;
+        }
+        for blk in w.chunks_exact_mut(t.type_size()) {
+            match t {
+                DType::IQ1_M => {
+                    for i in 0..4 {
+                        blk[49 + 2 * i] &= 0x0F;
+                    }
+                    blk[49 + 6] |= 0x20; // f16 0x2000-ish: small positive scale
+                }
+                DType::Q2_K => {
+                    blk[80..82].copy_from_slice(&0x211eu16.to_le_bytes());
+                    blk[82..84].copy_from_slice(&0x211eu16.to_le_bytes());
+                }
+                _ => blk[0..2].copy_from_slice(&0x211eu16.to_le_bytes()),
+            }
+        }
+    }
+    w
+}
+
+fn bench_dequant(c: &mut Criterion) {
+    let mut g = c.benchmark_group("dequant");
+    for &t in TYPES {
+        let w = weights(t);
+        let mut out = vec![0f32; N];
+        g.throughput(Throughput::Bytes(w.len() as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(t.name()), &w, |b, w| {
+            b.iter(|| dequantize_row(t, black_box(w), &mut out).unwrap())
+        });
+    }
+    g.finish();
+}
+
+fn bench_dot(c: &mut Criterion) {
+    let mut g = c.benchmark_group("dot_ref");
+    for &t in TYPES {
+        let w = weights(t);
+        let vt = t.info().dot_type.unwrap();
+        let mut a = vec![0u8; bytes_for(vt, N).unwrap()];
+        quantize_activation(vt, &test_data(N, 99), &mut a).unwrap();
+        g.throughput(Throughput::Bytes(w.len() as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(t.name()), &w, |b, w| {
+            b.iter(|| vec_dot(t, N, black_box(w), black_box(&a)).unwrap())
+        });
+    }
+    g.finish();
+}
+
+fn bench_act_quant(c: &mut Criterion) {
+    let mut g = c.benchmark_group("act_quant");
+    let x = test_data(N, 5);
+    for t in [DType::Q8_0, DType::Q8_K] {
+        let mut a = vec![0u8; bytes_for(t, N).unwrap()];
+        g.throughput(Throughput::Bytes((N * 4) as u64));
+        g.bench_function(t.name(), |b| {
+            b.iter(|| quantize_activation(t, black_box(&x), &mut a).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(300))
+        .measurement_time(std::time::Duration::from_millis(800));
+    targets = bench_dequant, bench_dot, bench_act_quant
+}
+criterion_main!(benches);

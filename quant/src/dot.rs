@@ -11,7 +11,9 @@ use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::codec::iquants::{grid_byte, iq1m_d, iq1m_index, iq1m_scales, iq4xs_scale};
 use crate::codec::kquants::{q6k_codes, scale_min_k4};
 use crate::codec::lowbit::{q1_0_bit, q2_0_code};
-use crate::grids::{IQ1S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL, KVALUES_MXFP4};
+use crate::grids::{
+    IQ1S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL, KVALUES_MXFP4,
+};
 use crate::scalar::{bf16_to_f32, e8m0_to_f32_half, f16_to_f32, le_f16};
 
 /// F32 · F32 (accumulated in f64).
@@ -49,7 +51,11 @@ pub fn dot_bf16(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 pub fn dot_q8_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = 0f32;
     for (x, y) in view::<BlockQ8_0>(w).iter().zip(view::<BlockQ8_0>(a)) {
-        let sumi: i32 = x.qs.iter().zip(&y.qs).map(|(&p, &q)| p as i32 * q as i32).sum();
+        let sumi: i32 =
+            x.qs.iter()
+                .zip(&y.qs)
+                .map(|(&p, &q)| p as i32 * q as i32)
+                .sum();
         s += sumi as f32 * (le_f16(x.d) * le_f16(y.d));
     }
     s
@@ -68,7 +74,8 @@ pub fn dot_q2_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     for (i, x) in view::<BlockQ2_0>(w).iter().enumerate() {
         let code = |j| q2_0_code(x, j) as i32 - 1;
         let (y0, y1) = (&ys[2 * i], &ys[2 * i + 1]);
-        let inner = le_f16(y0.d) * isum32(y0, 0, code) as f32 + le_f16(y1.d) * isum32(y1, 32, code) as f32;
+        let inner =
+            le_f16(y0.d) * isum32(y0, 0, code) as f32 + le_f16(y1.d) * isum32(y1, 32, code) as f32;
         s += le_f16(x.d) * inner;
     }
     s
@@ -231,13 +238,20 @@ pub fn dot_iq2_xs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     for (x, y) in view::<BlockIQ2XS>(w).iter().zip(view::<BlockQ8K>(a)) {
         let mut bsum = 0i32;
         for g in 0..8 {
-            let ls = [(2 * (x.scales[g] & 0xF) + 1) as i32, (2 * (x.scales[g] >> 4) + 1) as i32];
+            let ls = [
+                (2 * (x.scales[g] & 0xF) + 1) as i32,
+                (2 * (x.scales[g] >> 4) + 1) as i32,
+            ];
             for half in 0..2 {
                 let mut sumi = 0i32;
                 for k in 2 * half..2 * half + 2 {
                     let q = le_u16(&x.qs, 4 * g + k);
                     let signs = KSIGNS_IQ2XS[(q >> 9) as usize];
-                    sumi += grid8(IQ2XS_GRID[(q & 511) as usize], signs, &y.qs[32 * g + 8 * k..]);
+                    sumi += grid8(
+                        IQ2XS_GRID[(q & 511) as usize],
+                        signs,
+                        &y.qs[32 * g + 8 * k..],
+                    );
                 }
                 bsum += sumi * ls[half];
             }
@@ -250,7 +264,9 @@ pub fn dot_iq2_xs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Σ grid·y over 8 elements of the signed IQ1 grid.
 #[inline]
 fn grid8_signed(grid: u64, y: &[i8]) -> i32 {
-    (0..8).map(|j| grid_byte(grid, j) as i8 as i32 * y[j] as i32).sum()
+    (0..8)
+        .map(|j| grid_byte(grid, j) as i8 as i32 * y[j] as i32)
+        .sum()
 }
 
 /// IQ1_S · Q8_K (delta term from bsums).

@@ -92,7 +92,10 @@ pub fn act_quant_fp8(x: &[f32]) -> (Vec<u8>, Vec<u8>) {
         let e = act_scale_ue8m0(amax);
         let s = crate::scalar::e8m0_to_f32_ggml(e);
         scales.push(e);
-        codes.extend(blk.iter().map(|&v| f32_to_e4m3((v / s).clamp(-448.0, 448.0))));
+        codes.extend(
+            blk.iter()
+                .map(|&v| f32_to_e4m3((v / s).clamp(-448.0, 448.0))),
+        );
     }
     (codes, scales)
 }
@@ -117,7 +120,12 @@ pub fn dequant_fp8_blocked(
 ) -> Result<(), QuantError> {
     let (tn, tk) = (n.div_ceil(128), k.div_ceil(128));
     let total = n.checked_mul(k).ok_or(QuantError::Overflow)?;
-    let len_err = |what, got, expected| QuantError::Length { dtype: DType::F32, what, got, expected };
+    let len_err = |what, got, expected| QuantError::Length {
+        dtype: DType::F32,
+        what,
+        got,
+        expected,
+    };
     if w.len() != total {
         return Err(len_err("fp8 weight", w.len(), total));
     }
@@ -136,7 +144,9 @@ pub fn dequant_fp8_blocked(
             if s.len() != tiles * 4 {
                 return Err(len_err("f32 scale", s.len(), tiles * 4));
             }
-            Box::new(move |i| f32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]))
+            Box::new(move |i| {
+                f32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]])
+            })
         }
     };
     for r in 0..n {
@@ -148,9 +158,18 @@ pub fn dequant_fp8_blocked(
 }
 
 fn check_fp4(packed: &[u8], scale: &[u8], n: usize, k: usize) -> Result<(), QuantError> {
-    let len_err = |what, got, expected| QuantError::Length { dtype: DType::MXFP4, what, got, expected };
+    let len_err = |what, got, expected| QuantError::Length {
+        dtype: DType::MXFP4,
+        what,
+        got,
+        expected,
+    };
     if k % 32 != 0 {
-        return Err(QuantError::RowNotMultiple { dtype: DType::MXFP4, n: k as u64, block: 32 });
+        return Err(QuantError::RowNotMultiple {
+            dtype: DType::MXFP4,
+            n: k as u64,
+            block: 32,
+        });
     }
     let codes = n.checked_mul(k / 2).ok_or(QuantError::Overflow)?;
     if packed.len() != codes {
@@ -164,10 +183,21 @@ fn check_fp4(packed: &[u8], scale: &[u8], n: usize, k: usize) -> Result<(), Quan
 
 /// Dequantize DeepSeek FP4 experts: `packed [n, k/2]` (byte i of a row = column 2i in the low
 /// nibble, 2i+1 in the high nibble), `scale [n, k/32]` E8M0: `w = e2m1(code) · 2^(s−127)`.
-pub fn dequant_fp4_ds(packed: &[u8], scale: &[u8], n: usize, k: usize, out: &mut [f32]) -> Result<(), QuantError> {
+pub fn dequant_fp4_ds(
+    packed: &[u8],
+    scale: &[u8],
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+) -> Result<(), QuantError> {
     check_fp4(packed, scale, n, k)?;
     if out.len() != n * k {
-        return Err(QuantError::Length { dtype: DType::MXFP4, what: "output", got: out.len(), expected: n * k });
+        return Err(QuantError::Length {
+            dtype: DType::MXFP4,
+            what: "output",
+            got: out.len(),
+            expected: n * k,
+        });
     }
     for r in 0..n {
         for c in 0..k {
@@ -182,7 +212,12 @@ pub fn dequant_fp4_ds(packed: &[u8], scale: &[u8], n: usize, k: usize, out: &mut
 /// Convert DeepSeek FP4 experts to ggml MXFP4 blocks, losslessly: the scale byte is kept, the
 /// codes are kept, only the nibble placement changes (ggml: byte j = element j | element j+16).
 /// Returns `n · k/32` blocks as bytes (a GGUF `MXFP4` tensor of shape `[k, n]`).
-pub fn fp4_ds_to_mxfp4(packed: &[u8], scale: &[u8], n: usize, k: usize) -> Result<Vec<u8>, QuantError> {
+pub fn fp4_ds_to_mxfp4(
+    packed: &[u8],
+    scale: &[u8],
+    n: usize,
+    k: usize,
+) -> Result<Vec<u8>, QuantError> {
     check_fp4(packed, scale, n, k)?;
     let nb = k / 32;
     let mut out = vec![BlockMXFP4 { e: 0, qs: [0; 16] }; n * nb];
@@ -191,7 +226,13 @@ pub fn fp4_ds_to_mxfp4(packed: &[u8], scale: &[u8], n: usize, k: usize) -> Resul
             let blk = &mut out[r * nb + bi];
             blk.e = scale[r * nb + bi];
             let src = &packed[r * (k / 2) + 16 * bi..r * (k / 2) + 16 * bi + 16];
-            let code = |e: usize| if e % 2 == 0 { src[e / 2] & 0xF } else { src[e / 2] >> 4 };
+            let code = |e: usize| {
+                if e % 2 == 0 {
+                    src[e / 2] & 0xF
+                } else {
+                    src[e / 2] >> 4
+                }
+            };
             for j in 0..16 {
                 blk.qs[j] = code(j) | (code(j + 16) << 4);
             }

@@ -17,6 +17,10 @@
 //!
 //! Slices of bytes are the interchange type: a weight row is `&[u8]` holding whole blocks.
 
+// The reference layer mirrors ggml's index arithmetic on purpose (it is what makes it easy to
+// cross-read with the spec), so indexed loops are the clearest form here.
+#![allow(clippy::needless_range_loop)]
+
 pub mod blocks;
 pub mod codec;
 pub mod dot;
@@ -29,9 +33,19 @@ pub mod scalar;
 pub use dtype::{DType, DequantFn, DotFn, QuantizeFn, TypeInfo};
 pub use error::QuantError;
 
-fn check_len(dtype: DType, what: &'static str, got: usize, expected: usize) -> Result<(), QuantError> {
+fn check_len(
+    dtype: DType,
+    what: &'static str,
+    got: usize,
+    expected: usize,
+) -> Result<(), QuantError> {
     if got != expected {
-        return Err(QuantError::Length { dtype, what, got, expected });
+        return Err(QuantError::Length {
+            dtype,
+            what,
+            got,
+            expected,
+        });
     }
     Ok(())
 }
@@ -45,7 +59,10 @@ pub fn bytes_for(dtype: DType, n: usize) -> Result<usize, QuantError> {
 /// Dequantize a row of whole blocks `src` into `dst` (`dst.len()` elements), bit-exact with
 /// ggml's `to_float`.
 pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), QuantError> {
-    let f = dtype.info().dequantize.ok_or(QuantError::Unsupported { dtype, what: "dequantize" })?;
+    let f = dtype.info().dequantize.ok_or(QuantError::Unsupported {
+        dtype,
+        what: "dequantize",
+    })?;
     check_len(dtype, "source", src.len(), bytes_for(dtype, dst.len())?)?;
     f(src, dst);
     Ok(())
@@ -54,8 +71,16 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
 /// Quantize `src` into whole blocks `dst` with ggml's reference (storage) quantizer, no
 /// importance matrix — what `ggml_quantize_chunk` writes into a GGUF.
 pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
-    let f = dtype.info().quantize.ok_or(QuantError::Unsupported { dtype, what: "quantize" })?;
-    check_len(dtype, "destination", dst.len(), bytes_for(dtype, src.len())?)?;
+    let f = dtype.info().quantize.ok_or(QuantError::Unsupported {
+        dtype,
+        what: "quantize",
+    })?;
+    check_len(
+        dtype,
+        "destination",
+        dst.len(),
+        bytes_for(dtype, src.len())?,
+    )?;
     f(src, dst);
     Ok(())
 }
@@ -66,8 +91,16 @@ pub fn quantize_activation(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<
     let f = dtype
         .info()
         .quantize_activation
-        .ok_or(QuantError::Unsupported { dtype, what: "activation quantize" })?;
-    check_len(dtype, "destination", dst.len(), bytes_for(dtype, src.len())?)?;
+        .ok_or(QuantError::Unsupported {
+            dtype,
+            what: "activation quantize",
+        })?;
+    check_len(
+        dtype,
+        "destination",
+        dst.len(),
+        bytes_for(dtype, src.len())?,
+    )?;
     f(src, dst);
     Ok(())
 }

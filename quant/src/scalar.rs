@@ -40,7 +40,11 @@ pub fn le_f16(b: [u8; 2]) -> f32 {
 /// e = 255 gives +inf (OCP / torch say NaN — see [`crate::fp8::e8m0_to_f32`]).
 #[inline]
 pub fn e8m0_to_f32_ggml(e: u8) -> f32 {
-    let bits: u32 = if e == 0 { 0x0040_0000 } else { (e as u32) << 23 };
+    let bits: u32 = if e == 0 {
+        0x0040_0000
+    } else {
+        (e as u32) << 23
+    };
     f32::from_bits(bits)
 }
 

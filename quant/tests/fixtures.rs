@@ -11,7 +11,10 @@ struct Fixture {
 
 impl Fixture {
     fn load(name: &str) -> Fixture {
-        let path = format!("{}/tests/fixtures/{name}.safetensors", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/tests/fixtures/{name}.safetensors",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         Fixture { bytes }
     }
@@ -22,7 +25,11 @@ impl Fixture {
         self.st().tensor(name).is_ok()
     }
     fn u8s(&self, name: &str) -> Vec<u8> {
-        self.st().tensor(name).unwrap_or_else(|e| panic!("{name}: {e}")).data().to_vec()
+        self.st()
+            .tensor(name)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .data()
+            .to_vec()
     }
     fn f32s(&self, name: &str) -> Vec<f32> {
         self.u8s(name)
@@ -90,7 +97,9 @@ fn f32_roundtrip_exact() {
 fn activation_quantizers_bit_exact() {
     for &(name, dt) in GGML_FILES {
         let f = Fixture::load(name);
-        let Some(vt) = dt.info().dot_type.or(Some(dt)) else { continue };
+        let Some(vt) = dt.info().dot_type.or(Some(dt)) else {
+            continue;
+        };
         let x = f.f32s("x");
         let mut got = vec![0u8; quant::bytes_for(vt, K).unwrap()];
         quantize_activation(vt, &x, &mut got).unwrap();
@@ -103,7 +112,11 @@ fn activation_quantizers_bit_exact() {
         }
         let mut deq = vec![0f32; K];
         dequantize_row(vt, &got, &mut deq).unwrap();
-        assert_eq!(bits(&deq), bits(&f.f32s("x_q_dequant")), "{name}: x_q_dequant");
+        assert_eq!(
+            bits(&deq),
+            bits(&f.f32s("x_q_dequant")),
+            "{name}: x_q_dequant"
+        );
     }
 }
 
@@ -117,7 +130,10 @@ fn q8_0_both_rounding_rules_on_ties() {
     let mut cpu = vec![0u8; 68];
     quantize_activation(DType::Q8_0, &tie, &mut cpu).unwrap();
     assert_eq!(cpu, f.u8s("tie_quantized_cpu"));
-    assert_ne!(storage, cpu, "the tie vector must distinguish the two rules");
+    assert_ne!(
+        storage, cpu,
+        "the tie vector must distinguish the two rules"
+    );
     // and the whole matrix through the x86 rule
     let src = f.f32s("src");
     let mut q = vec![0u8; R * 544];
@@ -169,7 +185,9 @@ fn weight_quantizers_bit_exact() {
         quantize_row(dt, &src, &mut got).unwrap();
         if got != want {
             let rb = want.len() / R;
-            let bad: Vec<usize> = (0..R).filter(|&r| got[r * rb..(r + 1) * rb] != want[r * rb..(r + 1) * rb]).collect();
+            let bad: Vec<usize> = (0..R)
+                .filter(|&r| got[r * rb..(r + 1) * rb] != want[r * rb..(r + 1) * rb])
+                .collect();
             panic!("{name}: quantized differs from ggml in rows {bad:?}");
         }
     }
@@ -190,7 +208,9 @@ fn reference_dots_within_tolerance() {
         let rb = blocks.len() / R;
         for r in 0..R {
             let got = vec_dot(dt, K, &blocks[r * rb..(r + 1) * rb], &xq).unwrap();
-            let abs: f64 = (0..K).map(|i| (deq[r * K + i] as f64 * xd[i] as f64).abs()).sum();
+            let abs: f64 = (0..K)
+                .map(|i| (deq[r * K + i] as f64 * xd[i] as f64).abs())
+                .sum();
             let tol = 1e-5 * abs + 1e-6;
             assert!(
                 ((got - want[r]) as f64).abs() <= tol,
@@ -207,12 +227,28 @@ fn type_table_matches_fixture_geometry() {
         let f = Fixture::load(name);
         let (_, meta) = SafeTensors::read_metadata(&f.bytes).unwrap();
         let m = meta.metadata().as_ref().unwrap();
-        assert_eq!(m["ggml_type_id"].parse::<u32>().unwrap(), dt.gguf_id(), "{name}");
-        assert_eq!(m["block_size"].parse::<usize>().unwrap(), dt.block_size(), "{name}");
-        assert_eq!(m["bytes_per_block"].parse::<usize>().unwrap(), dt.type_size(), "{name}");
+        assert_eq!(
+            m["ggml_type_id"].parse::<u32>().unwrap(),
+            dt.gguf_id(),
+            "{name}"
+        );
+        assert_eq!(
+            m["block_size"].parse::<usize>().unwrap(),
+            dt.block_size(),
+            "{name}"
+        );
+        assert_eq!(
+            m["bytes_per_block"].parse::<usize>().unwrap(),
+            dt.type_size(),
+            "{name}"
+        );
         assert_eq!(DType::from_gguf_id(dt.gguf_id()).unwrap(), dt);
         if let Some(vt) = dt.info().dot_type {
-            assert_eq!(m["vec_dot_type_id"].parse::<u32>().unwrap(), vt.gguf_id(), "{name}");
+            assert_eq!(
+                m["vec_dot_type_id"].parse::<u32>().unwrap(),
+                vt.gguf_id(),
+                "{name}"
+            );
         }
     }
 }
@@ -248,10 +284,24 @@ fn fp8_tables_and_blocked_weights() {
     let w = f.u8s("w_fp8");
     let want = f.f32s("w_dequant");
     let mut got = vec![0f32; 256 * 256];
-    quant::fp8::dequant_fp8_blocked(&w, quant::fp8::Fp8Scale::E8M0(&f.u8s("w_scale_e8m0")), 256, 256, &mut got).unwrap();
+    quant::fp8::dequant_fp8_blocked(
+        &w,
+        quant::fp8::Fp8Scale::E8M0(&f.u8s("w_scale_e8m0")),
+        256,
+        256,
+        &mut got,
+    )
+    .unwrap();
     assert_eq!(bits(&got), bits(&want));
     let mut got2 = vec![0f32; 256 * 256];
-    quant::fp8::dequant_fp8_blocked(&w, quant::fp8::Fp8Scale::F32(&f.u8s("w_scale_f32")), 256, 256, &mut got2).unwrap();
+    quant::fp8::dequant_fp8_blocked(
+        &w,
+        quant::fp8::Fp8Scale::F32(&f.u8s("w_scale_f32")),
+        256,
+        256,
+        &mut got2,
+    )
+    .unwrap();
     assert_eq!(bits(&got2), bits(&want));
     // activation side: 1×128 blocks, power-of-two scales
     let (codes, scales) = quant::fp8::act_quant_fp8(&f.f32s("x"));
@@ -260,7 +310,9 @@ fn fp8_tables_and_blocked_weights() {
     // the product
     let xd = f.f32s("x_dequant");
     for (r, &y) in f.f32s("y_ref").iter().enumerate() {
-        let s: f64 = (0..256).map(|c| want[r * 256 + c] as f64 * xd[c] as f64).sum();
+        let s: f64 = (0..256)
+            .map(|c| want[r * 256 + c] as f64 * xd[c] as f64)
+            .sum();
         assert!((s as f32 - y).abs() <= 1e-5 * y.abs().max(1e-3), "row {r}");
     }
 }

@@ -31,7 +31,9 @@ fn best_index_mxfp4(x: f32, e: f32) -> u8 {
 /// Reference MXFP4 quantizer: `e = floor(log2(amax)) − 2 + 127`, nearest code (first wins).
 pub fn quant_mxfp4(src: &[f32], dst: &mut [u8]) {
     for (x, b) in src.chunks_exact(32).zip(view_mut::<BlockMXFP4>(dst)) {
-        let amax = x.iter().fold(0.0f32, |m, v| if m < v.abs() { v.abs() } else { m });
+        let amax = x
+            .iter()
+            .fold(0.0f32, |m, v| if m < v.abs() { v.abs() } else { m });
         let e = if amax > 0.0 {
             (amax.log2().floor() - 2.0 + 127.0) as u8
         } else {

@@ -27,7 +27,10 @@ fn sign(mask: u8, j: usize) -> f32 {
 
 /// IQ2_XXS → f32.
 pub fn dequant_iq2_xxs(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in view::<BlockIQ2XXS>(src).iter().zip(dst.chunks_exact_mut(256)) {
+    for (b, y) in view::<BlockIQ2XXS>(src)
+        .iter()
+        .zip(dst.chunks_exact_mut(256))
+    {
         let d = le_f16(b.d);
         for g in 0..8 {
             let q = &b.qs[8 * g..8 * g + 8];
@@ -46,7 +49,10 @@ pub fn dequant_iq2_xxs(src: &[u8], dst: &mut [f32]) {
 
 /// IQ2_XS → f32.
 pub fn dequant_iq2_xs(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in view::<BlockIQ2XS>(src).iter().zip(dst.chunks_exact_mut(256)) {
+    for (b, y) in view::<BlockIQ2XS>(src)
+        .iter()
+        .zip(dst.chunks_exact_mut(256))
+    {
         let d = le_f16(b.d);
         for g in 0..8 {
             let db = [
@@ -72,7 +78,11 @@ pub fn dequant_iq1_s(src: &[u8], dst: &mut [f32]) {
         for g in 0..8 {
             let h = le_u16(&b.qh, g);
             let dl = d * (2 * ((h >> 12) & 7) + 1) as f32;
-            let delta = if h & 0x8000 != 0 { -IQ1_DELTA } else { IQ1_DELTA };
+            let delta = if h & 0x8000 != 0 {
+                -IQ1_DELTA
+            } else {
+                IQ1_DELTA
+            };
             for k in 0..4 {
                 let idx = b.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
                 let grid = IQ1S_GRID[idx];
@@ -130,13 +140,17 @@ pub fn dequant_iq1_m(src: &[u8], dst: &mut [f32]) {
 #[inline]
 pub fn iq4xs_scale(b: &BlockIQ4XS, g: usize) -> i32 {
     let sh = u16::from_le_bytes(b.scales_h);
-    let ls = ((b.scales_l[g / 2] >> (4 * (g % 2))) & 0xF) as i32 | ((((sh >> (2 * g)) & 3) as i32) << 4);
+    let ls =
+        ((b.scales_l[g / 2] >> (4 * (g % 2))) & 0xF) as i32 | ((((sh >> (2 * g)) & 3) as i32) << 4);
     ls - 32
 }
 
 /// IQ4_XS → f32.
 pub fn dequant_iq4_xs(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in view::<BlockIQ4XS>(src).iter().zip(dst.chunks_exact_mut(256)) {
+    for (b, y) in view::<BlockIQ4XS>(src)
+        .iter()
+        .zip(dst.chunks_exact_mut(256))
+    {
         let d = le_f16(b.d);
         for g in 0..8 {
             let dl = d * iq4xs_scale(b, g) as f32;
