@@ -1,4 +1,4 @@
 //! fathom-models: GGUF and safetensors I/O, tokenizer, DeepSeek-V4 model definition, caches, sampling.
 
-pub mod safetensors;
 pub mod gguf;
+pub mod safetensors;

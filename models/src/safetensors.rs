@@ -437,7 +437,10 @@ impl<'de> Deserialize<'de> for Entries {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<Entries, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Entries, A::Error> {
                 let mut v = Vec::with_capacity(m.size_hint().unwrap_or(0));
                 while let Some((k, val)) = m.next_entry::<String, Value>()? {
                     v.push((k, val));
@@ -455,18 +458,68 @@ fn parse_object(bytes: &[u8]) -> std::result::Result<Vec<(String, Value)>, Optio
     let first = bytes.iter().find(|b| !b" \t\r\n".contains(b));
     if first != Some(&b'{') {
         // Tell "valid JSON of another kind" from garbage.
-        return Err(match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
-            Ok(_) => None,
-            Err(e) => Some(e.to_string()),
-        });
+        return Err(
+            match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                Ok(_) => None,
+                Err(e) => Some(e.to_string()),
+            },
+        );
     }
     serde_json::from_slice::<Entries>(bytes)
         .map(|e| e.0)
         .map_err(|e| Some(e.to_string()))
 }
 
+/// The parts of an index file fathom reads; `weight_map` keeps order and duplicated keys.
+struct IndexJson {
+    metadata: Option<Value>,
+    weight_map: Option<Entries>,
+}
+
+impl<'de> Deserialize<'de> for IndexJson {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = IndexJson;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an index object with a `weight_map` object")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<IndexJson, A::Error> {
+                let mut out = IndexJson {
+                    metadata: None,
+                    weight_map: None,
+                };
+                while let Some(k) = m.next_key::<String>()? {
+                    match k.as_str() {
+                        "metadata" => out.metadata = Some(m.next_value()?),
+                        "weight_map" => {
+                            if out.weight_map.is_some() {
+                                return Err(serde::de::Error::custom("`weight_map` appears twice"));
+                            }
+                            out.weight_map = Some(m.next_value().map_err(|e: A::Error| {
+                                serde::de::Error::custom(format!("`weight_map`: {e}"))
+                            })?);
+                        }
+                        _ => {
+                            m.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SafetensorsError + '_ {
-    move |source| SafetensorsError::Io { path: path.to_path_buf(), source }
+    move |source| SafetensorsError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn u64_array(v: &Value) -> Option<Vec<u64>> {
@@ -483,7 +536,10 @@ impl SafetensorsFile {
         let file = File::open(path).map_err(io_err(path))?;
         let file_len = file.metadata().map_err(io_err(path))?.len();
         if file_len < 8 {
-            return Err(SafetensorsError::FileTooShort { path: path.to_path_buf(), len: file_len });
+            return Err(SafetensorsError::FileTooShort {
+                path: path.to_path_buf(),
+                len: file_len,
+            });
         }
         // SAFETY: the map is read-only and private to this process. Its soundness relies on the
         // file not being truncated or modified while mapped (which would be a SIGBUS or changing
@@ -502,16 +558,27 @@ impl SafetensorsFile {
         len8.copy_from_slice(&bytes[..8]);
         let header_len = u64::from_le_bytes(len8);
         if header_len > MAX_HEADER_LEN {
-            return Err(SafetensorsError::HeaderTooLarge { path, header_len, max: MAX_HEADER_LEN });
+            return Err(SafetensorsError::HeaderTooLarge {
+                path,
+                header_len,
+                max: MAX_HEADER_LEN,
+            });
         }
         if header_len > file_len - 8 {
-            return Err(SafetensorsError::HeaderPastEof { path, header_len, file_len });
+            return Err(SafetensorsError::HeaderPastEof {
+                path,
+                header_len,
+                file_len,
+            });
         }
         let data_start = 8 + header_len;
         let data_len = file_len - data_start;
         let header = &bytes[8..data_start as usize];
         if let Err(e) = std::str::from_utf8(header) {
-            return Err(SafetensorsError::HeaderJson { path, message: format!("not UTF-8: {e}") });
+            return Err(SafetensorsError::HeaderJson {
+                path,
+                message: format!("not UTF-8: {e}"),
+            });
         }
         let entries = match parse_object(header) {
             Ok(e) => e,
@@ -526,11 +593,17 @@ impl SafetensorsFile {
         for (name, value) in entries {
             if name == "__metadata__" {
                 if seen_metadata {
-                    return Err(SafetensorsError::BadMetadata { path, message: "appears twice".into() });
+                    return Err(SafetensorsError::BadMetadata {
+                        path,
+                        message: "appears twice".into(),
+                    });
                 }
                 seen_metadata = true;
                 let Value::Object(m) = value else {
-                    return Err(SafetensorsError::BadMetadata { path, message: "is not an object".into() });
+                    return Err(SafetensorsError::BadMetadata {
+                        path,
+                        message: "is not an object".into(),
+                    });
                 };
                 for (k, v) in m {
                     let Value::String(s) = v else {
@@ -560,22 +633,34 @@ impl SafetensorsFile {
                 None => return Err(bad("missing `dtype`".into())),
             };
             let shape = match obj.get("shape") {
-                Some(v) => u64_array(v)
-                    .ok_or_else(|| bad("`shape` is not an array of non-negative integers".into()))?,
+                Some(v) => u64_array(v).ok_or_else(|| {
+                    bad("`shape` is not an array of non-negative integers".into())
+                })?,
                 None => return Err(bad("missing `shape`".into())),
             };
             let offsets = match obj.get("data_offsets") {
-                Some(v) => u64_array(v)
-                    .filter(|a| a.len() == 2)
-                    .ok_or_else(|| bad("`data_offsets` is not an array of two non-negative integers".into()))?,
+                Some(v) => u64_array(v).filter(|a| a.len() == 2).ok_or_else(|| {
+                    bad("`data_offsets` is not an array of two non-negative integers".into())
+                })?,
                 None => return Err(bad("missing `data_offsets`".into())),
             };
             let (begin, end) = (offsets[0], offsets[1]);
             if begin > end {
-                return Err(SafetensorsError::InvalidOffsets { path, tensor: name, begin, end });
+                return Err(SafetensorsError::InvalidOffsets {
+                    path,
+                    tensor: name,
+                    begin,
+                    end,
+                });
             }
             if end > data_len {
-                return Err(SafetensorsError::OffsetsOutOfRange { path, tensor: name, begin, end, data_len });
+                return Err(SafetensorsError::OffsetsOutOfRange {
+                    path,
+                    tensor: name,
+                    begin,
+                    end,
+                    data_len,
+                });
             }
             if let TensorDtype::Known(d) = &dtype {
                 let expected = shape
@@ -607,7 +692,11 @@ impl SafetensorsFile {
             });
         }
 
-        tensors.sort_by(|a, b| a.data_offsets.cmp(&b.data_offsets).then_with(|| a.name.cmp(&b.name)));
+        tensors.sort_by(|a, b| {
+            a.data_offsets
+                .cmp(&b.data_offsets)
+                .then_with(|| a.name.cmp(&b.name))
+        });
         let mut warnings = Vec::new();
         let mut covered_to = 0u64;
         let mut last_nonempty: Option<usize> = None;
@@ -626,23 +715,45 @@ impl SafetensorsFile {
                 }
             }
             if b > covered_to {
-                warnings.push(format!("{} unused bytes before tensor `{}`", b - covered_to, t.name));
+                warnings.push(format!(
+                    "{} unused bytes before tensor `{}`",
+                    b - covered_to,
+                    t.name
+                ));
             }
             covered_to = e;
             last_nonempty = Some(i);
         }
         if covered_to < data_len {
-            warnings.push(format!("{} unused bytes after the last tensor", data_len - covered_to));
+            warnings.push(format!(
+                "{} unused bytes after the last tensor",
+                data_len - covered_to
+            ));
         }
-        by_name = tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
-        Ok(SafetensorsFile { path, mmap, header_len, metadata, tensors, by_name, warnings })
+        by_name = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        Ok(SafetensorsFile {
+            path,
+            mmap,
+            header_len,
+            metadata,
+            tensors,
+            by_name,
+            warnings,
+        })
     }
 
     /// Cross-check with the `safetensors` crate when it knows every dtype; disagreements become
     /// warnings (see the module docs).
     fn cross_check(&mut self) {
         let all_known_to_crate = self.tensors.iter().all(|t| {
-            serde_json::from_value::<safetensors::Dtype>(Value::String(t.dtype.as_str().to_string())).is_ok()
+            serde_json::from_value::<safetensors::Dtype>(Value::String(
+                t.dtype.as_str().to_string(),
+            ))
+            .is_ok()
         });
         if !all_known_to_crate {
             self.warnings
@@ -659,7 +770,9 @@ impl SafetensorsFile {
                     ));
                 }
             }
-            Err(e) => self.warnings.push(format!("the safetensors crate rejects this file: {e}")),
+            Err(e) => self
+                .warnings
+                .push(format!("the safetensors crate rejects this file: {e}")),
         }
     }
 
@@ -706,10 +819,12 @@ impl SafetensorsFile {
     /// The tensor's bytes, a slice of the mapping (no copy). Fails for unknown names and for
     /// tensors with an unsupported dtype.
     pub fn tensor_data(&self, name: &str) -> Result<&[u8]> {
-        let t = self.tensor(name).ok_or_else(|| SafetensorsError::TensorNotFound {
-            path: self.path.clone(),
-            tensor: name.to_string(),
-        })?;
+        let t = self
+            .tensor(name)
+            .ok_or_else(|| SafetensorsError::TensorNotFound {
+                path: self.path.clone(),
+                tensor: name.to_string(),
+            })?;
         self.data_of(t)
     }
 
@@ -732,10 +847,12 @@ impl SafetensorsFile {
 
     /// The tensor's bytes whatever its dtype (also for unsupported ones).
     pub fn raw_tensor_data(&self, name: &str) -> Result<&[u8]> {
-        let t = self.tensor(name).ok_or_else(|| SafetensorsError::TensorNotFound {
-            path: self.path.clone(),
-            tensor: name.to_string(),
-        })?;
+        let t = self
+            .tensor(name)
+            .ok_or_else(|| SafetensorsError::TensorNotFound {
+                path: self.path.clone(),
+                tensor: name.to_string(),
+            })?;
         Ok(self.raw_data_of(t))
     }
 }
@@ -799,7 +916,9 @@ impl SafetensorsModel {
             return Self::open_index(&indexes[0]);
         }
         if files.is_empty() {
-            return Err(SafetensorsError::NoCheckpoint { path: dir.to_path_buf() });
+            return Err(SafetensorsError::NoCheckpoint {
+                path: dir.to_path_buf(),
+            });
         }
         files.sort();
         Self::from_files(dir.to_path_buf(), None, None, &files, None)
@@ -808,26 +927,25 @@ impl SafetensorsModel {
     /// Open a sharded checkpoint from its index file.
     pub fn open_index(index: impl AsRef<Path>) -> Result<SafetensorsModel> {
         let index = index.as_ref();
-        let bad = |message: String| SafetensorsError::BadIndex { path: index.to_path_buf(), message };
-        let text = std::fs::read(index).map_err(io_err(index))?;
-        let top = match parse_object(&text) {
-            Ok(e) => e,
-            Err(None) => return Err(bad("not a JSON object".into())),
-            Err(Some(m)) => return Err(bad(format!("not valid JSON: {m}"))),
+        let bad = |message: String| SafetensorsError::BadIndex {
+            path: index.to_path_buf(),
+            message,
         };
-        let mut metadata = None;
-        let mut weight_map = None;
-        for (k, v) in top {
-            match k.as_str() {
-                "metadata" => metadata = Some(v),
-                "weight_map" => weight_map = Some(v),
-                _ => {}
-            }
+        let text = std::fs::read(index).map_err(io_err(index))?;
+        let first = text.iter().find(|b| !b" \t\r\n".contains(b));
+        if first != Some(&b'{') {
+            return Err(
+                match serde_json::from_slice::<serde::de::IgnoredAny>(&text) {
+                    Ok(_) => bad("not a JSON object".into()),
+                    Err(e) => bad(format!("not valid JSON: {e}")),
+                },
+            );
         }
-        let weight_map = weight_map.ok_or_else(|| bad("missing `weight_map`".into()))?;
-        // Re-parse weight_map in document order, keeping duplicated keys.
-        let weight_map: Entries = serde_json::from_value(weight_map)
-            .map_err(|e| bad(format!("`weight_map` is not an object: {e}")))?;
+        let parsed: IndexJson = serde_json::from_slice(&text).map_err(|e| bad(format!("{e}")))?;
+        let metadata = parsed.metadata;
+        let weight_map = parsed
+            .weight_map
+            .ok_or_else(|| bad("missing `weight_map`".into()))?;
         let dir = index.parent().unwrap_or(Path::new("."));
         let mut shard_names: Vec<String> = Vec::new();
         let mut wanted: Vec<(String, usize)> = Vec::with_capacity(weight_map.0.len());
@@ -838,9 +956,7 @@ impl SafetensorsModel {
                 return Err(bad(format!("`weight_map[\"{tensor}\"]` is not a string")));
             };
             let rel = Path::new(&shard);
-            if shard.is_empty()
-                || rel.components().any(|c| !matches!(c, Component::Normal(_)))
-            {
+            if shard.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
                 return Err(bad(format!(
                     "shard name `{shard}` for `{tensor}` is not a relative path inside the checkpoint"
                 )));
@@ -878,7 +994,13 @@ impl SafetensorsModel {
             }
             paths.push(p);
         }
-        Self::from_files(index.to_path_buf(), Some(index.to_path_buf()), metadata, &paths, Some(&wanted))
+        Self::from_files(
+            index.to_path_buf(),
+            Some(index.to_path_buf()),
+            metadata,
+            &paths,
+            Some(&wanted),
+        )
     }
 
     fn from_files(
@@ -926,7 +1048,15 @@ impl SafetensorsModel {
                 ));
             }
         }
-        Ok(SafetensorsModel { path, index_path, index_metadata, shards, order, by_name, warnings })
+        Ok(SafetensorsModel {
+            path,
+            index_path,
+            index_metadata,
+            shards,
+            order,
+            by_name,
+            warnings,
+        })
     }
 
     /// The path given to [`SafetensorsModel::open`] (or the index path).
@@ -979,10 +1109,12 @@ impl SafetensorsModel {
 
     /// The tensor's bytes, a slice of its shard's mapping (no copy).
     pub fn tensor_data(&self, name: &str) -> Result<&[u8]> {
-        let t = self.tensor(name).ok_or_else(|| SafetensorsError::TensorNotFound {
-            path: self.path.clone(),
-            tensor: name.to_string(),
-        })?;
+        let t = self
+            .tensor(name)
+            .ok_or_else(|| SafetensorsError::TensorNotFound {
+                path: self.path.clone(),
+                tensor: name.to_string(),
+            })?;
         self.shards[t.shard].data_of(t)
     }
 
@@ -990,7 +1122,11 @@ impl SafetensorsModel {
     pub fn warnings(&self) -> Vec<String> {
         let mut w = self.warnings.clone();
         for s in &self.shards {
-            w.extend(s.warnings.iter().map(|m| format!("{}: {m}", s.path.display())));
+            w.extend(
+                s.warnings
+                    .iter()
+                    .map(|m| format!("{}: {m}", s.path.display())),
+            );
         }
         w
     }

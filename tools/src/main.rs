@@ -1,2 +1,44 @@
-//! placeholder
-fn main() {}
+//! `fathom`: the command-line tool of the fathom runtime.
+//!
+//! Subcommands live in [`cmd`], one module each; this file only parses the command line and
+//! dispatches. Errors are `anyhow` errors whose context chain always names the file involved;
+//! they are printed on one line (`error: cannot read X as GGUF: X: bad magic ...`, no
+//! backtrace) and the exit status is 1.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+mod mem;
+
+/// fathom: a ggml-style runtime for DeepSeek-V4 on CPUs.
+#[derive(Parser, Debug)]
+#[command(name = "fathom", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show the header, metadata, tensors and per-type totals of a GGUF file (single or split:
+    /// pass the first shard), a .safetensors file, a model.safetensors.index.json, or a
+    /// checkpoint directory.
+    Inspect(cmd::inspect::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(args) => cmd::inspect::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -34,7 +34,10 @@ pub struct TensorInfo {
 impl TensorInfo {
     /// Number of elements (the product of `ne`; checked at parse time, so it cannot overflow).
     pub fn n_elements(&self) -> u64 {
-        self.ne.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).unwrap_or(u64::MAX)
+        self.ne
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .unwrap_or(u64::MAX)
     }
 
     /// Number of dimensions as stored in the file.

@@ -1,0 +1,3 @@
+//! The `fathom` subcommands, one module each.
+
+pub mod inspect;
