@@ -1,12 +1,29 @@
-//! fathom-graph: the compute-graph layer.
+//! fathom-graph: tensor descriptors, the op set, the graph arena and the planner.
 //!
-//! This crate will own tensor descriptors (`dtype`, `ne[4]`, byte strides `nb[4]`, view
-//! offsets), the op set declared once (including DeepSeek-V4's custom ops: HADAMARD,
-//! HC_PRE/HC_POST, DSA_INDEXER, MUL_MAT_ID and the compressors) with typed parameters and shape
-//! inference, the graph arena and builders, and the planner (topological order, liveness-based
-//! arena allocation, barrier elision). It depends only on `fathom-quant` for dtypes.
+//! # Glossary
+//! - **`ne[4]`**: elements per dimension, innermost first (ggml). A PyTorch `[out, in]` weight
+//!   is `{in, out}` here.
+//! - **`nb[4]`**: byte strides. Views (reshape/permute/transpose/slices) only change `ne`, `nb`
+//!   and a byte offset.
+//! - **row**: the `ne[0]` elements at fixed `(i1, i2, i3)`; kernels split work by rows.
+//! - **node**: an input (bound by name per run), a weight (bytes used in place) or an op result.
+//! - **plan**: order, arena offsets and barriers for one graph, built once and replayed.
 //!
-//! Status: not yet implemented (issue 3); the crate exists so the dependency direction
-//! `quant → graph → ops → backends → models → tools` is fixed from the start.
+//! Values that change between decode steps (positions, cache lengths, visible compressed
+//! entries, MoE knobs) are *inputs* read by kernels at execution time, so a decode plan is
+//! built once and replayed without rebuilding.
+//!
+//! The op list is [`for_each_op!`]; `fathom-ops` turns the same list into kernel dispatch.
 
+pub mod error;
+pub mod graph;
+pub mod op;
+pub mod plan;
+pub mod tensor;
+
+pub use error::GraphError;
+pub use graph::{Graph, Node, NodeKind, TensorId, WeightData};
+pub use op::{Access, Op, OpDef, OpKind};
+pub use plan::{Location, Plan, PlanOptions, Step};
 pub use quant::DType;
+pub use tensor::TensorDesc;

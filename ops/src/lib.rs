@@ -1,7 +1,65 @@
-//! fathom-ops: CPU kernels, one module per graph op.
+//! fathom-ops: CPU kernels, one module per op family of `fathom-graph`'s op list.
 //!
-//! Each op will have a scalar reference kernel (the oracle) and fast parallel variants that are
-//! tested against it on random inputs. Kernel dispatch is generated from the op list in
-//! `fathom-graph`, so a missing kernel is a compile error.
-//!
-//! Status: not yet implemented (issue 3).
+//! Every op implements [`CpuKernel`]: a scalar, single-threaded **reference** (the oracle of
+//! every test) and a multi-threaded **forward** kernel run by all threads of the executor.
+//! Row-wise ops split rows statically ([`KernelCx::my_rows`]); matmuls claim chunks from the
+//! node's atomic counter. Each op also provides test-ops cases. Kernel dispatch is generated
+//! from `graph::for_each_op!`, so an op without a kernel does not compile.
+
+pub mod case;
+mod cx;
+pub mod tensor;
+
+mod binary;
+mod cpy;
+mod get_rows;
+mod mul_mat;
+mod norm;
+mod unary;
+mod view;
+
+pub use case::Case;
+pub use cx::{split, KernelCx, Scratch};
+pub use tensor::{TensorMut, TensorRef};
+
+use graph::{Op, OpDef, OpKind};
+
+/// A CPU implementation of an op.
+pub trait CpuKernel: OpDef {
+    /// Scalar single-threaded reference; called with `ith = 0, nth = 1`.
+    fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]);
+    /// The optimized kernel, called on every thread. Default: thread 0 runs the reference
+    /// (only valid for [`graph::Access::Global`] ops).
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        if cx.ith == 0 {
+            let mut one = KernelCx {
+                ith: 0,
+                nth: 1,
+                chunk: cx.chunk,
+                scratch: cx.scratch,
+            };
+            self.reference(&mut one, dst, srcs);
+        }
+    }
+    /// Test-ops cases for this op (tiny, odd sizes, non-contiguous, real V4 shapes).
+    fn cases() -> Vec<Case>;
+}
+
+macro_rules! define_dispatch {
+    ($($v:ident => $t:path,)*) => {
+        /// Run the reference kernel of `op`.
+        pub fn run_reference(op: &Op, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+            match op { $(Op::$v(o) => <$t as CpuKernel>::reference(o, cx, dst, srcs),)* }
+        }
+        /// Run the optimized kernel of `op` on this thread.
+        pub fn run_forward(op: &Op, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+            match op { $(Op::$v(o) => <$t as CpuKernel>::forward(o, cx, dst, srcs),)* }
+        }
+        /// The test-ops cases of an op kind.
+        pub fn cases(kind: OpKind) -> Vec<Case> {
+            match kind { $(OpKind::$v => <$t as CpuKernel>::cases(),)* }
+        }
+    };
+}
+
+graph::for_each_op!(define_dispatch);

@@ -1,0 +1,468 @@
+//! The plan executor: a persistent pool of core-pinned worker threads that replays a
+//! [`Plan`] — every thread walks the same step list, runs each node's kernel on its share of
+//! the work and meets the others at the barriers the plan kept.
+//!
+//! [`Executor::reference`] runs the reference kernels on one thread with every barrier (no
+//! elision): the oracle every test compares against.
+
+use crate::barrier::Barrier;
+use crate::profiler::{Profiler, ThreadTimes};
+use graph::{Graph, Location, NodeKind, Plan, PlanOptions, TensorDesc, TensorId};
+use ops::{KernelCx, Scratch, TensorMut, TensorRef};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Executor configuration.
+#[derive(Clone, Debug)]
+pub struct ExecConfig {
+    /// Worker threads including the caller (default: one per physical core).
+    pub threads: usize,
+    /// CPUs to pin worker `i` to (`cpus[i % len]`); `None` pins to cores 0.. in order.
+    pub cpus: Option<Vec<usize>>,
+    /// Pin threads at all.
+    pub pin: bool,
+    /// Apply barrier elision.
+    pub elide_barriers: bool,
+    /// Spin iterations before a waiting thread parks.
+    pub spin: u32,
+    /// Collect per-node timings (the per-op profiler); see [`crate::profiler`].
+    pub profile: bool,
+    /// Leave guard bytes after every arena buffer (test-ops checks them after each run).
+    pub guards: bool,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig {
+            threads: crate::topology::physical_cores(),
+            cpus: None,
+            pin: true,
+            elide_barriers: true,
+            spin: 20_000,
+            profile: crate::profiler::enabled_from_env().is_some(),
+            guards: false,
+        }
+    }
+}
+
+/// Errors from binding inputs or reading outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExecError {
+    /// No input or output of that name.
+    UnknownName(String),
+    /// Wrong number of bytes for an input.
+    Size {
+        /// Input name.
+        name: String,
+        /// Bytes given.
+        got: usize,
+        /// Bytes expected.
+        expected: usize,
+    },
+}
+
+impl std::fmt::Display for ExecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExecError::UnknownName(n) => write!(f, "no input or output named '{n}'"),
+            ExecError::Size {
+                name,
+                got,
+                expected,
+            } => write!(f, "input '{name}': got {got} bytes, expected {expected}"),
+        }
+    }
+}
+impl std::error::Error for ExecError {}
+
+/// Byte pattern of guard regions.
+const GUARD: u8 = 0xA5;
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Line([u8; 64]);
+
+/// What one run needs, shared read-only by all threads for the duration of the run.
+struct Job {
+    graph: *const Graph,
+    plan: *const Plan,
+    arena: *mut u8,
+    arena_len: usize,
+    counters: *const [AtomicUsize],
+    reference: bool,
+    profile: bool,
+    t0: Instant,
+}
+
+// SAFETY: a Job only travels to the pool's workers while `run` keeps every pointee alive and
+// unmoved (run waits at the final barrier before returning).
+unsafe impl Send for Job {}
+// SAFETY: as above; the pointees are only read, except the arena whose writes follow the
+// plan's row ownership and barriers.
+unsafe impl Sync for Job {}
+
+struct Shared {
+    start: Barrier,
+    step: Barrier,
+    job: Mutex<Option<Arc<Job>>>,
+    times: Vec<Mutex<ThreadTimes>>,
+}
+
+/// Replays a plan on a thread pool.
+pub struct Executor {
+    graph: Graph,
+    plan: Plan,
+    arena: Vec<Line>,
+    counters: Box<[AtomicUsize]>,
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    scratch0: Scratch,
+    nth: usize,
+    reference: bool,
+    profiler: Option<Profiler>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Executor({} threads, {} steps)",
+            self.nth,
+            self.plan.steps().len()
+        )
+    }
+}
+
+fn run_steps(
+    job: &Job,
+    ith: usize,
+    nth: usize,
+    scratch: &mut Scratch,
+    step_barrier: &Barrier,
+    times: Option<&Mutex<ThreadTimes>>,
+) {
+    // SAFETY: the Job's pointees outlive the run (see `Job`).
+    let (graph, plan, counters) = unsafe { (&*job.graph, &*job.plan, &*job.counters) };
+    let mut local =
+        times.map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|e| e.into_inner())));
+    for (si, st) in plan.steps().iter().enumerate() {
+        if st.barrier_before {
+            step_barrier.wait();
+        }
+        let node = graph.node(st.node);
+        let NodeKind::Op { op, srcs } = &node.kind else {
+            continue;
+        };
+        let view = |id: TensorId| -> TensorRef<'_> {
+            let d = graph.desc(id);
+            match plan.location(id) {
+                Location::Weight { root, offset } => match &graph.node(root).kind {
+                    NodeKind::Weight(w) => TensorRef::new(*d, &w.bytes()[offset..]),
+                    _ => unreachable!("weight location points at a weight node"),
+                },
+                Location::Arena { offset } => {
+                    // SAFETY: offset + nbytes is inside the arena (planner invariant); the bytes
+                    // were completed before this node (barriers/elision rule), and no thread
+                    // writes them during this node (outputs never overlap live sources).
+                    let b = unsafe {
+                        std::slice::from_raw_parts(job.arena.add(offset), job.arena_len - offset)
+                    };
+                    TensorRef::new(*d, b)
+                }
+            }
+        };
+        let srcs: Vec<TensorRef> = srcs.iter().map(|&s| view(s)).collect();
+        let Location::Arena { offset } = plan.location(st.node) else {
+            continue;
+        };
+        // SAFETY: the node's output buffer lies inside the arena and belongs to this node only
+        // while it runs; threads write disjoint rows (TensorMut contract).
+        let dst = unsafe {
+            TensorMut::from_raw(node.desc, job.arena.add(offset), job.arena_len - offset)
+        };
+        let t_start = local.as_ref().map(|_| job.t0.elapsed().as_nanos() as u64);
+        let mut cx = KernelCx {
+            ith,
+            nth,
+            chunk: &counters[si],
+            scratch,
+        };
+        if job.reference {
+            ops::run_reference(op, &mut cx, &dst, &srcs);
+        } else {
+            ops::run_forward(op, &mut cx, &dst, &srcs);
+        }
+        if let (Some(l), Some(s)) = (local.as_mut(), t_start) {
+            l.push(si, s, job.t0.elapsed().as_nanos() as u64);
+        }
+    }
+    step_barrier.wait();
+    if let (Some(t), Some(l)) = (times, local) {
+        *t.lock().unwrap_or_else(|e| e.into_inner()) = l;
+    }
+    let _ = job.profile;
+}
+
+impl Executor {
+    /// Build the plan and start the pool.
+    pub fn new(graph: Graph, cfg: ExecConfig) -> Executor {
+        Self::build(graph, cfg, false)
+    }
+
+    /// The oracle: reference kernels, one thread, every barrier.
+    pub fn reference(graph: Graph) -> Executor {
+        let cfg = ExecConfig {
+            threads: 1,
+            cpus: None,
+            pin: false,
+            elide_barriers: false,
+            spin: 0,
+            profile: false,
+            guards: false,
+        };
+        Self::build(graph, cfg, true)
+    }
+
+    fn build(graph: Graph, cfg: ExecConfig, reference: bool) -> Executor {
+        let plan = Plan::new(
+            &graph,
+            PlanOptions {
+                elide_barriers: cfg.elide_barriers,
+                guards: cfg.guards,
+            },
+        );
+        let nth = cfg.threads.max(1);
+        let shared = Arc::new(Shared {
+            start: Barrier::new(nth, cfg.spin),
+            step: Barrier::new(nth, cfg.spin),
+            job: Mutex::new(None),
+            times: (0..nth)
+                .map(|_| Mutex::new(ThreadTimes::default()))
+                .collect(),
+        });
+        let cores = if cfg.pin {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let pick = move |i: usize| -> Option<core_affinity::CoreId> {
+            if cores.is_empty() {
+                return None;
+            }
+            match &cfg.cpus {
+                Some(list) if !list.is_empty() => {
+                    cores.iter().copied().find(|c| c.id == list[i % list.len()])
+                }
+                _ => Some(cores[i % cores.len()]),
+            }
+        };
+        let mut workers = Vec::new();
+        for ith in 1..nth {
+            let sh = shared.clone();
+            let core = pick(ith);
+            workers.push(std::thread::spawn(move || {
+                if let Some(c) = core {
+                    core_affinity::set_for_current(c);
+                }
+                let mut scratch = Scratch::default();
+                loop {
+                    sh.start.wait();
+                    let job = sh.job.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    let Some(job) = job else { return };
+                    let times = job.profile.then(|| &sh.times[ith]);
+                    run_steps(&job, ith, nth, &mut scratch, &sh.step, times);
+                }
+            }));
+        }
+        let counters = (0..plan.steps().len())
+            .map(|_| AtomicUsize::new(0))
+            .collect();
+        let arena = vec![Line([0; 64]); plan.arena_size().div_ceil(64)];
+        let profiler = cfg.profile.then(|| Profiler::new(&graph, &plan, nth));
+        Executor {
+            graph,
+            plan,
+            arena,
+            counters,
+            shared,
+            workers,
+            scratch0: Scratch::default(),
+            nth,
+            reference,
+            profiler,
+        }
+    }
+
+    /// The plan being replayed.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+    /// The graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+    /// Threads in the pool (including the caller).
+    pub fn threads(&self) -> usize {
+        self.nth
+    }
+    /// The profiler, when enabled.
+    pub fn profiler(&self) -> Option<&Profiler> {
+        self.profiler.as_ref()
+    }
+    /// Mutable profiler access (to set token counts, print, reset).
+    pub fn profiler_mut(&mut self) -> Option<&mut Profiler> {
+        self.profiler.as_mut()
+    }
+
+    fn arena_bytes(&mut self) -> &mut [u8] {
+        bytemuck::cast_slice_mut(&mut self.arena)
+    }
+
+    /// Bind the bytes of a named input (copied into the arena).
+    pub fn set_input(&mut self, name: &str, bytes: &[u8]) -> Result<(), ExecError> {
+        let id = self
+            .plan
+            .input(name)
+            .ok_or_else(|| ExecError::UnknownName(name.to_string()))?;
+        let n = self.graph.desc(id).nbytes();
+        if bytes.len() != n {
+            return Err(ExecError::Size {
+                name: name.to_string(),
+                got: bytes.len(),
+                expected: n,
+            });
+        }
+        let Location::Arena { offset } = self.plan.location(id) else {
+            unreachable!("inputs live in the arena")
+        };
+        self.arena_bytes()[offset..offset + n].copy_from_slice(bytes);
+        Ok(())
+    }
+    /// Bind f32 data to an input.
+    pub fn set_input_f32(&mut self, name: &str, v: &[f32]) -> Result<(), ExecError> {
+        self.set_input(name, bytemuck::cast_slice(v))
+    }
+    /// Bind i32 data to an input.
+    pub fn set_input_i32(&mut self, name: &str, v: &[i32]) -> Result<(), ExecError> {
+        self.set_input(name, bytemuck::cast_slice(v))
+    }
+
+    /// Execute the plan once.
+    pub fn run(&mut self) {
+        for c in self.counters.iter() {
+            c.store(0, Ordering::Relaxed);
+        }
+        let arena_len = self.arena.len() * 64;
+        let profile = self.profiler.is_some();
+        let job = Arc::new(Job {
+            graph: &self.graph,
+            plan: &self.plan,
+            arena: self.arena.as_mut_ptr().cast::<u8>(),
+            arena_len,
+            counters: &*self.counters,
+            reference: self.reference,
+            profile,
+            t0: Instant::now(),
+        });
+        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.clone());
+        self.shared.start.wait();
+        let times = profile.then(|| &self.shared.times[0]);
+        run_steps(
+            &job,
+            0,
+            self.nth,
+            &mut self.scratch0,
+            &self.shared.step,
+            times,
+        );
+        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if let Some(p) = self.profiler.as_mut() {
+            p.collect(&self.shared.times);
+        }
+    }
+
+    /// Fill every guard region with the guard pattern (call before [`Executor::run`]).
+    pub fn fill_guards(&mut self) {
+        let guards = self.plan.guards().to_vec();
+        let a = self.arena_bytes();
+        for (off, len) in guards {
+            a[off..off + len].fill(GUARD);
+        }
+    }
+
+    /// Guard regions whose bytes changed since [`Executor::fill_guards`]: `(offset, len)`.
+    pub fn broken_guards(&self) -> Vec<(usize, usize)> {
+        let a: &[u8] = bytemuck::cast_slice(&self.arena);
+        self.plan
+            .guards()
+            .iter()
+            .copied()
+            .filter(|&(o, l)| a[o..o + l].iter().any(|&b| b != GUARD))
+            .collect()
+    }
+
+    /// Descriptor of a named output.
+    pub fn output_desc(&self, name: &str) -> Result<TensorDesc, ExecError> {
+        let id = self.output_id(name)?;
+        Ok(*self.graph.desc(id))
+    }
+
+    fn output_id(&self, name: &str) -> Result<TensorId, ExecError> {
+        self.plan
+            .outputs()
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, id)| *id)
+            .ok_or_else(|| ExecError::UnknownName(name.to_string()))
+    }
+
+    /// A named output converted to f32, in index order (any layout).
+    pub fn output_f32(&self, name: &str) -> Result<Vec<f32>, ExecError> {
+        let id = self.output_id(name)?;
+        let d = *self.graph.desc(id);
+        let bytes: &[u8] = match self.plan.location(id) {
+            Location::Arena { offset } => &bytemuck::cast_slice::<Line, u8>(&self.arena)[offset..],
+            Location::Weight { root, offset } => match &self.graph.node(root).kind {
+                NodeKind::Weight(w) => &w.bytes()[offset..],
+                _ => unreachable!("weight location points at a weight node"),
+            },
+        };
+        let t = TensorRef::new(d, bytes);
+        let mut out = vec![0f32; d.nelements()];
+        for r in 0..d.nrows() {
+            t.row_to_f32(r, &mut out[r * d.ne[0]..(r + 1) * d.ne[0]]);
+        }
+        Ok(out)
+    }
+
+    /// A named output as i32 (contiguous I32 outputs).
+    pub fn output_i32(&self, name: &str) -> Result<Vec<i32>, ExecError> {
+        let id = self.output_id(name)?;
+        let d = *self.graph.desc(id);
+        let Location::Arena { offset } = self.plan.location(id) else {
+            return Err(ExecError::UnknownName(name.into()));
+        };
+        let b = &bytemuck::cast_slice::<Line, u8>(&self.arena)[offset..offset + d.nbytes()];
+        Ok(b.chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if !self.workers.is_empty() {
+            self.shared.start.wait();
+        }
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        if let Some(p) = &self.profiler {
+            p.finish_from_env();
+        }
+    }
+}

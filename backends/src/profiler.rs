@@ -1,0 +1,327 @@
+//! The per-op profiler.
+//!
+//! Switched on by `FATHOM_PROFILE_OPS` (or `LLAMA_PROFILE_OPS`, for people coming from the
+//! seed's patched llama.cpp):
+//! - `1`: when the executor is dropped, print a table per op and tensor types to stderr —
+//!   `| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s |`;
+//! - `json:PATH`: write the same rows as JSON;
+//! - `trace:PATH`: write a Chrome trace (`chrome://tracing`, Perfetto) with one timeline per
+//!   thread.
+//!
+//! With the profiler off the executor does one `Option` check per node and reads no clock, so
+//! its overhead is unmeasurable. A node's time is its wall span across threads (first start to
+//! last end); GB/s is given for matmuls (weight bytes streamed per second).
+
+use graph::{Graph, NodeKind, Plan};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// What the environment asks the profiler to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileOutput {
+    /// Table on stderr.
+    Table,
+    /// JSON file.
+    Json(String),
+    /// Chrome trace file.
+    Trace(String),
+}
+
+/// Read `FATHOM_PROFILE_OPS` / `LLAMA_PROFILE_OPS`.
+pub fn enabled_from_env() -> Option<ProfileOutput> {
+    let v = std::env::var("FATHOM_PROFILE_OPS")
+        .or_else(|_| std::env::var("LLAMA_PROFILE_OPS"))
+        .ok()?;
+    parse_setting(&v)
+}
+
+/// Parse a profiler setting (`1`, `json:PATH`, `trace:PATH`; `0`/empty = off).
+pub fn parse_setting(v: &str) -> Option<ProfileOutput> {
+    let v = v.trim();
+    if let Some(p) = v.strip_prefix("json:") {
+        return Some(ProfileOutput::Json(p.to_string()));
+    }
+    if let Some(p) = v.strip_prefix("trace:") {
+        return Some(ProfileOutput::Trace(p.to_string()));
+    }
+    match v {
+        "" | "0" | "false" | "off" => None,
+        _ => Some(ProfileOutput::Table),
+    }
+}
+
+/// Timings one thread recorded during a run: `(step, start_ns, end_ns)`.
+#[derive(Debug, Default)]
+pub struct ThreadTimes {
+    entries: Vec<(u32, u64, u64)>,
+}
+
+impl ThreadTimes {
+    /// Record a node.
+    pub fn push(&mut self, step: usize, start: u64, end: u64) {
+        self.entries.push((step as u32, start, end));
+    }
+}
+
+#[derive(Debug, Clone)]
+struct StepInfo {
+    op: &'static str,
+    types: String,
+    name: String,
+    weight_bytes: u64,
+}
+
+/// One row of the profile.
+#[derive(Debug, Clone)]
+pub struct ProfileRow {
+    /// Op name.
+    pub op: String,
+    /// Types of the sources and output, e.g. `q4_K×f32→f32`.
+    pub types: String,
+    /// Executions summed over all runs.
+    pub calls: u64,
+    /// Total wall time in ns.
+    pub ns: u64,
+    /// Weight bytes streamed (matmuls).
+    pub bytes: u64,
+}
+
+const MAX_TRACE_EVENTS: usize = 2_000_000;
+
+/// Accumulates per-node timings over runs.
+#[derive(Debug)]
+pub struct Profiler {
+    steps: Vec<StepInfo>,
+    ns: Vec<u64>,
+    calls: Vec<u64>,
+    runs: u64,
+    tokens: u64,
+    threads: usize,
+    barriers: usize,
+    elided: usize,
+    trace: Vec<(usize, u32, u64, u64)>,
+    keep_trace: bool,
+    run_offset: u64,
+}
+
+impl Profiler {
+    /// A profiler for `plan` of `g` on `threads` threads.
+    pub fn new(g: &Graph, plan: &Plan, threads: usize) -> Profiler {
+        let steps: Vec<StepInfo> = plan
+            .steps()
+            .iter()
+            .map(|st| {
+                let node = g.node(st.node);
+                let NodeKind::Op { op, srcs } = &node.kind else {
+                    unreachable!("steps are op nodes")
+                };
+                let mut types: Vec<String> = srcs
+                    .iter()
+                    .map(|s| g.desc(*s).dtype.info().name.to_string())
+                    .collect();
+                types.dedup();
+                let types = format!("{}→{}", types.join("×"), node.desc.dtype.info().name);
+                let weight_bytes = match op.kind() {
+                    graph::OpKind::MulMat => g.desc(srcs[0]).nbytes() as u64,
+                    _ => 0,
+                };
+                StepInfo {
+                    op: op.name(),
+                    types,
+                    name: node.name.clone().unwrap_or_default(),
+                    weight_bytes,
+                }
+            })
+            .collect();
+        let n = steps.len();
+        Profiler {
+            steps,
+            ns: vec![0; n],
+            calls: vec![0; n],
+            runs: 0,
+            tokens: 0,
+            threads,
+            barriers: plan.barriers(),
+            elided: plan.elided_barriers(),
+            trace: Vec::new(),
+            keep_trace: matches!(enabled_from_env(), Some(ProfileOutput::Trace(_))),
+            run_offset: 0,
+        }
+    }
+
+    /// Fold one run's thread timings in.
+    pub fn collect(&mut self, times: &[Mutex<ThreadTimes>]) {
+        let n = self.steps.len();
+        let mut lo = vec![u64::MAX; n];
+        let mut hi = vec![0u64; n];
+        let mut run_end = 0;
+        for (th, t) in times.iter().enumerate() {
+            let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
+            for &(s, a, b) in &t.entries {
+                let s = s as usize;
+                lo[s] = lo[s].min(a);
+                hi[s] = hi[s].max(b);
+                run_end = run_end.max(b);
+                if self.keep_trace && self.trace.len() < MAX_TRACE_EVENTS {
+                    self.trace
+                        .push((th, s as u32, self.run_offset + a, self.run_offset + b));
+                }
+            }
+            t.entries.clear();
+        }
+        for s in 0..n {
+            if hi[s] >= lo[s] && lo[s] != u64::MAX {
+                self.ns[s] += hi[s] - lo[s];
+                self.calls[s] += 1;
+            }
+        }
+        self.run_offset += run_end + 1000;
+        self.runs += 1;
+    }
+
+    /// Count `n` generated/processed tokens (for the per-token columns). Without calls to
+    /// this, every run counts as one token.
+    pub fn add_tokens(&mut self, n: u64) {
+        self.tokens += n;
+    }
+
+    /// Clear accumulated timings (e.g. after warm-up).
+    pub fn reset(&mut self) {
+        self.ns.iter_mut().for_each(|v| *v = 0);
+        self.calls.iter_mut().for_each(|v| *v = 0);
+        self.runs = 0;
+        self.tokens = 0;
+        self.trace.clear();
+        self.run_offset = 0;
+    }
+
+    fn tokens(&self) -> u64 {
+        if self.tokens > 0 {
+            self.tokens
+        } else {
+            self.runs.max(1)
+        }
+    }
+
+    /// Rows aggregated by (op, types), largest time first.
+    pub fn rows(&self) -> Vec<ProfileRow> {
+        let mut m: BTreeMap<(&str, &str), ProfileRow> = BTreeMap::new();
+        for (i, s) in self.steps.iter().enumerate() {
+            let r = m.entry((s.op, &s.types)).or_insert_with(|| ProfileRow {
+                op: s.op.to_string(),
+                types: s.types.clone(),
+                calls: 0,
+                ns: 0,
+                bytes: 0,
+            });
+            r.calls += self.calls[i];
+            r.ns += self.ns[i];
+            r.bytes += s.weight_bytes * self.calls[i];
+        }
+        let mut v: Vec<ProfileRow> = m.into_values().collect();
+        v.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.op.cmp(&b.op)));
+        v
+    }
+
+    /// The table as markdown text.
+    pub fn table(&self) -> String {
+        let rows = self.rows();
+        let total: u64 = rows.iter().map(|r| r.ns).sum::<u64>().max(1);
+        let tok = self.tokens() as f64;
+        let mut s = format!(
+            "fathom op profile: {} runs, {} tokens, {} threads, {} barriers/run ({} elided)\n",
+            self.runs,
+            self.tokens(),
+            self.threads,
+            self.barriers,
+            self.elided
+        );
+        s.push_str(
+            "| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s |\n",
+        );
+        s.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
+        for r in &rows {
+            let ms = r.ns as f64 / 1e6;
+            let gbs = if r.bytes > 0 && r.ns > 0 {
+                format!("{:.2}", r.bytes as f64 / r.ns as f64)
+            } else {
+                "".into()
+            };
+            s.push_str(&format!(
+                "| {} | {} | {} | {:.1} | {:.3} | {:.4} | {:.1}% | {} |\n",
+                r.op,
+                r.types,
+                r.calls,
+                r.calls as f64 / tok,
+                ms,
+                ms / tok,
+                100.0 * r.ns as f64 / total as f64,
+                gbs
+            ));
+        }
+        s.push_str(&format!(
+            "| total | | | | {:.3} | {:.4} | 100% | |\n",
+            total as f64 / 1e6,
+            total as f64 / 1e6 / tok
+        ));
+        s
+    }
+
+    /// The rows as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        let tok = self.tokens() as f64;
+        let rows: Vec<serde_json::Value> = self
+            .rows()
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "op": r.op, "types": r.types, "calls": r.calls, "calls_per_tok": r.calls as f64 / tok,
+                    "ms": r.ns as f64 / 1e6, "ms_per_tok": r.ns as f64 / 1e6 / tok,
+                    "gbs": if r.ns > 0 && r.bytes > 0 { r.bytes as f64 / r.ns as f64 } else { 0.0 },
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "runs": self.runs, "tokens": self.tokens(), "threads": self.threads,
+            "barriers_per_run": self.barriers, "elided_barriers_per_run": self.elided, "ops": rows,
+        })
+    }
+
+    /// Chrome trace JSON (complete events, one `tid` per thread).
+    pub fn chrome_trace(&self) -> serde_json::Value {
+        let ev: Vec<serde_json::Value> = self
+            .trace
+            .iter()
+            .map(|&(th, s, a, b)| {
+                let st = &self.steps[s as usize];
+                serde_json::json!({
+                    "name": st.op, "cat": st.types, "ph": "X", "pid": 0, "tid": th,
+                    "ts": a as f64 / 1000.0, "dur": (b - a) as f64 / 1000.0,
+                    "args": { "step": s, "node": st.name },
+                })
+            })
+            .collect();
+        serde_json::json!({ "traceEvents": ev, "displayTimeUnit": "ms" })
+    }
+
+    /// Emit what the environment asked for (called when the executor is dropped).
+    pub fn finish_from_env(&self) {
+        if self.runs == 0 {
+            return;
+        }
+        match enabled_from_env() {
+            Some(ProfileOutput::Table) => eprintln!("{}", self.table()),
+            Some(ProfileOutput::Json(p)) => {
+                if let Err(e) = std::fs::write(&p, self.to_json().to_string()) {
+                    eprintln!("fathom: cannot write profile {p}: {e}");
+                }
+            }
+            Some(ProfileOutput::Trace(p)) => {
+                if let Err(e) = std::fs::write(&p, self.chrome_trace().to_string()) {
+                    eprintln!("fathom: cannot write trace {p}: {e}");
+                }
+            }
+            None => {}
+        }
+    }
+}

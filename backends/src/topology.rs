@@ -1,0 +1,58 @@
+//! CPU topology: the default thread count (one per physical core) and CPU-list parsing for
+//! `--cpus 0-7,16`.
+
+/// Number of physical cores (distinct `core_id`/`package` pairs in sysfs); falls back to the
+/// number of logical CPUs.
+pub fn physical_cores() -> usize {
+    let logical = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let mut seen = std::collections::HashSet::new();
+    for cpu in 0..logical.max(1) * 2 {
+        let base = format!("/sys/devices/system/cpu/cpu{cpu}/topology");
+        let core = std::fs::read_to_string(format!("{base}/core_id"));
+        let pkg = std::fs::read_to_string(format!("{base}/physical_package_id"));
+        if let (Ok(c), Ok(p)) = (core, pkg) {
+            seen.insert((p.trim().to_string(), c.trim().to_string()));
+        }
+    }
+    if seen.is_empty() {
+        logical
+    } else {
+        seen.len().min(logical)
+    }
+}
+
+/// Parse a CPU list such as `"0-3,8,10-11"`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("bad CPU list entry '{part}' in '{s}'");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b || b - a > 4096 {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("empty CPU list '{s}'"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(super::parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
+        assert!(super::parse_cpu_list("3-1").is_err());
+        assert!(super::parse_cpu_list("x").is_err());
+        assert!(super::physical_cores() >= 1);
+    }
+}

@@ -1,0 +1,175 @@
+//! Executor behaviour: barrier elision counts and equivalence, liveness reuse, input/output
+//! errors, profiler output.
+
+use fathom_backends::{ExecConfig, ExecError, Executor};
+use graph::{Graph, TensorDesc};
+
+fn cfg(threads: usize, elide: bool, profile: bool) -> ExecConfig {
+    ExecConfig {
+        threads,
+        cpus: None,
+        pin: false,
+        elide_barriers: elide,
+        spin: 1000,
+        profile,
+        guards: true,
+    }
+}
+
+/// x → rms_norm(w) → mul(g) → scale → silu → add(x) ; then a matmul that needs a barrier.
+fn chain() -> (Graph, Vec<f32>, Vec<f32>, Vec<f32>) {
+    let mut g = Graph::new();
+    let n = 64;
+    let x = g.input("x", TensorDesc::f32(&[n, 5]).unwrap()).unwrap();
+    let w = g.input("w", TensorDesc::f32(&[n]).unwrap()).unwrap();
+    let gate = g.input("g", TensorDesc::f32(&[n, 5]).unwrap()).unwrap();
+    let a = g.rms_norm_w(x, w, 1e-6).unwrap();
+    let b = g.mul(a, gate).unwrap();
+    let c = g.scale(b, 0.5, 0.1).unwrap();
+    let d = g.silu(c).unwrap();
+    let e = g.add(d, x).unwrap();
+    let wm = g
+        .weight(
+            "wm",
+            TensorDesc::f32(&[n, 7]).unwrap(),
+            graph::WeightData::from_vec(vec![0x3c; n * 7 * 4]),
+        )
+        .unwrap();
+    let f = g.mul_mat(wm, e).unwrap();
+    let h = g.silu(f).unwrap();
+    g.output("out", h).unwrap();
+    let xs: Vec<f32> = (0..n * 5)
+        .map(|i| ((i * 37 % 17) as f32 - 8.0) / 4.0)
+        .collect();
+    let ws: Vec<f32> = (0..n).map(|i| 1.0 + i as f32 / 64.0).collect();
+    let gs: Vec<f32> = (0..n * 5)
+        .map(|i| ((i * 11 % 13) as f32 - 6.0) / 3.0)
+        .collect();
+    (g, xs, ws, gs)
+}
+
+fn run(mut e: Executor, xs: &[f32], ws: &[f32], gs: &[f32]) -> (Executor, Vec<f32>) {
+    e.set_input_f32("x", xs).unwrap();
+    e.set_input_f32("w", ws).unwrap();
+    e.set_input_f32("g", gs).unwrap();
+    e.fill_guards();
+    e.run();
+    assert!(e.broken_guards().is_empty());
+    let out = e.output_f32("out").unwrap();
+    (e, out)
+}
+
+#[test]
+fn elision_drops_row_wise_barriers_and_changes_nothing() {
+    let (g, xs, ws, gs) = chain();
+    let (_, want) = run(Executor::reference(g.clone()), &xs, &ws, &gs);
+    for t in [1, 2, 3, 4] {
+        let (e_on, on) = run(Executor::new(g.clone(), cfg(t, true, false)), &xs, &ws, &gs);
+        let (e_off, off) = run(
+            Executor::new(g.clone(), cfg(t, false, false)),
+            &xs,
+            &ws,
+            &gs,
+        );
+        // the row-wise chain norm→mul→scale→silu→add needs no barrier; the matmul and the
+        // silu after it (which reads rows of a chunk-split output) do
+        assert_eq!(e_on.plan().elided_barriers(), 4, "threads {t}");
+        assert_eq!(e_on.plan().barriers(), 2);
+        assert_eq!(e_off.plan().elided_barriers(), 0);
+        assert_eq!(e_off.plan().barriers(), 6);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&on),
+            bits(&off),
+            "elision changed results at {t} threads"
+        );
+        assert_eq!(
+            bits(&on),
+            bits(&want),
+            "executor differs from reference at {t} threads"
+        );
+    }
+}
+
+#[test]
+fn repeated_runs_are_identical_and_arena_is_reused() {
+    let (g, xs, ws, gs) = chain();
+    let (mut e, first) = run(Executor::new(g.clone(), cfg(2, true, false)), &xs, &ws, &gs);
+    for _ in 0..20 {
+        e.run();
+        assert_eq!(e.output_f32("out").unwrap(), first);
+    }
+    // liveness reuse: the plan without guards (which disables reuse) needs less arena
+    let reuse = graph::Plan::new(
+        &g,
+        graph::PlanOptions {
+            elide_barriers: true,
+            guards: false,
+        },
+    );
+    let all: usize = g
+        .nodes()
+        .iter()
+        .filter(|n| !matches!(n.kind, graph::NodeKind::Weight(_)))
+        .map(|n| n.desc.nbytes().div_ceil(64) * 64)
+        .sum();
+    assert!(
+        reuse.arena_size() < all,
+        "arena {} vs {}",
+        reuse.arena_size(),
+        all
+    );
+    let mut e2 = Executor::new(
+        g.clone(),
+        ExecConfig {
+            guards: false,
+            ..cfg(3, true, false)
+        },
+    );
+    e2.set_input_f32("x", &xs).unwrap();
+    e2.set_input_f32("w", &ws).unwrap();
+    e2.set_input_f32("g", &gs).unwrap();
+    e2.run();
+    assert_eq!(e2.output_f32("out").unwrap(), first);
+}
+
+#[test]
+fn input_errors_are_typed() {
+    let (g, ..) = chain();
+    let mut e = Executor::new(g, cfg(1, true, false));
+    assert_eq!(
+        e.set_input_f32("nope", &[1.0]),
+        Err(ExecError::UnknownName("nope".into()))
+    );
+    assert!(matches!(
+        e.set_input_f32("x", &[1.0; 3]),
+        Err(ExecError::Size { .. })
+    ));
+    assert!(e.output_f32("missing").is_err());
+}
+
+#[test]
+fn profiler_table_and_json() {
+    let (g, xs, ws, gs) = chain();
+    let (mut e, _) = run(Executor::new(g, cfg(2, true, true)), &xs, &ws, &gs);
+    e.run();
+    let p = e.profiler_mut().unwrap();
+    p.add_tokens(2);
+    let t = p.table();
+    assert!(
+        t.contains(
+            "| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s |"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("MUL_MAT") && t.contains("RMS_NORM") && t.contains("4 elided"),
+        "{t}"
+    );
+    let j = p.to_json();
+    assert_eq!(j["tokens"], 2);
+    assert_eq!(j["elided_barriers_per_run"], 4);
+    let ops = j["ops"].as_array().unwrap();
+    let mm = ops.iter().find(|o| o["op"] == "MUL_MAT").unwrap();
+    assert_eq!(mm["calls"], 2);
+}

@@ -1,0 +1,52 @@
+//! GET_ROWS: `out[:, r] = dequant(table[:, ids[r]])` — embedding lookup for any table dtype,
+//! quantized included. `table {ne0, nrows}`, `ids` I32 `{n}` → f32 `{ne0, n}`.
+
+use super::{want_srcs, OpDef};
+use crate::error::{shape_err, GraphError};
+use crate::graph::{Graph, TensorId};
+use crate::tensor::TensorDesc;
+use quant::DType;
+
+/// Row gather.
+#[derive(Debug, Clone)]
+pub struct GetRows;
+
+impl OpDef for GetRows {
+    const NAME: &'static str = "GET_ROWS";
+    fn infer(&self, srcs: &[&TensorDesc]) -> Result<TensorDesc, GraphError> {
+        want_srcs(Self::NAME, srcs, 2)?;
+        let (t, ids) = (srcs[0], srcs[1]);
+        if ids.dtype != DType::I32 || ids.nrows() != 1 || !ids.is_contiguous() {
+            return Err(shape_err(
+                Self::NAME,
+                format!(
+                    "ids must be a contiguous i32 vector, got {}",
+                    ids.shape_str()
+                ),
+            ));
+        }
+        if t.ne[2] != 1 || t.ne[3] != 1 || !t.rows_contiguous() {
+            return Err(shape_err(
+                Self::NAME,
+                format!(
+                    "table must be 2-D with contiguous rows, got {}",
+                    t.shape_str()
+                ),
+            ));
+        }
+        if t.dtype.info().dequantize.is_none() {
+            return Err(shape_err(
+                Self::NAME,
+                format!("no dequantizer for {}", t.dtype),
+            ));
+        }
+        TensorDesc::f32(&[t.ne[0], ids.ne[0]])
+    }
+}
+
+impl Graph {
+    /// Gather rows `ids` of `table` as f32.
+    pub fn get_rows(&mut self, table: TensorId, ids: TensorId) -> Result<TensorId, GraphError> {
+        self.op(GetRows, &[table, ids])
+    }
+}

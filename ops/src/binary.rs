@@ -1,0 +1,80 @@
+//! ADD / MUL kernels with broadcasting of the second operand.
+
+use crate::case::CaseBuilder;
+use crate::tensor::split_row;
+use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
+use graph::op::binary::{Add, Mul};
+
+fn rows(cx: &KernelCx, dst: &TensorMut, srcs: &[TensorRef], f: fn(f32, f32) -> f32) {
+    let (a, b) = (&srcs[0], &srcs[1]);
+    let n = dst.desc.ne[0];
+    for r in cx.my_rows(dst.desc.nrows()) {
+        let (i1, i2, i3) = split_row(&dst.desc, r);
+        let (j1, j2, j3) = (i1 % b.desc.ne[1], i2 % b.desc.ne[2], i3 % b.desc.ne[3]);
+        let out = dst.row_f32_mut(r);
+        for (i, o) in out.iter_mut().enumerate().take(n) {
+            *o = f(a.get(i, i1, i2, i3), b.get(i % b.desc.ne[0], j1, j2, j3));
+        }
+    }
+}
+
+fn binary_cases(
+    name: &str,
+    op: fn(
+        &mut graph::Graph,
+        graph::TensorId,
+        graph::TensorId,
+    ) -> Result<graph::TensorId, graph::GraphError>,
+) -> Vec<Case> {
+    let mut v = Vec::new();
+    for (sa, sb) in [
+        ([7usize, 3, 2], [7usize, 3, 2]),
+        ([7, 3, 2], [7, 1, 1]),
+        ([9, 4, 3], [1, 4, 1]),
+        ([4096, 4, 1], [4096, 1, 1]),
+    ] {
+        let mut b = CaseBuilder::new(4);
+        let x = b.input_f32("a", &sa, 1.0).expect("case");
+        let y = b.input_f32("b", &sb, 1.0).expect("case");
+        let out = op(&mut b.g, x, y).expect("case");
+        v.push(
+            b.finish(format!("{name} {sa:?} ∘ {sb:?}"), out, 0.0, sa[0] < 4096)
+                .expect("case"),
+        );
+    }
+    // non-contiguous first operand
+    let mut b = CaseBuilder::new(5);
+    let x = b.input_f32("a", &[6, 5], 1.0).expect("case");
+    let xt = b.g.transpose(x).expect("case");
+    let y = b.input_f32("b", &[5, 1], 1.0).expect("case");
+    let out = op(&mut b.g, xt, y).expect("case");
+    v.push(
+        b.finish(format!("{name} transposed"), out, 0.0, true)
+            .expect("case"),
+    );
+    v
+}
+
+impl CpuKernel for Add {
+    fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        rows(cx, dst, srcs, |a, b| a + b);
+    }
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        rows(cx, dst, srcs, |a, b| a + b);
+    }
+    fn cases() -> Vec<Case> {
+        binary_cases("ADD", |g, a, b| g.add(a, b))
+    }
+}
+
+impl CpuKernel for Mul {
+    fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        rows(cx, dst, srcs, |a, b| a * b);
+    }
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        rows(cx, dst, srcs, |a, b| a * b);
+    }
+    fn cases() -> Vec<Case> {
+        binary_cases("MUL", |g, a, b| g.mul(a, b))
+    }
+}

@@ -1,0 +1,177 @@
+//! MUL_MAT kernels. The activation rows are converted once per node to the weight type's dot
+//! type (Q8_0 / Q8_K / F16 / BF16 / F32, ggml's x86 rounding); then every output element is a
+//! reference `vec_dot`. The forward kernel splits weight rows into chunks claimed from the
+//! node's atomic counter and reuses each weight row for all activation columns.
+
+use crate::case::CaseBuilder;
+use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
+use graph::op::mul_mat::MulMat;
+use quant::DType;
+
+/// Weight rows per claimed chunk.
+const CHUNK: usize = 16;
+
+struct Shape {
+    k: usize,
+    n: usize,
+    t: usize,
+    batches: usize,
+    qrow: usize,
+    dot: DType,
+}
+
+fn shape(w: &TensorRef, x: &TensorRef) -> Shape {
+    let dot = w
+        .desc
+        .dtype
+        .info()
+        .dot_type
+        .expect("validated at build time");
+    let k = x.desc.ne[0];
+    Shape {
+        k,
+        n: w.desc.ne[1],
+        t: x.desc.ne[1],
+        batches: x.desc.ne[2] * x.desc.ne[3],
+        qrow: quant::bytes_for(dot, k).expect("validated at build time"),
+        dot,
+    }
+}
+
+/// Quantize every activation row into `buf` (row `j` = flat activation row `j`).
+fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
+    let qa = s
+        .dot
+        .info()
+        .quantize_activation
+        .expect("every dot type has an activation quantizer");
+    for j in 0..s.t * s.batches {
+        qa(x.row_f32(j), &mut buf[j * s.qrow..(j + 1) * s.qrow]);
+    }
+}
+
+/// Weight row `n` of the batch matching activation batch `b`.
+fn weight_row<'a>(w: &TensorRef<'a>, x: &TensorRef, b: usize, n: usize) -> &'a [u8] {
+    let (b2, b3) = (b % x.desc.ne[2], b / x.desc.ne[2]);
+    let (w2, w3) = (
+        b2 / (x.desc.ne[2] / w.desc.ne[2]),
+        b3 / (x.desc.ne[3] / w.desc.ne[3]),
+    );
+    let off = n * w.desc.nb[1] + w2 * w.desc.nb[2] + w3 * w.desc.nb[3];
+    &w.bytes()[off..off + w.desc.row_bytes()]
+}
+
+fn compute(
+    w: &TensorRef,
+    x: &TensorRef,
+    s: &Shape,
+    q: &[u8],
+    dst: &TensorMut,
+    b: usize,
+    rows: std::ops::Range<usize>,
+) {
+    let dot = w
+        .desc
+        .dtype
+        .info()
+        .vec_dot
+        .expect("validated at build time");
+    for t in 0..s.t {
+        let j = b * s.t + t;
+        let qa = &q[j * s.qrow..(j + 1) * s.qrow];
+        let out = dst.row_range_f32_mut(j, rows.clone());
+        for (o, n) in out.iter_mut().zip(rows.clone()) {
+            *o = dot(s.k, weight_row(w, x, b, n), qa);
+        }
+    }
+}
+
+impl CpuKernel for MulMat {
+    fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        let (w, x) = (&srcs[0], &srcs[1]);
+        let s = shape(w, x);
+        let q = cx.scratch.bytes(s.qrow * s.t * s.batches);
+        quantize_all(x, &s, q);
+        for b in 0..s.batches {
+            compute(w, x, &s, q, dst, b, 0..s.n);
+        }
+    }
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        let (w, x) = (&srcs[0], &srcs[1]);
+        let s = shape(w, x);
+        let nchunks = s.n.div_ceil(CHUNK);
+        let total = nchunks * s.batches;
+        // every thread converts the activations itself: no intra-node barrier, and for decode
+        // (one row) the cost is negligible next to streaming the weights
+        let mut scratch = std::mem::take(&mut cx.scratch.bytes);
+        if scratch.len() < s.qrow * s.t * s.batches {
+            scratch.resize(s.qrow * s.t * s.batches, 0);
+        }
+        quantize_all(x, &s, &mut scratch);
+        while let Some(items) = cx.claim(total, 1) {
+            for item in items {
+                let (b, c) = (item / nchunks, item % nchunks);
+                let rows = c * CHUNK..((c + 1) * CHUNK).min(s.n);
+                compute(w, x, &s, &scratch, dst, b, rows);
+            }
+        }
+        cx.scratch.bytes = scratch;
+    }
+    fn cases() -> Vec<Case> {
+        let mut v = Vec::new();
+        let types = [
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::Q8_0,
+            DType::Q2_0,
+            DType::Q1_0,
+            DType::MXFP4,
+            DType::Q2_K,
+            DType::Q4_K,
+            DType::Q5_K,
+            DType::Q6_K,
+            DType::IQ2_XXS,
+            DType::IQ2_XS,
+            DType::IQ1_S,
+            DType::IQ1_M,
+            DType::IQ4_XS,
+        ];
+        for t in types {
+            for (k, n, tt, quick) in [
+                (256usize, 37usize, 1usize, true),
+                (512, 19, 3, true),
+                (4096, 64, 2, false),
+            ] {
+                let mut b = CaseBuilder::new(9);
+                let w = b.weight("w", t, &[k, n], 0.5).expect("case");
+                let x = b.input_f32("x", &[k, tt], 1.0).expect("case");
+                let out = b.g.mul_mat(w, x).expect("case");
+                v.push(
+                    b.finish(
+                        format!("MUL_MAT {t}{{{k},{n}}} · f32{{{k},{tt}}}"),
+                        out,
+                        1e-10,
+                        quick,
+                    )
+                    .expect("case"),
+                );
+            }
+        }
+        // batched weights broadcast over activation batches
+        let mut b = CaseBuilder::new(10);
+        let w = b.weight("w", DType::Q8_0, &[64, 5, 2], 0.5).expect("case");
+        let x = b.input_f32("x", &[64, 3, 4], 1.0).expect("case");
+        let out = b.g.mul_mat(w, x).expect("case");
+        v.push(
+            b.finish(
+                "MUL_MAT q8_0{64,5,2} · f32{64,3,4} (broadcast)".into(),
+                out,
+                1e-10,
+                true,
+            )
+            .expect("case"),
+        );
+        v
+    }
+}
