@@ -27,12 +27,16 @@ enum Command {
     /// pass the first shard), a .safetensors file, a model.safetensors.index.json, or a
     /// checkpoint directory.
     Inspect(cmd::inspect::Args),
+    /// Run every op's test cases on the optimized executor against the reference
+    /// (fathom's test-backend-ops); `--perf` adds GB/s and GFLOP/s.
+    TestOps(cmd::test_ops::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(args) => cmd::inspect::run(&args),
+        Command::TestOps(args) => cmd::test_ops::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
