@@ -1,9 +1,9 @@
-//! ADD / MUL kernels with broadcasting of the second operand.
+//! ADD / MUL / DIV kernels with broadcasting of the second operand.
 
 use crate::case::CaseBuilder;
 use crate::tensor::split_row;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
-use graph::op::binary::{Add, Mul};
+use graph::op::binary::{Add, Div, Mul};
 
 fn rows(cx: &KernelCx, dst: &TensorMut, srcs: &[TensorRef], f: fn(f32, f32) -> f32) {
     let (a, b) = (&srcs[0], &srcs[1]);
@@ -76,5 +76,17 @@ impl CpuKernel for Mul {
     }
     fn cases() -> Vec<Case> {
         binary_cases("MUL", |g, a, b| g.mul(a, b))
+    }
+}
+
+impl CpuKernel for Div {
+    fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        rows(cx, dst, srcs, |a, b| a / b);
+    }
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        rows(cx, dst, srcs, |a, b| a / b);
+    }
+    fn cases() -> Vec<Case> {
+        binary_cases("DIV", |g, a, b| g.div(a, b))
     }
 }

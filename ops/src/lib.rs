@@ -13,6 +13,7 @@ pub mod tensor;
 mod binary;
 mod cpy;
 mod get_rows;
+mod index_mask;
 mod mul_mat;
 mod norm;
 mod unary;

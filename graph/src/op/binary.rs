@@ -1,4 +1,4 @@
-//! ADD and MUL: element-wise f32 `a ∘ b` where `b` broadcasts over `a` (each `ne[i]` of `b`
+//! ADD, MUL and DIV: element-wise f32 `a ∘ b` where `b` broadcasts over `a` (each `ne[i]` of `b`
 //! divides `a`'s, ggml `can_repeat`). Output has `a`'s shape, contiguous.
 
 use super::{want_srcs, Access, OpDef};
@@ -56,3 +56,5 @@ binary_op!(/// `a + b`.
     Add, "ADD", add);
 binary_op!(/// `a · b`.
     Mul, "MUL", mul);
+binary_op!(/// `a / b`.
+    Div, "DIV", div);

@@ -15,6 +15,7 @@ use std::fmt;
 pub mod binary;
 pub mod cpy;
 pub mod get_rows;
+pub mod index_mask;
 pub mod mul_mat;
 pub mod norm;
 pub mod unary;
@@ -66,8 +67,10 @@ macro_rules! for_each_op {
             View => $crate::op::view::View,
             Cpy => $crate::op::cpy::Cpy,
             GetRows => $crate::op::get_rows::GetRows,
+            IndexMask => $crate::op::index_mask::IndexMask,
             Add => $crate::op::binary::Add,
             Mul => $crate::op::binary::Mul,
+            Div => $crate::op::binary::Div,
             Scale => $crate::op::unary::Scale,
             Clamp => $crate::op::unary::Clamp,
             Silu => $crate::op::unary::Silu,

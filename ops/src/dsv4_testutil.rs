@@ -1,0 +1,99 @@
+//! Test-only helpers for the DeepSeek-V4 custom-op unit tests: run one kernel (reference or
+//! forward, with `nth` simulated threads run one after another) on in-memory sources.
+
+use crate::{CpuKernel, KernelCx, Scratch, TensorMut, TensorRef};
+use graph::{OpDef, TensorDesc};
+use quant::DType;
+use std::sync::atomic::AtomicUsize;
+
+/// A source tensor: a descriptor over 4-byte-aligned storage.
+pub(crate) struct Src {
+    /// Layout (may be strided: it is only checked to fit in `data`).
+    pub desc: TensorDesc,
+    /// Storage.
+    pub data: Vec<u32>,
+}
+
+impl Src {
+    /// A contiguous f32 tensor.
+    pub fn f32(ne: &[usize], v: &[f32]) -> Src {
+        let desc = TensorDesc::f32(ne).expect("shape");
+        assert_eq!(desc.nelements(), v.len());
+        Src {
+            desc,
+            data: v.iter().map(|x| x.to_bits()).collect(),
+        }
+    }
+    /// A contiguous i32 vector.
+    pub fn i32(v: &[i32]) -> Src {
+        Src {
+            desc: TensorDesc::new(DType::I32, &[v.len()]).expect("shape"),
+            data: v.iter().map(|&x| x as u32).collect(),
+        }
+    }
+    /// A contiguous tensor of `dtype` holding the given raw bytes (zero-padded to 4 bytes).
+    pub fn raw(dtype: DType, ne: &[usize], bytes: &[u8]) -> Src {
+        let desc = TensorDesc::new(dtype, ne).expect("shape");
+        let mut data = vec![0u32; bytes.len().div_ceil(4)];
+        bytemuck::cast_slice_mut::<u32, u8>(&mut data)[..bytes.len()].copy_from_slice(bytes);
+        Src { desc, data }
+    }
+}
+
+/// Run `op` on `srcs`: the reference (`forward = false`) or the forward kernel on `nth`
+/// simulated threads. Returns the output descriptor and its storage.
+pub(crate) fn run<K: CpuKernel>(
+    op: &K,
+    srcs: &[&Src],
+    forward: bool,
+    nth: usize,
+) -> (TensorDesc, Vec<u32>) {
+    let descs: Vec<&TensorDesc> = srcs.iter().map(|s| &s.desc).collect();
+    let d = op.infer(&descs).expect("infer");
+    let mut out = vec![0x7fc0_0001u32; d.nbytes().div_ceil(4)];
+    let refs: Vec<TensorRef> = srcs
+        .iter()
+        .map(|s| TensorRef::new(s.desc, bytemuck::cast_slice(&s.data)))
+        .collect();
+    {
+        let dst = TensorMut::new(d, bytemuck::cast_slice_mut(&mut out));
+        let chunk = AtomicUsize::new(0);
+        let mut scratch = Scratch::default();
+        let nth = if forward { nth } else { 1 };
+        for ith in 0..nth {
+            let mut cx = KernelCx {
+                ith,
+                nth,
+                chunk: &chunk,
+                scratch: &mut scratch,
+            };
+            if forward {
+                op.forward(&mut cx, &dst, &refs);
+            } else {
+                op.reference(&mut cx, &dst, &refs);
+            }
+        }
+    }
+    (d, out)
+}
+
+/// Output storage as f32.
+pub(crate) fn as_f32(v: &[u32]) -> Vec<f32> {
+    v.iter().map(|&b| f32::from_bits(b)).collect()
+}
+
+/// Output storage as i32.
+pub(crate) fn as_i32(v: &[u32]) -> Vec<i32> {
+    v.iter().map(|&b| b as i32).collect()
+}
+
+/// Assert `|a − b| ≤ tol` element-wise.
+pub(crate) fn assert_close(got: &[f32], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "lengths differ");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g as f64 - w).abs() <= tol,
+            "element {i}: got {g}, want {w} (tol {tol})"
+        );
+    }
+}

@@ -1,0 +1,410 @@
+//! MUL_MAT_ID kernels (routed experts, spec §4.9). Activation rows are converted to the weight
+//! type's dot type exactly like MUL_MAT (so a MUL_MAT_ID slot equals the MUL_MAT of that expert
+//! bit for bit); every output element is one reference `vec_dot`.
+//!
+//! The forward kernel needs no intra-node barrier: every thread converts all activation rows
+//! and buckets the `(token, slot)` pairs per expert itself (both cheap next to streaming the
+//! expert weights), then threads claim `(active expert, row chunk)` items from the node's
+//! atomic counter, so all threads share the few experts of a decode step. An item writes the
+//! chunk's columns of every output row routed to that expert — each output column range is
+//! written by exactly one thread. Skipped (`−1`) and invalid ids are filled (zero / NaN) by the
+//! thread owning that output row in the static split.
+
+use crate::case::CaseBuilder;
+use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
+use graph::op::mul_mat_id::MulMatId;
+use graph::{TensorDesc, WeightData};
+use quant::DType;
+
+/// Weight rows per claimed chunk.
+const CHUNK: usize = 16;
+
+struct Shape {
+    k: usize,
+    n: usize,
+    e: usize,
+    b: usize,
+    n_used: usize,
+    t: usize,
+    qrow: usize,
+    dot: DType,
+}
+
+fn shape(w: &TensorRef, x: &TensorRef, ids: &TensorRef) -> Shape {
+    let dot = w
+        .desc
+        .dtype
+        .info()
+        .dot_type
+        .expect("validated at build time");
+    let k = x.desc.ne[0];
+    Shape {
+        k,
+        n: w.desc.ne[1],
+        e: w.desc.ne[2],
+        b: x.desc.ne[1],
+        n_used: ids.desc.ne[0],
+        t: ids.desc.ne[1],
+        qrow: quant::bytes_for(dot, k).expect("validated at build time"),
+        dot,
+    }
+}
+
+/// What one `(slot, token)` pair does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// `id = −1`: output row of zeros.
+    Skip,
+    /// `id < −1` or `id ≥ E`: output row of NaN.
+    Invalid,
+    /// A valid expert.
+    Expert(usize),
+}
+
+/// Decode `ids[u, t]` (any ids strides).
+fn route(ids: &TensorRef, s: &Shape, u: usize, t: usize) -> Route {
+    let off = u * ids.desc.nb[0] + t * ids.desc.nb[1];
+    let b = &ids.bytes()[off..off + 4];
+    match i32::from_le_bytes([b[0], b[1], b[2], b[3]]) {
+        -1 => Route::Skip,
+        id if id >= 0 && (id as usize) < s.e => Route::Expert(id as usize),
+        _ => Route::Invalid,
+    }
+}
+
+/// Convert every activation row (flat row `t·B + b`) to the dot type into `buf`.
+fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
+    let qa = s
+        .dot
+        .info()
+        .quantize_activation
+        .expect("validated at build time");
+    for j in 0..s.b * s.t {
+        qa(x.row_f32(j), &mut buf[j * s.qrow..(j + 1) * s.qrow]);
+    }
+}
+
+/// Row `n` of expert `e`.
+fn weight_row<'a>(w: &TensorRef<'a>, e: usize, n: usize) -> &'a [u8] {
+    let off = n * w.desc.nb[1] + e * w.desc.nb[2];
+    &w.bytes()[off..off + w.desc.row_bytes()]
+}
+
+/// Converted activation row feeding output row `j = t·n_used + u`.
+fn act<'q>(q: &'q [u8], s: &Shape, j: usize) -> &'q [u8] {
+    let (t, u) = (j / s.n_used, j % s.n_used);
+    let r = t * s.b + u % s.b;
+    &q[r * s.qrow..(r + 1) * s.qrow]
+}
+
+/// Fill the output row of a skipped / invalid pair; `false` for a valid expert.
+fn fill_special(dst: &TensorMut, r: Route, j: usize) -> bool {
+    match r {
+        Route::Skip => dst.row_f32_mut(j).fill(0.0),
+        Route::Invalid => dst.row_f32_mut(j).fill(f32::NAN),
+        Route::Expert(_) => return false,
+    }
+    true
+}
+
+/// Per-thread bucketing of output rows by expert, laid out in one `u32` scratch region.
+struct Buckets<'a> {
+    /// `start[e]..start[e+1]` indexes `rows` for expert `e` (`E + 1` entries).
+    start: &'a [u32],
+    /// Output rows `t·n_used + u`, grouped by expert, in increasing order within a group.
+    rows: &'a [u32],
+    /// Experts with at least one row, increasing.
+    active: &'a [u32],
+}
+
+/// `u32` entries the bucketing needs.
+fn bucket_len(s: &Shape) -> usize {
+    (s.e + 1) + s.e + s.n_used * s.t + s.e
+}
+
+fn bucket<'a>(ids: &TensorRef, s: &Shape, mem: &'a mut [u32]) -> Buckets<'a> {
+    let (start, rest) = mem.split_at_mut(s.e + 1);
+    let (cur, rest) = rest.split_at_mut(s.e);
+    let (rows, active) = rest.split_at_mut(s.n_used * s.t);
+    start.fill(0);
+    for t in 0..s.t {
+        for u in 0..s.n_used {
+            if let Route::Expert(e) = route(ids, s, u, t) {
+                start[e + 1] += 1;
+            }
+        }
+    }
+    let mut na = 0;
+    for e in 0..s.e {
+        if start[e + 1] > 0 {
+            active[na] = e as u32;
+            na += 1;
+        }
+        start[e + 1] += start[e];
+        cur[e] = start[e];
+    }
+    for t in 0..s.t {
+        for u in 0..s.n_used {
+            if let Route::Expert(e) = route(ids, s, u, t) {
+                rows[cur[e] as usize] = (t * s.n_used + u) as u32;
+                cur[e] += 1;
+            }
+        }
+    }
+    let nrows = start[s.e] as usize;
+    Buckets {
+        start,
+        rows: &rows[..nrows],
+        active: &active[..na],
+    }
+}
+
+impl CpuKernel for MulMatId {
+    fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        let (w, x, ids) = (&srcs[0], &srcs[1], &srcs[2]);
+        let s = shape(w, x, ids);
+        let dot = w.desc.dtype.info().vec_dot.expect("validated at build time");
+        let q = cx.scratch.bytes(s.qrow * s.b * s.t);
+        quantize_all(x, &s, q);
+        for t in 0..s.t {
+            for u in 0..s.n_used {
+                let j = t * s.n_used + u;
+                let r = route(ids, &s, u, t);
+                if fill_special(dst, r, j) {
+                    continue;
+                }
+                let Route::Expert(e) = r else { unreachable!() };
+                let qa = act(q, &s, j);
+                for (n, o) in dst.row_f32_mut(j).iter_mut().enumerate() {
+                    *o = dot(s.k, weight_row(w, e, n), qa);
+                }
+            }
+        }
+    }
+
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        let (w, x, ids) = (&srcs[0], &srcs[1], &srcs[2]);
+        let s = shape(w, x, ids);
+        let dot = w.desc.dtype.info().vec_dot.expect("validated at build time");
+        // zero / NaN rows: each owned by one thread of the static split
+        for j in cx.my_rows(s.n_used * s.t) {
+            fill_special(dst, route(ids, &s, j % s.n_used, j / s.n_used), j);
+        }
+        let qbytes = s.qrow * s.b * s.t;
+        let need = qbytes + 4 * bucket_len(&s) + 4;
+        let mut buf = std::mem::take(&mut cx.scratch.bytes);
+        if buf.len() < need {
+            buf.resize(need, 0);
+        }
+        let (q, rest) = buf.split_at_mut(qbytes);
+        let (_, mem, _) = bytemuck::pod_align_to_mut::<u8, u32>(rest);
+        let bk = bucket(ids, &s, &mut mem[..bucket_len(&s)]);
+        quantize_all(x, &s, q);
+        let nchunks = s.n.div_ceil(CHUNK);
+        let total = bk.active.len() * nchunks;
+        while let Some(items) = cx.claim(total, 1) {
+            for item in items {
+                let e = bk.active[item / nchunks] as usize;
+                let c = item % nchunks;
+                let cols = c * CHUNK..((c + 1) * CHUNK).min(s.n);
+                let group = &bk.rows[bk.start[e] as usize..bk.start[e + 1] as usize];
+                for &j in group {
+                    let j = j as usize;
+                    let qa = act(q, &s, j);
+                    let out = dst.row_range_f32_mut(j, cols.clone());
+                    for (o, n) in out.iter_mut().zip(cols.clone()) {
+                        *o = dot(s.k, weight_row(w, e, n), qa);
+                    }
+                }
+            }
+        }
+        cx.scratch.bytes = buf;
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut v = Vec::new();
+        let (k, n, e, n_used) = (256usize, 37usize, 5usize, 3usize);
+        // repeated experts within a token, skips (−1), and every expert touched for T = 4
+        let ids_t1: &[i32] = &[3, -1, 3];
+        let ids_t4: &[i32] = &[0, 4, 0, 2, -1, 1, 4, 4, 4, -1, -1, 3];
+        for t in [
+            DType::Q8_0,
+            DType::Q4_K,
+            DType::IQ2_XXS,
+            DType::MXFP4,
+            DType::F32,
+            DType::BF16,
+        ] {
+            for ids in [ids_t1, ids_t4] {
+                for bsz in [1, n_used] {
+                    let tt = ids.len() / n_used;
+                    let mut b = CaseBuilder::new(21);
+                    let w = b.weight("w", t, &[k, n, e], 0.5).expect("case");
+                    let x = b.input_f32("x", &[k, bsz, tt], 1.0).expect("case");
+                    let idd = TensorDesc::new(DType::I32, &[n_used, tt]).expect("case");
+                    let idt = b
+                        .input_data("ids", idd, bytemuck::cast_slice(ids).to_vec())
+                        .expect("case");
+                    let out = b.g.mul_mat_id(w, x, idt).expect("case");
+                    v.push(
+                        b.finish(
+                            format!("MUL_MAT_ID {t}{{{k},{n},{e}}} · f32{{{k},{bsz},{tt}}} ids{ids:?}"),
+                            out,
+                            0.0,
+                            true,
+                        )
+                        .expect("case"),
+                    );
+                }
+            }
+        }
+        // invalid ids → NaN rows; ids as a non-contiguous (transposed) view
+        let mut b = CaseBuilder::new(22);
+        let w = b.weight("w", DType::Q8_0, &[64, 9, 4], 0.5).expect("case");
+        // stored {T = 4, n_used = 2} and transposed to {n_used, T}: ids[u, t] = raw[t + 4u]
+        let raw: &[i32] = &[1, 7, 3, -3, 0, 2, 3, -1];
+        let idd = TensorDesc::new(DType::I32, &[4, 2]).expect("case");
+        let ids = b
+            .input_data("ids", idd, bytemuck::cast_slice(raw).to_vec())
+            .expect("case");
+        let ids = b.g.transpose(ids).expect("case");
+        let x = b.input_f32("x", &[64, 2, 4], 1.0).expect("case");
+        let out = b.g.mul_mat_id(w, x, ids).expect("case");
+        v.push(
+            b.finish(
+                "MUL_MAT_ID q8_0{64,9,4} invalid + transposed ids".into(),
+                out,
+                0.0,
+                true,
+            )
+            .expect("case"),
+        );
+        v.extend(real_cases());
+        v
+    }
+}
+
+/// V4-Flash expert projections with E = 16 (real K, N; MXFP4 like the GGUF): gate/up
+/// `{4096, 2048, 16}` with `B = 1` and down `{2048, 4096, 16}` with `B = 6`. Both share one
+/// buffer of random blocks (same byte size), filled 8 bytes at a time to keep construction
+/// cheap, since every `cases()` call builds it.
+fn real_cases() -> Vec<Case> {
+    let (e, n_used, tt) = (16usize, 6usize, 2usize);
+    let d_gate = TensorDesc::new(DType::MXFP4, &[4096, 2048, e]).expect("case");
+    let d_down = TensorDesc::new(DType::MXFP4, &[2048, 4096, e]).expect("case");
+    let mut rng = crate::case::CaseRng::new(23);
+    let mut bytes = vec![0u8; d_gate.nbytes()];
+    for c in bytes.chunks_mut(8) {
+        let r = rng.next_u64().to_le_bytes();
+        c.copy_from_slice(&r[..c.len()]);
+    }
+    for blk in bytes.chunks_exact_mut(DType::MXFP4.type_size()) {
+        blk[0] = 118 + blk[0] % 4; // E8M0 exponents 2^-10 .. 2^-7
+    }
+    let data = WeightData::from_vec(bytes);
+    let ids: &[i32] = &[5, 12, 0, 7, 3, 15, 12, 1, 9, 5, 14, 2];
+    let mut v = Vec::new();
+    for (name, d, bsz) in [("gate", d_gate, 1usize), ("down", d_down, n_used)] {
+        let mut b = CaseBuilder::new(24);
+        let w = b.g.weight("w", d, data.clone()).expect("case");
+        let x = b.input_f32("x", &[d.ne[0], bsz, tt], 1.0).expect("case");
+        let idd = TensorDesc::new(DType::I32, &[n_used, tt]).expect("case");
+        let idt = b
+            .input_data("ids", idd, bytemuck::cast_slice(ids).to_vec())
+            .expect("case");
+        let out = b.g.mul_mat_id(w, x, idt).expect("case");
+        v.push(
+            b.finish(
+                format!("MUL_MAT_ID V4 {name} {} B={bsz} T={tt}", d.shape_str()),
+                out,
+                0.0,
+                false,
+            )
+            .expect("case"),
+        );
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Run the reference and the forward kernel (as a single thread) on f32 data.
+    fn run(w: &[f32], wne: [usize; 3], x: &[f32], xne: [usize; 3], ids: &[i32]) -> [Vec<f32>; 2] {
+        let wd = TensorDesc::f32(&wne).unwrap();
+        let xd = TensorDesc::f32(&xne).unwrap();
+        let idd = TensorDesc::new(DType::I32, &[ids.len() / xne[2], xne[2]]).unwrap();
+        let od = TensorDesc::f32(&[wne[1], idd.ne[0], xne[2]]).unwrap();
+        let srcs = [
+            TensorRef::new(wd, bytemuck::cast_slice(w)),
+            TensorRef::new(xd, bytemuck::cast_slice(x)),
+            TensorRef::new(idd, bytemuck::cast_slice(ids)),
+        ];
+        let mut res = [Vec::new(), Vec::new()];
+        for (i, r) in res.iter_mut().enumerate() {
+            let mut out = vec![0u8; od.nbytes()];
+            let dst = TensorMut::new(od, &mut out);
+            let chunk = AtomicUsize::new(0);
+            let mut scratch = crate::Scratch::default();
+            let mut cx = KernelCx {
+                ith: 0,
+                nth: 1,
+                chunk: &chunk,
+                scratch: &mut scratch,
+            };
+            if i == 0 {
+                MulMatId.reference(&mut cx, &dst, &srcs);
+            } else {
+                MulMatId.forward(&mut cx, &dst, &srcs);
+            }
+            *r = bytemuck::cast_slice(&out).to_vec();
+        }
+        res
+    }
+
+    #[test]
+    fn hand_computed() {
+        // K = 2, N = 2, E = 3: expert e = [[e+1, 0], [0, 1]] rows (row n = weights of output n)
+        #[rustfmt::skip]
+        let w = [1.0, 0.0, 0.0, 1.0,   2.0, 0.0, 0.0, 1.0,   3.0, 1.0, 1.0, -1.0];
+        // B = 1, T = 2: x_0 = (1, 2), x_1 = (−1, 4)
+        let x = [1.0, 2.0, -1.0, 4.0];
+        // token 0 → experts 2, 0; token 1 → −1 (skip), 9 (invalid)
+        let ids = [2, 0, -1, 9];
+        for got in run(&w, [2, 2, 3], &x, [2, 1, 2], &ids) {
+            assert_eq!(&got[..4], &[5.0, -1.0, 1.0, 2.0]);
+            assert_eq!(&got[4..6], &[0.0, 0.0]);
+            assert!(got[6..].iter().all(|v| v.is_nan()));
+        }
+        // B = n_used = 2: slot u reads x[:, u, t]; repeated expert 1 in token 0
+        let x = [1.0, 2.0, 3.0, 5.0, 1.0, 1.0, 0.5, -2.0];
+        let ids = [1, 1, 2, 0];
+        for got in run(&w, [2, 2, 3], &x, [2, 2, 2], &ids) {
+            assert_eq!(got, vec![2.0, 2.0, 6.0, 5.0, 4.0, 0.0, 0.5, -2.0]);
+        }
+    }
+
+    #[test]
+    fn bucketing_groups_rows_by_expert() {
+        let s = Shape {
+            k: 32,
+            n: 1,
+            e: 4,
+            b: 1,
+            n_used: 3,
+            t: 2,
+            qrow: 0,
+            dot: DType::F32,
+        };
+        let ids: [i32; 6] = [3, 1, 3, -1, 3, 7];
+        let idd = TensorDesc::new(DType::I32, &[3, 2]).unwrap();
+        let r = TensorRef::new(idd, bytemuck::cast_slice(&ids));
+        let mut mem = vec![0u32; bucket_len(&s)];
+        let bk = bucket(&r, &s, &mut mem);
+        assert_eq!(bk.active, &[1, 3]);
+        assert_eq!(bk.start, &[0, 0, 1, 1, 4]);
+        assert_eq!(bk.rows, &[1, 0, 2, 4]);
+    }
+}
