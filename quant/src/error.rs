@@ -3,7 +3,7 @@
 use crate::DType;
 
 /// Errors from the type table and the codecs.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum QuantError {
     /// A GGUF type id that ggml never assigned (or that is newer than this build).
