@@ -1,4 +1,5 @@
 //! fathom-models: GGUF and safetensors I/O, tokenizer, DeepSeek-V4 model definition, caches, sampling.
 
+pub mod deepseek4;
 pub mod gguf;
 pub mod safetensors;

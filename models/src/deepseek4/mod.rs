@@ -1,0 +1,6 @@
+//! The DeepSeek-V4 model definition (spec `shared/spec/deepseek4.md`): hyperparameters,
+//! weights by name, and the forward graph built from `fathom-graph` builders.
+
+pub mod hparams;
+
+pub use hparams::{AttnKind, Hparams, HparamsError, Yarn};
