@@ -2,7 +2,7 @@
 //! forward, with `nth` simulated threads run one after another) on in-memory sources.
 
 use crate::{CpuKernel, KernelCx, Scratch, TensorMut, TensorRef};
-use graph::{OpDef, TensorDesc};
+use graph::TensorDesc;
 use quant::DType;
 use std::sync::atomic::AtomicUsize;
 
@@ -30,13 +30,6 @@ impl Src {
             desc: TensorDesc::new(DType::I32, &[v.len()]).expect("shape"),
             data: v.iter().map(|&x| x as u32).collect(),
         }
-    }
-    /// A contiguous tensor of `dtype` holding the given raw bytes (zero-padded to 4 bytes).
-    pub fn raw(dtype: DType, ne: &[usize], bytes: &[u8]) -> Src {
-        let desc = TensorDesc::new(dtype, ne).expect("shape");
-        let mut data = vec![0u32; bytes.len().div_ceil(4)];
-        bytemuck::cast_slice_mut::<u32, u8>(&mut data)[..bytes.len()].copy_from_slice(bytes);
-        Src { desc, data }
     }
 }
 

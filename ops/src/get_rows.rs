@@ -36,28 +36,52 @@ impl CpuKernel for GetRows {
     }
     fn cases() -> Vec<Case> {
         let mut v = Vec::new();
-        for t in [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::IQ2_XXS, DType::MXFP4, DType::Q2_0] {
+        for t in [
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::Q8_0,
+            DType::Q4_K,
+            DType::Q6_K,
+            DType::IQ2_XXS,
+            DType::MXFP4,
+            DType::Q2_0,
+        ] {
             let mut b = CaseBuilder::new(3);
             let k = if t.block_size() > 32 { 256 } else { 64 };
             let w = b.weight("table", t, &[k, 11], 1.0).expect("case");
             let ids = b.input_i32("ids", &[3, 0, 10, 3, 7]).expect("case");
             let out = b.g.get_rows(w, ids).expect("case");
-            v.push(b.finish(format!("GET_ROWS {t}{{{k},11}}[5]"), out, 0.0, true).expect("case"));
+            v.push(
+                b.finish(format!("GET_ROWS {t}{{{k},11}}[5]"), out, 0.0, true)
+                    .expect("case"),
+            );
         }
         // batched: per-token routing weights s[idx] with s {1, 16, T=3}, idx {6, 3}
         let mut b = CaseBuilder::new(33);
         let s = b.input_f32("s", &[1, 16, 3], 1.0).expect("case");
-        let ids = b.input_i32("ids", &[0, 5, 15, 2, 2, 9, 1, 1, 1, 1, 1, 1, 14, 13, 12, 11, 10, 9]).expect("case");
+        let ids = b
+            .input_i32(
+                "ids",
+                &[0, 5, 15, 2, 2, 9, 1, 1, 1, 1, 1, 1, 14, 13, 12, 11, 10, 9],
+            )
+            .expect("case");
         let ids = b.g.reshape(ids, &[6, 3]).expect("case");
         let out = b.g.get_rows(s, ids).expect("case");
-        v.push(b.finish("GET_ROWS batched f32{1,16,3}[{6,3}]".into(), out, 0.0, true).expect("case"));
+        v.push(
+            b.finish("GET_ROWS batched f32{1,16,3}[{6,3}]".into(), out, 0.0, true)
+                .expect("case"),
+        );
         // out-of-range ids → NaN rows
         let mut b = CaseBuilder::new(34);
         let d = TensorDesc::f32(&[4, 3]).expect("case");
         let tbl = b.input_f32("t", &d.ne[..2], 1.0).expect("case");
         let ids = b.input_i32("ids", &[-1, 2, 3]).expect("case");
         let out = b.g.get_rows(tbl, ids).expect("case");
-        v.push(b.finish("GET_ROWS invalid ids".into(), out, 0.0, true).expect("case"));
+        v.push(
+            b.finish("GET_ROWS invalid ids".into(), out, 0.0, true)
+                .expect("case"),
+        );
         v
     }
 }
@@ -74,12 +98,24 @@ mod tests {
         let td = TensorDesc::f32(&[3, 4]).unwrap();
         let idd = TensorDesc::new(DType::I32, &[3]).unwrap();
         let ids = [2i32, 0, 9];
-        let srcs = [TensorRef::new(td, bytemuck::cast_slice(&table)), TensorRef::new(idd, bytemuck::cast_slice(&ids))];
+        let srcs = [
+            TensorRef::new(td, bytemuck::cast_slice(&table)),
+            TensorRef::new(idd, bytemuck::cast_slice(&ids)),
+        ];
         let od = TensorDesc::f32(&[3, 3]).unwrap();
         let mut out = vec![0u8; od.nbytes()];
         let dst = TensorMut::new(od, &mut out);
         let (c, mut s) = (AtomicUsize::new(0), Scratch::default());
-        GetRows.reference(&mut KernelCx { ith: 0, nth: 1, chunk: &c, scratch: &mut s }, &dst, &srcs);
+        GetRows.reference(
+            &mut KernelCx {
+                ith: 0,
+                nth: 1,
+                chunk: &c,
+                scratch: &mut s,
+            },
+            &dst,
+            &srcs,
+        );
         let got: &[f32] = bytemuck::cast_slice(&out);
         assert_eq!(&got[..6], &[6.0, 7.0, 8.0, 0.0, 1.0, 2.0]);
         assert!(got[6..].iter().all(|v| v.is_nan()));

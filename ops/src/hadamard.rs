@@ -189,7 +189,9 @@ mod tests {
                 assert!((hh - f64::from(u8::from(i == j))).abs() < 1e-12);
             }
         }
-        let x: Vec<f32> = (0..2 * n).map(|i| ((i * 7919) % 23) as f32 - 11.0).collect();
+        let x: Vec<f32> = (0..2 * n)
+            .map(|i| ((i * 7919) % 23) as f32 - 11.0)
+            .collect();
         let want: Vec<f64> = (0..2 * n)
             .map(|o| {
                 let (c, i) = (o / n, o % n);

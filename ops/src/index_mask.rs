@@ -27,11 +27,15 @@ impl CpuKernel for IndexMask {
     }
     fn cases() -> Vec<Case> {
         let mut b = CaseBuilder::new(40);
-        let ids = b.input_i32("ids", &[3, 0, -1, 7, 7, 2, 9, 100, -1]).expect("case");
+        let ids = b
+            .input_i32("ids", &[3, 0, -1, 7, 7, 2, 9, 100, -1])
+            .expect("case");
         let ids = b.g.reshape(ids, &[3, 3]).expect("case");
         let m = b.g.index_mask(ids, 8).expect("case");
         // −∞ entries compare as equal non-finite values in test-ops
-        vec![b.finish("INDEX_MASK {3,3} → {8,3}".into(), m, 0.0, true).expect("case")]
+        vec![b
+            .finish("INDEX_MASK {3,3} → {8,3}".into(), m, 0.0, true)
+            .expect("case")]
     }
 }
 
@@ -46,13 +50,28 @@ mod tests {
     #[test]
     fn zeros_at_picks() {
         let ids = [1i32, -1, 4, 0];
-        let src = [TensorRef::new(TensorDesc::new(DType::I32, &[2, 2]).unwrap(), bytemuck::cast_slice(&ids))];
+        let src = [TensorRef::new(
+            TensorDesc::new(DType::I32, &[2, 2]).unwrap(),
+            bytemuck::cast_slice(&ids),
+        )];
         let od = TensorDesc::f32(&[3, 2]).unwrap();
         let mut out = vec![0u8; od.nbytes()];
         let dst = TensorMut::new(od, &mut out);
         let (c, mut s) = (AtomicUsize::new(0), Scratch::default());
-        IndexMask { n: 3 }.reference(&mut KernelCx { ith: 0, nth: 1, chunk: &c, scratch: &mut s }, &dst, &src);
+        IndexMask { n: 3 }.reference(
+            &mut KernelCx {
+                ith: 0,
+                nth: 1,
+                chunk: &c,
+                scratch: &mut s,
+            },
+            &dst,
+            &src,
+        );
         let ni = f32::NEG_INFINITY;
-        assert_eq!(bytemuck::cast_slice::<u8, f32>(&out), &[ni, 0.0, ni, 0.0, ni, ni]);
+        assert_eq!(
+            bytemuck::cast_slice::<u8, f32>(&out),
+            &[ni, 0.0, ni, 0.0, ni, ni]
+        );
     }
 }

@@ -11,11 +11,25 @@ mod cx;
 pub mod tensor;
 
 mod binary;
+mod compress;
+mod concat;
 mod cpy;
+#[cfg(test)]
+mod dsv4_testutil;
+mod flash_attn;
 mod get_rows;
+mod hadamard;
 mod index_mask;
+mod indexer;
+mod mhc;
 mod mul_mat;
+mod mul_mat_id;
 mod norm;
+mod rope;
+mod softmax;
+mod sum_rows;
+mod swiglu;
+mod topk;
 mod unary;
 mod view;
 

@@ -163,7 +163,12 @@ impl CpuKernel for MulMatId {
     fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (w, x, ids) = (&srcs[0], &srcs[1], &srcs[2]);
         let s = shape(w, x, ids);
-        let dot = w.desc.dtype.info().vec_dot.expect("validated at build time");
+        let dot = w
+            .desc
+            .dtype
+            .info()
+            .vec_dot
+            .expect("validated at build time");
         let q = cx.scratch.bytes(s.qrow * s.b * s.t);
         quantize_all(x, &s, q);
         for t in 0..s.t {
@@ -185,7 +190,12 @@ impl CpuKernel for MulMatId {
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (w, x, ids) = (&srcs[0], &srcs[1], &srcs[2]);
         let s = shape(w, x, ids);
-        let dot = w.desc.dtype.info().vec_dot.expect("validated at build time");
+        let dot = w
+            .desc
+            .dtype
+            .info()
+            .vec_dot
+            .expect("validated at build time");
         // zero / NaN rows: each owned by one thread of the static split
         for j in cx.my_rows(s.n_used * s.t) {
             fill_special(dst, route(ids, &s, j % s.n_used, j / s.n_used), j);
@@ -248,7 +258,9 @@ impl CpuKernel for MulMatId {
                     let out = b.g.mul_mat_id(w, x, idt).expect("case");
                     v.push(
                         b.finish(
-                            format!("MUL_MAT_ID {t}{{{k},{n},{e}}} · f32{{{k},{bsz},{tt}}} ids{ids:?}"),
+                            format!(
+                                "MUL_MAT_ID {t}{{{k},{n},{e}}} · f32{{{k},{bsz},{tt}}} ids{ids:?}"
+                            ),
                             out,
                             0.0,
                             true,

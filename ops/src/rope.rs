@@ -109,14 +109,57 @@ impl CpuKernel for Rope {
     fn cases() -> Vec<Case> {
         let mut v = Vec::new();
         // (name, op, x shape {D, H, T}, permuted input, positions base, quick)
+        type Cfg = (&'static str, Rope, [usize; 3], bool, i32, bool);
         let big = 100_000;
-        let configs: Vec<(&str, Rope, [usize; 3], bool, i32, bool)> = vec![
-            ("main", Rope::ds4_main(448, false), [512, 3, 5], false, 0, true),
-            ("main inv", Rope::ds4_main(448, true), [512, 2, 3], false, 7, true),
-            ("compress", Rope::ds4_compress(448, false), [512, 3, 4], false, big, true),
-            ("compress inv", Rope::ds4_compress(448, true), [512, 3, 2], true, big, true),
-            ("indexer", Rope::ds4_compress(64, false), [128, 5, 3], false, 130, true),
-            ("indexer perm", Rope::ds4_compress(64, false), [128, 4, 3], true, 9, true),
+        let configs: Vec<Cfg> = vec![
+            (
+                "main",
+                Rope::ds4_main(448, false),
+                [512, 3, 5],
+                false,
+                0,
+                true,
+            ),
+            (
+                "main inv",
+                Rope::ds4_main(448, true),
+                [512, 2, 3],
+                false,
+                7,
+                true,
+            ),
+            (
+                "compress",
+                Rope::ds4_compress(448, false),
+                [512, 3, 4],
+                false,
+                big,
+                true,
+            ),
+            (
+                "compress inv",
+                Rope::ds4_compress(448, true),
+                [512, 3, 2],
+                true,
+                big,
+                true,
+            ),
+            (
+                "indexer",
+                Rope::ds4_compress(64, false),
+                [128, 5, 3],
+                false,
+                130,
+                true,
+            ),
+            (
+                "indexer perm",
+                Rope::ds4_compress(64, false),
+                [128, 4, 3],
+                true,
+                9,
+                true,
+            ),
             (
                 "odd",
                 Rope {
@@ -136,8 +179,22 @@ impl CpuKernel for Rope {
                 3,
                 true,
             ),
-            ("q real", Rope::ds4_compress(448, false), [512, 64, 8], false, 4000, false),
-            ("o real", Rope::ds4_main(448, true), [512, 64, 1], false, 50, false),
+            (
+                "q real",
+                Rope::ds4_compress(448, false),
+                [512, 64, 8],
+                false,
+                4000,
+                false,
+            ),
+            (
+                "o real",
+                Rope::ds4_main(448, true),
+                [512, 64, 1],
+                false,
+                50,
+                false,
+            ),
         ];
         for (name, op, [d, h, t], perm, p0, quick) in configs {
             let mut b = CaseBuilder::new(21);
@@ -259,7 +316,15 @@ mod tests {
             assert!((g as f64 - w).abs() < 1e-5, "dim {i}: {g} vs {w}");
         }
         // the inverse rotates the other way
-        let yi = run(&Rope { inverse: true, ..op }, [8, 1, 1], &x, &[3]);
+        let yi = run(
+            &Rope {
+                inverse: true,
+                ..op
+            },
+            [8, 1, 1],
+            &x,
+            &[3],
+        );
         assert!((yi[2] as f64 - (3.0 * a.cos() + 4.0 * a.sin())).abs() < 1e-5);
         assert!((yi[3] as f64 - (-3.0 * a.sin() + 4.0 * a.cos())).abs() < 1e-5);
     }
@@ -271,7 +336,15 @@ mod tests {
         let pos = [0, 1, 777, 65535];
         for op in [Rope::ds4_main(448, false), Rope::ds4_compress(448, false)] {
             let y = run(&op, ne, &x, &pos);
-            let back = run(&Rope { inverse: true, ..op.clone() }, ne, &y, &pos);
+            let back = run(
+                &Rope {
+                    inverse: true,
+                    ..op.clone()
+                },
+                ne,
+                &y,
+                &pos,
+            );
             for (i, (&a, &b)) in back.iter().zip(&x).enumerate() {
                 assert!((a - b).abs() < 1e-6, "element {i}: {a} vs {b}");
             }

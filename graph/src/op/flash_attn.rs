@@ -60,11 +60,11 @@ impl OpDef for FlashAttnExt {
             ));
         }
         let (q, kv) = (srcs[0], srcs[1]);
-        if q.dtype != DType::F32 || !q.rows_contiguous() || q.ne[3] != 1 {
+        if q.dtype != DType::F32 || !q.rows_contiguous() || q.ne[3] != 1 || q.ne[0] == 0 {
             return Err(shape_err(
                 Self::NAME,
                 format!(
-                    "q must be f32 {{D, H, T}} with contiguous rows, got {}",
+                    "q must be f32 {{D > 0, H, T}} with contiguous rows, got {}",
                     q.shape_str()
                 ),
             ));
@@ -89,9 +89,7 @@ impl OpDef for FlashAttnExt {
         }
         if let Some(i) = self.mask_src() {
             let m = srcs[i];
-            if !matches!(m.dtype, DType::F32 | DType::F16)
-                || m.ne != [kv.ne[1], q.ne[2], 1, 1]
-            {
+            if !matches!(m.dtype, DType::F32 | DType::F16) || m.ne != [kv.ne[1], q.ne[2], 1, 1] {
                 return Err(shape_err(
                     Self::NAME,
                     format!(

@@ -20,16 +20,38 @@ impl OpDef for GetRows {
         want_srcs(Self::NAME, srcs, 2)?;
         let (t, ids) = (srcs[0], srcs[1]);
         if ids.dtype != DType::I32 || ids.ne[2] != 1 || ids.ne[3] != 1 || !ids.is_contiguous() {
-            return Err(shape_err(Self::NAME, format!("ids must be a contiguous i32 {{n, B}} tensor, got {}", ids.shape_str())));
+            return Err(shape_err(
+                Self::NAME,
+                format!(
+                    "ids must be a contiguous i32 {{n, B}} tensor, got {}",
+                    ids.shape_str()
+                ),
+            ));
         }
         if t.ne[3] != 1 || !t.rows_contiguous() {
-            return Err(shape_err(Self::NAME, format!("table must be at most 3-D with contiguous rows, got {}", t.shape_str())));
+            return Err(shape_err(
+                Self::NAME,
+                format!(
+                    "table must be at most 3-D with contiguous rows, got {}",
+                    t.shape_str()
+                ),
+            ));
         }
         if t.ne[2] != 1 && t.ne[2] != ids.ne[1] {
-            return Err(shape_err(Self::NAME, format!("table batches {} do not match ids {}", t.shape_str(), ids.shape_str())));
+            return Err(shape_err(
+                Self::NAME,
+                format!(
+                    "table batches {} do not match ids {}",
+                    t.shape_str(),
+                    ids.shape_str()
+                ),
+            ));
         }
         if t.dtype.info().dequantize.is_none() {
-            return Err(shape_err(Self::NAME, format!("no dequantizer for {}", t.dtype)));
+            return Err(shape_err(
+                Self::NAME,
+                format!("no dequantizer for {}", t.dtype),
+            ));
         }
         TensorDesc::f32(&[t.ne[0], ids.ne[0], ids.ne[1]])
     }

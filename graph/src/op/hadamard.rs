@@ -46,7 +46,11 @@ impl OpDef for Hadamard {
         if x.ne[0] % self.n != 0 {
             return Err(shape_err(
                 Self::NAME,
-                format!("ne0 of {} is not a multiple of n = {}", x.shape_str(), self.n),
+                format!(
+                    "ne0 of {} is not a multiple of n = {}",
+                    x.shape_str(),
+                    self.n
+                ),
             ));
         }
         TensorDesc::f32(&x.ne)

@@ -23,7 +23,13 @@ impl OpDef for IndexMask {
         want_srcs(Self::NAME, srcs, 1)?;
         let ids = srcs[0];
         if ids.dtype != DType::I32 || !ids.is_contiguous() || ids.ne[2] != 1 || ids.ne[3] != 1 {
-            return Err(shape_err(Self::NAME, format!("ids must be contiguous i32 {{k, T}}, got {}", ids.shape_str())));
+            return Err(shape_err(
+                Self::NAME,
+                format!(
+                    "ids must be contiguous i32 {{k, T}}, got {}",
+                    ids.shape_str()
+                ),
+            ));
         }
         if self.n == 0 {
             return Err(shape_err(Self::NAME, "mask length must be positive"));

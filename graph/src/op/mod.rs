@@ -13,11 +13,23 @@ use crate::tensor::TensorDesc;
 use std::fmt;
 
 pub mod binary;
+pub mod compress;
+pub mod concat;
 pub mod cpy;
+pub mod flash_attn;
 pub mod get_rows;
+pub mod hadamard;
 pub mod index_mask;
+pub mod indexer;
+pub mod mhc;
 pub mod mul_mat;
+pub mod mul_mat_id;
 pub mod norm;
+pub mod rope;
+pub mod softmax;
+pub mod sum_rows;
+pub mod swiglu;
+pub mod topk;
 pub mod unary;
 pub mod view;
 
@@ -79,6 +91,22 @@ macro_rules! for_each_op {
             Sqrt => $crate::op::unary::Sqrt,
             RmsNorm => $crate::op::norm::RmsNorm,
             MulMat => $crate::op::mul_mat::MulMat,
+            Rope => $crate::op::rope::Rope,
+            SoftMax => $crate::op::softmax::SoftMax,
+            FlashAttnExt => $crate::op::flash_attn::FlashAttnExt,
+            MulMatId => $crate::op::mul_mat_id::MulMatId,
+            Swiglu => $crate::op::swiglu::Swiglu,
+            TopK => $crate::op::topk::TopK,
+            Argsort => $crate::op::topk::Argsort,
+            Argmax => $crate::op::topk::Argmax,
+            Concat => $crate::op::concat::Concat,
+            SumRows => $crate::op::sum_rows::SumRows,
+            Hadamard => $crate::op::hadamard::Hadamard,
+            HcPre => $crate::op::mhc::HcPre,
+            HcPost => $crate::op::mhc::HcPost,
+            DsaIndexer => $crate::op::indexer::DsaIndexer,
+            DsaScores => $crate::op::indexer::DsaScores,
+            CompressPool => $crate::op::compress::CompressPool,
         }
     };
 }

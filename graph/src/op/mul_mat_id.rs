@@ -30,7 +30,11 @@ impl OpDef for MulMatId {
     fn infer(&self, srcs: &[&TensorDesc]) -> Result<TensorDesc, GraphError> {
         want_srcs(Self::NAME, srcs, 3)?;
         let (w, x, ids) = (srcs[0], srcs[1], srcs[2]);
-        let Some(dot) = w.dtype.info().dot_type.filter(|_| w.dtype.info().vec_dot.is_some())
+        let Some(dot) = w
+            .dtype
+            .info()
+            .dot_type
+            .filter(|_| w.dtype.info().vec_dot.is_some())
         else {
             return Err(shape_err(
                 Self::NAME,

@@ -1,0 +1,580 @@
+//! FLASH_ATTN_EXT kernels (formula in `graph::op::flash_attn`; K = V, one shared head).
+//!
+//! Reference: plain two-pass softmax in f64 — all logits of a row, max (sink included), sum of
+//! exps, then `Σ P·kv` — reading every element with `get` (any strides).
+//!
+//! Forward: online (streaming) softmax in f32 over KV blocks of [`BLK`] keys. Work items are
+//! `(token, head chunk)` pairs claimed from the node's counter; the chunk size is chosen so
+//! that there are at least `nth` items where `T·H` allows (all heads of a token form one
+//! item when `T ≥ nth`; decode with H = 64 on 16 threads gives chunks of 4 heads). KV is not
+//! split across threads (no split-K), so decode parallelism is bounded by `T·H`.
+//! Within an item each block's mask values are read once, blocks that are fully masked are
+//! skipped, and an f16 block is converted to f32 **once** and then used for every head of the
+//! chunk (f32 rows are used in place). Per head it keeps a running max `m`, a running sum `l`
+//! and an f32 accumulator, rescaled by `exp(m_old − m_new)` when a block raises the max; the
+//! sink joins at the end (`M = max(m, sink)`). Dots use 8 f32 lanes. Unlike ggml (which rounds
+//! q to f16 for an f16 K and accumulates V in f16), everything after the K/V load is f32.
+//! Block boundaries do not depend on the thread count, so results are identical at any `nth`.
+
+use crate::case::CaseBuilder;
+use crate::softmax::mask_input;
+use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
+use graph::op::flash_attn::FlashAttnExt;
+use graph::TensorDesc;
+use quant::DType;
+
+/// Keys per streamed block.
+pub const BLK: usize = 32;
+
+struct Dims {
+    d: usize,
+    h: usize,
+    t: usize,
+    n_kv: usize,
+}
+
+fn dims(srcs: &[TensorRef]) -> Dims {
+    let (q, kv) = (&srcs[0].desc, &srcs[1].desc);
+    Dims {
+        d: q.ne[0],
+        h: q.ne[1],
+        t: q.ne[2],
+        n_kv: kv.ne[1],
+    }
+}
+
+/// Mask value of key `k` for token `t` (0 without a mask).
+fn mask_at(op: &FlashAttnExt, srcs: &[TensorRef], k: usize, t: usize) -> f32 {
+    op.mask_src().map_or(0.0, |i| srcs[i].get(k, t, 0, 0))
+}
+
+/// Sink logit of head `h`, if the op has sinks.
+fn sink_of(op: &FlashAttnExt, srcs: &[TensorRef], h: usize) -> Option<f32> {
+    op.sinks_src().map(|i| srcs[i].get(h, 0, 0, 0))
+}
+
+/// `Σ a_i·b_i` in 8 f32 lanes.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    let mut acc = [0f32; 8];
+    for (x, y) in ca.zip(cb) {
+        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
+            *s += x * y;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `acc += p·v`.
+fn axpy(acc: &mut [f32], p: f32, v: &[f32]) {
+    for (a, &x) in acc.iter_mut().zip(v) {
+        *a += p * x;
+    }
+}
+
+/// Heads per work item for `nth` threads.
+fn head_chunk(h: usize, t: usize, nth: usize) -> usize {
+    let splits = nth.div_ceil(t.max(1)).clamp(1, h.max(1));
+    h.div_ceil(splits).max(1)
+}
+
+impl CpuKernel for FlashAttnExt {
+    fn reference(&self, _cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        let Dims { d, h, t, n_kv } = dims(srcs);
+        let (q, kv) = (&srcs[0], &srcs[1]);
+        let kvf: Vec<f64> = (0..n_kv * d)
+            .map(|i| kv.get(i % d, i / d, 0, 0) as f64)
+            .collect();
+        let mut z = vec![0f64; n_kv];
+        let mut o = vec![0f64; d];
+        for tt in 0..t {
+            for hh in 0..h {
+                let qv: Vec<f64> = (0..d).map(|i| q.get(i, hh, tt, 0) as f64).collect();
+                for (k, zk) in z.iter_mut().enumerate() {
+                    let m = mask_at(self, srcs, k, tt) as f64;
+                    let s: f64 = qv.iter().zip(&kvf[k * d..]).map(|(a, b)| a * b).sum();
+                    *zk = if m == f64::NEG_INFINITY {
+                        m
+                    } else {
+                        self.scale as f64 * s + m
+                    };
+                }
+                let sink = sink_of(self, srcs, hh).map(f64::from);
+                let max = z
+                    .iter()
+                    .copied()
+                    .chain(sink)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let out = dst.row_f32_mut(hh + h * tt);
+                if max == f64::NEG_INFINITY {
+                    out.fill(0.0);
+                    continue;
+                }
+                let mut den = sink.map_or(0.0, |s| (s - max).exp());
+                o.fill(0.0);
+                for (k, &zk) in z.iter().enumerate() {
+                    let p = (zk - max).exp();
+                    den += p;
+                    for (oi, &v) in o.iter_mut().zip(&kvf[k * d..(k + 1) * d]) {
+                        *oi += p * v;
+                    }
+                }
+                for (y, &oi) in out.iter_mut().zip(&o) {
+                    *y = (oi / den) as f32;
+                }
+            }
+        }
+    }
+
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        let Dims { d, h, t, n_kv } = dims(srcs);
+        let (q, kv) = (&srcs[0], &srcs[1]);
+        let direct = kv.desc.dtype == DType::F32;
+        let hc = head_chunk(h, t, cx.nth);
+        let nsplit = h.div_ceil(hc);
+        let kvlen = if direct { 0 } else { BLK * d };
+        let need = kvlen + hc * d + 2 * hc + 2 * BLK;
+        let mut scratch = std::mem::take(&mut cx.scratch.f32s);
+        if scratch.len() < need {
+            scratch.resize(need, 0.0);
+        }
+        let buf = &mut scratch[..need];
+        let (kvbuf, rest) = buf.split_at_mut(kvlen);
+        let (acc, rest) = rest.split_at_mut(hc * d);
+        let (mx, rest) = rest.split_at_mut(hc);
+        let (l, rest) = rest.split_at_mut(hc);
+        let (mk, s) = rest.split_at_mut(BLK);
+        while let Some(items) = cx.claim(t * nsplit, 1) {
+            for item in items {
+                let (tt, c) = (item / nsplit, item % nsplit);
+                let heads = c * hc..((c + 1) * hc).min(h);
+                acc.fill(0.0);
+                mx.fill(f32::NEG_INFINITY);
+                l.fill(0.0);
+                for j0 in (0..n_kv).step_by(BLK) {
+                    let nb = BLK.min(n_kv - j0);
+                    let mut any = false;
+                    for (j, m) in mk[..nb].iter_mut().enumerate() {
+                        *m = mask_at(self, srcs, j0 + j, tt);
+                        any |= *m != f32::NEG_INFINITY;
+                    }
+                    if !any {
+                        continue;
+                    }
+                    if !direct {
+                        for (j, out) in kvbuf.chunks_exact_mut(d).take(nb).enumerate() {
+                            if mk[j] != f32::NEG_INFINITY {
+                                kv.row_to_f32(j0 + j, out);
+                            }
+                        }
+                    }
+                    let kvbuf = &*kvbuf;
+                    let row = |j: usize| -> &[f32] {
+                        if direct {
+                            kv.row_f32(j0 + j)
+                        } else {
+                            &kvbuf[j * d..(j + 1) * d]
+                        }
+                    };
+                    for (hi, head) in heads.clone().enumerate() {
+                        let qr = q.row_f32(head + h * tt);
+                        let mut bm = f32::NEG_INFINITY;
+                        for (j, (sj, &m)) in s[..nb].iter_mut().zip(&mk[..nb]).enumerate() {
+                            *sj = if m == f32::NEG_INFINITY {
+                                f32::NEG_INFINITY
+                            } else {
+                                self.scale * dot(qr, row(j)) + m
+                            };
+                            bm = bm.max(*sj);
+                        }
+                        if bm == f32::NEG_INFINITY {
+                            continue;
+                        }
+                        let a = &mut acc[hi * d..(hi + 1) * d];
+                        if bm > mx[hi] {
+                            let f = (mx[hi] - bm).exp();
+                            a.iter_mut().for_each(|x| *x *= f);
+                            l[hi] *= f;
+                            mx[hi] = bm;
+                        }
+                        for (j, &sj) in s[..nb].iter().enumerate() {
+                            if sj != f32::NEG_INFINITY {
+                                let p = (sj - mx[hi]).exp();
+                                l[hi] += p;
+                                axpy(a, p, row(j));
+                            }
+                        }
+                    }
+                }
+                for (hi, head) in heads.enumerate() {
+                    let out = dst.row_f32_mut(head + h * tt);
+                    let (mut m, mut sum) = (mx[hi], l[hi]);
+                    let a = &mut acc[hi * d..(hi + 1) * d];
+                    if let Some(sk) = sink_of(self, srcs, head) {
+                        let big = m.max(sk);
+                        if big != f32::NEG_INFINITY && m != f32::NEG_INFINITY {
+                            let f = (m - big).exp();
+                            a.iter_mut().for_each(|x| *x *= f);
+                            sum = sum * f + (sk - big).exp();
+                            m = big;
+                        }
+                    }
+                    if m == f32::NEG_INFINITY {
+                        out.fill(0.0);
+                        continue;
+                    }
+                    let inv = 1.0 / sum;
+                    for (y, &x) in out.iter_mut().zip(a.iter()) {
+                        *y = x * inv;
+                    }
+                }
+            }
+        }
+        cx.scratch.f32s = scratch;
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut v = Vec::new();
+        for c in CASES {
+            v.push(build_case(c));
+        }
+        v
+    }
+}
+
+/// One test-ops configuration.
+struct Cfg {
+    d: usize,
+    h: usize,
+    t: usize,
+    n_kv: usize,
+    kv: DType,
+    /// Mask dtype and sliding window (query `tt` sits at position `n_kv − T + tt`; keys at
+    /// `0..n_kv`; the first `full` keys are visible to every query, the rest use the window).
+    mask: Option<(DType, usize)>,
+    /// Keys visible to every query regardless of position (compressed entries).
+    full: usize,
+    sinks: bool,
+    /// q stored as `{D, T, H}` and permuted.
+    perm_q: bool,
+    /// kv is every other row of a larger cache (row stride 2 rows).
+    strided_kv: bool,
+    quick: bool,
+}
+
+const fn cfg(d: usize, h: usize, t: usize, n_kv: usize, kv: DType) -> Cfg {
+    Cfg {
+        d,
+        h,
+        t,
+        n_kv,
+        kv,
+        mask: None,
+        full: 0,
+        sinks: false,
+        perm_q: false,
+        strided_kv: false,
+        quick: true,
+    }
+}
+
+const F16: DType = DType::F16;
+const F32: DType = DType::F32;
+
+const CASES: &[Cfg] = &[
+    cfg(512, 4, 1, 1, F32),
+    Cfg {
+        mask: Some((F16, 4)),
+        sinks: true,
+        ..cfg(512, 3, 5, 7, F16)
+    },
+    Cfg {
+        mask: Some((F32, 100)),
+        sinks: true,
+        perm_q: true,
+        strided_kv: true,
+        ..cfg(64, 4, 5, 129, F32)
+    },
+    Cfg {
+        mask: Some((F32, 50)),
+        strided_kv: true,
+        ..cfg(512, 3, 1, 129, F16)
+    },
+    Cfg {
+        mask: Some((F16, 3)),
+        perm_q: true,
+        ..cfg(20, 4, 5, 7, F32)
+    },
+    Cfg {
+        sinks: true,
+        ..cfg(36, 3, 2, 129, F16)
+    },
+    Cfg {
+        mask: Some((F16, 16)),
+        full: 8,
+        sinks: true,
+        ..cfg(512, 64, 1, 33, F16)
+    },
+    Cfg {
+        mask: Some((F16, 4)),
+        sinks: true,
+        ..cfg(512, 3, 2, 0, F16)
+    },
+    // V4-Flash decode: 128 window keys + 512 compressed entries, 64 heads
+    Cfg {
+        mask: Some((F16, 128)),
+        full: 512,
+        sinks: true,
+        quick: false,
+        ..cfg(512, 64, 1, 640, F16)
+    },
+    Cfg {
+        mask: Some((F32, 128)),
+        full: 512,
+        sinks: true,
+        quick: false,
+        ..cfg(512, 64, 8, 640, F32)
+    },
+];
+
+/// A named f32 or f16 input `{ne}` with uniform data in ±scale.
+fn float_input(
+    b: &mut CaseBuilder,
+    name: &str,
+    dt: DType,
+    ne: &[usize],
+    scale: f32,
+) -> graph::TensorId {
+    if dt == F32 {
+        return b.input_f32(name, ne, scale).expect("case");
+    }
+    let d = TensorDesc::new(dt, ne).expect("case");
+    let bytes = b
+        .rng
+        .f32s(d.nelements(), scale)
+        .iter()
+        .flat_map(|&x| quant::scalar::f32_to_f16(x).to_le_bytes())
+        .collect();
+    b.input_data(name, d, bytes).expect("case")
+}
+
+/// Mask values `{n_kv, T}`: keys `< full` always visible, then a causal window over positions
+/// `0..n_kv − full` for queries at `n_kv − full − T + tt` (negative positions: fully masked).
+fn mask_values(c: &Cfg, window: usize) -> Vec<f32> {
+    let nw = c.n_kv - c.full;
+    let mut m = vec![f32::NEG_INFINITY; c.n_kv * c.t];
+    for tt in 0..c.t {
+        let p = nw as i64 - c.t as i64 + tt as i64;
+        for k in 0..c.n_kv {
+            let s = k as i64 - c.full as i64;
+            let vis = s < 0 || (s <= p && s > p - window as i64);
+            if vis {
+                m[tt * c.n_kv + k] = 0.0;
+            }
+        }
+    }
+    m
+}
+
+fn build_case(c: &Cfg) -> Case {
+    let mut b = CaseBuilder::new(41 + c.n_kv as u64);
+    let q = if c.perm_q {
+        let raw = b.input_f32("q", &[c.d, c.t, c.h], 3.0).expect("case");
+        b.g.permute(raw, [0, 2, 1, 3]).expect("case")
+    } else {
+        b.input_f32("q", &[c.d, c.h, c.t], 3.0).expect("case")
+    };
+    let kv = if c.strided_kv {
+        let cache = float_input(&mut b, "cache", c.kv, &[c.d, 2 * c.n_kv + 1], 1.0);
+        let rb = c.d * c.kv.type_size();
+        let nb = [c.kv.type_size(), 2 * rb, 2 * rb * c.n_kv, 2 * rb * c.n_kv];
+        b.g.view(cache, [c.d, c.n_kv, 1, 1], nb, rb).expect("case")
+    } else {
+        float_input(&mut b, "kv", c.kv, &[c.d, c.n_kv], 1.0)
+    };
+    let mask = c
+        .mask
+        .map(|(dt, w)| mask_input(&mut b, dt, &[c.n_kv, c.t], &mask_values(c, w)));
+    let sinks = c
+        .sinks
+        .then(|| b.input_f32("sinks", &[c.h], 2.0).expect("case"));
+    let scale = 1.0 / (c.d as f32).sqrt();
+    let out = b.g.flash_attn_ext(q, kv, mask, sinks, scale).expect("case");
+    let name = format!(
+        "FLASH_ATTN_EXT q{{{},{},{}}} kv {}{{{},{}}} mask={:?} full={} sinks={} perm_q={} strided_kv={}",
+        c.d, c.h, c.t, c.kv, c.d, c.n_kv, c.mask, c.full, c.sinks, c.perm_q, c.strided_kv
+    );
+    b.finish(name, out, 1e-10, c.quick).expect("case")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::CaseRng;
+    use crate::Scratch;
+    use graph::OpDef;
+    use std::sync::atomic::AtomicUsize;
+
+    fn run(op: &FlashAttnExt, srcs: &[(TensorDesc, Vec<u8>)], fwd: bool) -> Vec<f32> {
+        let descs: Vec<&TensorDesc> = srcs.iter().map(|(d, _)| d).collect();
+        let od = op.infer(&descs).unwrap();
+        let mut ob = vec![0u8; od.nbytes()];
+        let dst = TensorMut::new(od, &mut ob);
+        let refs: Vec<TensorRef> = srcs.iter().map(|(d, b)| TensorRef::new(*d, b)).collect();
+        let chunk = AtomicUsize::new(0);
+        let mut scratch = Scratch::default();
+        let mut cx = KernelCx {
+            ith: 0,
+            nth: 1,
+            chunk: &chunk,
+            scratch: &mut scratch,
+        };
+        if fwd {
+            op.forward(&mut cx, &dst, &refs);
+        } else {
+            op.reference(&mut cx, &dst, &refs);
+        }
+        bytemuck::cast_slice(&ob).to_vec()
+    }
+
+    fn f32s(ne: &[usize], v: &[f32]) -> (TensorDesc, Vec<u8>) {
+        (
+            TensorDesc::f32(ne).unwrap(),
+            bytemuck::cast_slice(v).to_vec(),
+        )
+    }
+
+    fn f16s(ne: &[usize], v: &[f32]) -> (TensorDesc, Vec<u8>) {
+        let b = v
+            .iter()
+            .flat_map(|&x| quant::scalar::f32_to_f16(x).to_le_bytes())
+            .collect();
+        (TensorDesc::new(F16, ne).unwrap(), b)
+    }
+
+    #[test]
+    fn equals_explicit_softmax_times_v() {
+        // D = 40, H = 3, T = 2, n_kv = 70 (> 2 blocks), f16 kv, causal-ish mask, sinks
+        let (d, h, t, n) = (40usize, 3usize, 2usize, 70usize);
+        let mut rng = CaseRng::new(9);
+        let q = rng.f32s(d * h * t, 2.0);
+        // values exactly representable in f16 so the explicit sum below sees the same kv
+        let kv: Vec<f32> = rng
+            .f32s(d * n, 1.0)
+            .iter()
+            .map(|&x| quant::scalar::f16_to_f32(quant::scalar::f32_to_f16(x)))
+            .collect();
+        let inf = f32::NEG_INFINITY;
+        let mask: Vec<f32> = (0..n * t)
+            .map(|i| {
+                if (i % n) > 40 + 20 * (i / n) {
+                    inf
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let sinks = [0.5f32, -1.0, 3.0];
+        let scale = 0.3f32;
+        let op = FlashAttnExt {
+            scale,
+            has_mask: true,
+            has_sinks: true,
+        };
+        let srcs = [
+            f32s(&[d, h, t], &q),
+            f16s(&[d, n], &kv),
+            f16s(&[n, t], &mask),
+            f32s(&[h], &sinks),
+        ];
+        // explicit: P = exp(z) / (Σ exp(z) + exp(sink)), o = P·V, no max subtraction
+        let mut want = vec![0f64; d * h * t];
+        for tt in 0..t {
+            for hh in 0..h {
+                let qr = &q[(tt * h + hh) * d..][..d];
+                let p: Vec<f64> = (0..n)
+                    .map(|k| {
+                        let s: f64 = (0..d).map(|i| qr[i] as f64 * kv[k * d + i] as f64).sum();
+                        (scale as f64 * s + mask[tt * n + k] as f64).exp()
+                    })
+                    .collect();
+                let den: f64 = p.iter().sum::<f64>() + (sinks[hh] as f64).exp();
+                for i in 0..d {
+                    let o: f64 = (0..n).map(|k| p[k] * kv[k * d + i] as f64).sum();
+                    want[(tt * h + hh) * d + i] = o / den;
+                }
+            }
+        }
+        for fwd in [false, true] {
+            let got = run(&op, &srcs, fwd);
+            for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                assert!((g as f64 - w).abs() < 1e-5, "fwd={fwd} {i}: {g} vs {w}");
+            }
+        }
+        // without the sink the weights of each row sum to one: attention over a constant
+        // value row returns that constant
+        let ones = vec![0.25f32; d * n];
+        let op = FlashAttnExt {
+            has_sinks: false,
+            ..op
+        };
+        let srcs = [srcs[0].clone(), f32s(&[d, n], &ones), srcs[2].clone()];
+        for fwd in [false, true] {
+            let got = run(&op, &srcs, fwd);
+            assert!(got.iter().all(|&g| (g - 0.25).abs() < 1e-6), "fwd={fwd}");
+        }
+    }
+
+    #[test]
+    fn empty_and_fully_masked_rows_are_zero() {
+        let inf = f32::NEG_INFINITY;
+        let op = FlashAttnExt {
+            scale: 1.0,
+            has_mask: true,
+            has_sinks: true,
+        };
+        // n_kv = 0
+        let srcs = [
+            f32s(&[8, 2, 1], &[1.0; 16]),
+            f32s(&[8, 0], &[]),
+            f32s(&[0, 1], &[]),
+            f32s(&[2], &[0.0, 1.0]),
+        ];
+        for fwd in [false, true] {
+            assert!(run(&op, &srcs, fwd).iter().all(|&x| x == 0.0));
+        }
+        // every key masked for token 0, visible for token 1
+        let srcs = [
+            f32s(&[8, 2, 2], &[1.0; 32]),
+            f32s(&[8, 3], &[2.0; 24]),
+            f32s(&[3, 2], &[inf, inf, inf, 0.0, 0.0, inf]),
+            f32s(&[2], &[0.0, 1.0]),
+        ];
+        for fwd in [false, true] {
+            let y = run(&op, &srcs, fwd);
+            assert!(y[..16].iter().all(|&x| x == 0.0));
+            // token 1, head 0: two equal logits 16, sink 0 → 2·e^16/(2e^16 + 1) · 2
+            let e = 16f64.exp();
+            let want = 2.0 * 2.0 * e / (2.0 * e + 1.0);
+            assert!((y[16] as f64 - want).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn head_chunks_cover_all_heads() {
+        for (h, t, nth) in [(64, 1, 16), (3, 5, 3), (1, 1, 1), (64, 100, 2), (4, 1, 3)] {
+            let hc = head_chunk(h, t, nth);
+            assert!(hc >= 1 && hc <= h);
+            assert!(h.div_ceil(hc) * hc >= h);
+        }
+        assert_eq!(head_chunk(64, 1, 16), 4);
+        assert_eq!(head_chunk(64, 16, 16), 64);
+        assert_eq!(head_chunk(3, 1, 3), 1);
+    }
+}

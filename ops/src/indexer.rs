@@ -1,0 +1,446 @@
+//! DSA_INDEXER / DSA_SCORES kernels (Lightning Indexer, spec §4.6).
+//!
+//! Both DSA_INDEXER kernels compute each score with the same f32 function [`score`] (8-lane
+//! dots, heads summed in order, `−0 → +0`, NaN → `−∞`), so selections agree bit for bit; the
+//! reference then sorts all `n_kv` entries with a float comparator, the forward kernel keeps
+//! only visible finite candidates as `u64` keys (order-preserving score bits, then the index)
+//! and runs a partial selection (`select_nth_unstable` + sort of the top). Tokens are split
+//! over threads. DSA_SCORES' reference is an independent f64 evaluation; its forward claims
+//! `(token, 64-entry)` chunks so decode (T = 1) uses every thread.
+
+use crate::case::CaseBuilder;
+use crate::mhc::dot_f32;
+use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
+use graph::op::indexer::{DsaIndexer, DsaScores};
+use graph::{TensorDesc, TensorId, WeightData};
+use quant::DType;
+
+/// Entries per claimed DSA_SCORES chunk.
+const ENTRY_CHUNK: usize = 64;
+
+struct Dims {
+    heads: usize,
+    tokens: usize,
+    n_kv: usize,
+}
+
+fn dims(srcs: &[TensorRef]) -> Dims {
+    Dims {
+        heads: srcs[0].desc.ne[1],
+        tokens: srcs[0].desc.ne[2],
+        n_kv: srcs[1].desc.ne[1],
+    }
+}
+
+/// `n_visible[t]` clamped to `[0, n_kv]`.
+fn visible(nv: &TensorRef, t: usize, n_kv: usize) -> usize {
+    (nv.i32s()[t].max(0) as usize).min(n_kv)
+}
+
+/// `S = Σ_h w[h]·max(0, q_h·k)` in f32 for token `t` (q rows `h + heads·t`), canonicalised:
+/// NaN → `−∞`, `−0 → +0`.
+pub fn score(q: &TensorRef, t: usize, heads: usize, k: &[f32], w: &[f32]) -> f32 {
+    let mut s = 0f32;
+    for (h, &wh) in w.iter().enumerate().take(heads) {
+        s += wh * dot_f32(q.row_f32(h + heads * t), k).max(0.0);
+    }
+    if s.is_nan() {
+        f32::NEG_INFINITY
+    } else if s == 0.0 {
+        0.0
+    } else {
+        s
+    }
+}
+
+/// Row `e` of `k` as f32: borrowed for f32 keys, converted into `buf` otherwise.
+fn key_row<'a>(k: &TensorRef<'a>, e: usize, buf: &'a mut [f32]) -> &'a [f32] {
+    if k.desc.dtype == DType::F32 {
+        k.row_f32(e)
+    } else {
+        k.row_to_f32(e, buf);
+        buf
+    }
+}
+
+/// Sort key: ascending order = descending score, then ascending index.
+fn desc_key(s: f32, e: usize) -> u64 {
+    let b = s.to_bits();
+    let ord = if b & 0x8000_0000 != 0 {
+        !b
+    } else {
+        b | 0x8000_0000
+    };
+    (u64::from(!ord) << 32) | e as u64
+}
+
+impl CpuKernel for DsaIndexer {
+    fn reference(&self, _cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        let (q, k, w, nv) = (&srcs[0], &srcs[1], &srcs[2], &srcs[3]);
+        let s = dims(srcs);
+        let mut kb = vec![0f32; k.desc.ne[0]];
+        for t in 0..s.tokens {
+            let vis = visible(nv, t, s.n_kv);
+            let mut sc: Vec<(f32, usize)> = (0..s.n_kv)
+                .map(|e| {
+                    if e < vis {
+                        k.row_to_f32(e, &mut kb);
+                        (score(q, t, s.heads, &kb, w.row_f32(t)), e)
+                    } else {
+                        (f32::NEG_INFINITY, e)
+                    }
+                })
+                .collect();
+            sc.sort_by(|a, b| {
+                b.0.partial_cmp(&a.0)
+                    .expect("scores are never NaN")
+                    .then(a.1.cmp(&b.1))
+            });
+            for (slot, o) in dst.row_i32_mut(t).iter_mut().enumerate() {
+                *o = match sc.get(slot) {
+                    Some(&(v, e)) if v > f32::NEG_INFINITY => e as i32,
+                    _ => -1,
+                };
+            }
+        }
+    }
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        let (q, k, w, nv) = (&srcs[0], &srcs[1], &srcs[2], &srcs[3]);
+        let s = dims(srcs);
+        let rows = cx.my_rows(s.tokens);
+        if rows.is_empty() {
+            return;
+        }
+        let d = k.desc.ne[0];
+        let scratch = &mut *cx.scratch;
+        if scratch.f32s.len() < d {
+            scratch.f32s.resize(d, 0.0);
+        }
+        let need = 8 * s.n_kv + 8;
+        if scratch.bytes.len() < need {
+            scratch.bytes.resize(need, 0);
+        }
+        let kbuf = &mut scratch.f32s[..d];
+        let (_, keys, _) = bytemuck::pod_align_to_mut::<u8, u64>(&mut scratch.bytes[..need]);
+        let kk = self.top_k.min(s.n_kv);
+        for t in rows {
+            let vis = visible(nv, t, s.n_kv);
+            let wr = w.row_f32(t);
+            let mut m = 0;
+            for e in 0..vis {
+                let kr = key_row(k, e, kbuf);
+                let v = score(q, t, s.heads, kr, wr);
+                if v > f32::NEG_INFINITY {
+                    keys[m] = desc_key(v, e);
+                    m += 1;
+                }
+            }
+            let cand = &mut keys[..m];
+            let take = kk.min(m);
+            if take > 0 && take < m {
+                cand.select_nth_unstable(take - 1);
+            }
+            cand[..take].sort_unstable();
+            let out = dst.row_i32_mut(t);
+            for (slot, o) in out.iter_mut().enumerate() {
+                *o = if slot < take {
+                    (cand[slot] & 0xffff_ffff) as i32
+                } else {
+                    -1
+                };
+            }
+        }
+    }
+    fn cases() -> Vec<Case> {
+        ix_cases(true)
+    }
+}
+
+impl CpuKernel for DsaScores {
+    fn reference(&self, _cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        let (q, k, w, nv) = (&srcs[0], &srcs[1], &srcs[2], &srcs[3]);
+        let s = dims(srcs);
+        let d = k.desc.ne[0];
+        for t in 0..s.tokens {
+            let vis = visible(nv, t, s.n_kv);
+            let out = dst.row_f32_mut(t);
+            for (e, o) in out.iter_mut().enumerate() {
+                if e >= vis {
+                    *o = f32::NEG_INFINITY;
+                    continue;
+                }
+                let mut acc = 0f64;
+                for h in 0..s.heads {
+                    let qr = q.row_f32(h + s.heads * t);
+                    let dp: f64 = (0..d)
+                        .map(|c| qr[c] as f64 * k.get(c, e, 0, 0) as f64)
+                        .sum();
+                    acc += w.get(h, t, 0, 0) as f64 * dp.max(0.0);
+                }
+                *o = if acc.is_nan() {
+                    f32::NEG_INFINITY
+                } else {
+                    acc as f32
+                };
+            }
+        }
+    }
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        let (q, k, w, nv) = (&srcs[0], &srcs[1], &srcs[2], &srcs[3]);
+        let s = dims(srcs);
+        let mut kbuf = std::mem::take(&mut cx.scratch.f32s);
+        kbuf.resize(kbuf.len().max(k.desc.ne[0]), 0.0);
+        let nc = s.n_kv.div_ceil(ENTRY_CHUNK);
+        while let Some(items) = cx.claim(nc * s.tokens, 1) {
+            for item in items {
+                let (t, c) = (item / nc, item % nc);
+                let cols = c * ENTRY_CHUNK..((c + 1) * ENTRY_CHUNK).min(s.n_kv);
+                let vis = visible(nv, t, s.n_kv);
+                let wr = w.row_f32(t);
+                let out = dst.row_range_f32_mut(t, cols.clone());
+                for (o, e) in out.iter_mut().zip(cols) {
+                    *o = if e < vis {
+                        score(q, t, s.heads, key_row(k, e, &mut kbuf[..k.desc.ne[0]]), wr)
+                    } else {
+                        f32::NEG_INFINITY
+                    };
+                }
+            }
+        }
+        cx.scratch.f32s = kbuf;
+    }
+    fn cases() -> Vec<Case> {
+        ix_cases(false)
+    }
+}
+
+/// One indexer test shape.
+struct IxCase {
+    d: usize,
+    heads: usize,
+    n_kv: usize,
+    top_k: usize,
+    kt: DType,
+    q_perm: bool,
+    k_view: bool,
+    nv: Vec<i32>,
+    quick: bool,
+}
+
+/// Map I32 indices to f32 through a `{1, n_kv}` table holding `e` at row `e` (`−1` → NaN), so
+/// the f32 test harness compares them exactly.
+fn indices_as_f32(b: &mut CaseBuilder, idx: TensorId, n_kv: usize) -> TensorId {
+    let vals: Vec<f32> = (0..n_kv).map(|e| e as f32).collect();
+    let d = TensorDesc::f32(&[1, n_kv]).expect("case");
+    let tab =
+        b.g.weight(
+            "index_table",
+            d,
+            WeightData::from_vec(bytemuck::cast_slice(&vals).to_vec()),
+        )
+        .expect("case");
+    let n = b.g.desc(idx).nelements();
+    let flat = b.g.reshape(idx, &[n]).expect("case");
+    b.g.get_rows(tab, flat).expect("case")
+}
+
+fn ix_cases(select: bool) -> Vec<Case> {
+    let c = |d, heads, n_kv, top_k, kt, q_perm, k_view, nv: &[i32], quick| IxCase {
+        d,
+        heads,
+        n_kv,
+        top_k,
+        kt,
+        q_perm,
+        k_view,
+        nv: nv.to_vec(),
+        quick,
+    };
+    let all = [
+        c(8, 3, 13, 5, DType::F32, false, false, &[0, 1, 7, 13], true),
+        c(8, 3, 13, 16, DType::F16, true, false, &[13, 20, 5], true),
+        c(32, 4, 40, 16, DType::BF16, false, true, &[40, 17], true),
+        c(128, 8, 64, 32, DType::F16, true, true, &[64, 33, -2], true),
+        c(
+            128,
+            64,
+            1024,
+            512,
+            DType::F16,
+            false,
+            true,
+            &[1024, 700, 300],
+            false,
+        ),
+        c(128, 64, 1024, 512, DType::F32, true, false, &[1024], false),
+    ];
+    let mut v = Vec::new();
+    for x in all {
+        let t = x.nv.len();
+        let mut b = CaseBuilder::new(51);
+        let q = if x.q_perm {
+            let q = b.input_f32("q", &[x.d, t, x.heads], 1.0).expect("case");
+            b.g.permute(q, [0, 2, 1, 3]).expect("case")
+        } else {
+            b.input_f32("q", &[x.d, x.heads, t], 1.0).expect("case")
+        };
+        let k = if x.k_view {
+            let cache = b.weight("k", x.kt, &[x.d, x.n_kv + 7], 1.0).expect("case");
+            let cd = *b.g.desc(cache);
+            b.g.view(cache, [x.d, x.n_kv, 1, 1], cd.nb, 0)
+                .expect("case")
+        } else {
+            b.weight("k", x.kt, &[x.d, x.n_kv], 1.0).expect("case")
+        };
+        let ws = 1.0 / ((x.d * x.heads) as f32).sqrt();
+        let w = b.input_f32("w", &[x.heads, t], ws).expect("case");
+        let nv = b.input_i32("n_visible", &x.nv).expect("case");
+        let layout = format!(
+            "{}{}",
+            if x.q_perm { " q permuted" } else { "" },
+            if x.k_view { " k view" } else { "" }
+        );
+        let (name, out) = if select {
+            let idx = b.g.dsa_indexer(q, k, w, nv, x.top_k).expect("case");
+            let out = indices_as_f32(&mut b, idx, x.n_kv);
+            let name = format!(
+                "DSA_INDEXER dI={} HI={} n_kv={} k={} top_k={} n_visible={:?}{layout}",
+                x.d, x.heads, x.n_kv, x.kt, x.top_k, x.nv
+            );
+            (name, out)
+        } else {
+            let out = b.g.dsa_scores(q, k, w, nv).expect("case");
+            let name = format!(
+                "DSA_SCORES dI={} HI={} n_kv={} k={} n_visible={:?}{layout}",
+                x.d, x.heads, x.n_kv, x.kt, x.nv
+            );
+            (name, out)
+        };
+        let tol = if select { 0.0 } else { 1e-10 };
+        v.push(b.finish(name, out, tol, x.quick).expect("case"));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dsv4_testutil::{as_f32, as_i32, run, Src};
+    use graph::OpDef;
+
+    /// dI = 2, HI = 2, n_kv = 3: heads q0 = [1,0], q1 = [0,1]; keys [1,2], [−1,3], [2,−1];
+    /// w = [0.5, 2] → S = [0.5·1 + 2·2, 0 + 2·3, 0.5·2 + 0] = [4.5, 6, 1].
+    fn hand(nv: i32) -> [Src; 4] {
+        [
+            Src::f32(&[2, 2, 1], &[1.0, 0.0, 0.0, 1.0]),
+            Src::f32(&[2, 3], &[1.0, 2.0, -1.0, 3.0, 2.0, -1.0]),
+            Src::f32(&[2, 1], &[0.5, 2.0]),
+            Src::i32(&[nv]),
+        ]
+    }
+
+    fn picks(top_k: usize, s: &[Src], fwd: bool, nth: usize) -> Vec<i32> {
+        let srcs: Vec<&Src> = s.iter().collect();
+        as_i32(&run(&DsaIndexer { top_k }, &srcs, fwd, nth).1)
+    }
+
+    #[test]
+    fn scores_match_hand_values() {
+        for fwd in [false, true] {
+            let s = hand(3);
+            let got = as_f32(&run(&DsaScores, &s.iter().collect::<Vec<_>>(), fwd, 1).1);
+            assert_eq!(got, vec![4.5, 6.0, 1.0]);
+            let s = hand(2);
+            let got = as_f32(&run(&DsaScores, &s.iter().collect::<Vec<_>>(), fwd, 1).1);
+            assert_eq!(got, vec![4.5, 6.0, f32::NEG_INFINITY]);
+        }
+    }
+
+    #[test]
+    fn top_k_orders_by_score_and_pads_with_minus_one() {
+        for fwd in [false, true] {
+            assert_eq!(picks(2, &hand(3), fwd, 1), vec![1, 0]);
+            assert_eq!(picks(5, &hand(3), fwd, 1), vec![1, 0, 2, -1, -1]);
+            assert_eq!(picks(5, &hand(2), fwd, 1), vec![1, 0, -1, -1, -1]);
+            assert_eq!(picks(3, &hand(9), fwd, 1), vec![1, 0, 2]);
+            assert_eq!(picks(2, &hand(0), fwd, 1), vec![-1, -1]);
+            assert_eq!(picks(2, &hand(-4), fwd, 1), vec![-1, -1]);
+        }
+    }
+
+    #[test]
+    fn ties_go_to_the_lower_index() {
+        // scores [2, 2, 4, 2, 0]
+        let s = [
+            Src::f32(&[2, 2, 1], &[1.0, 0.0, 0.0, 1.0]),
+            Src::f32(
+                &[2, 5],
+                &[1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 1.0, 1.0, -1.0, -1.0],
+            ),
+            Src::f32(&[2, 1], &[1.0, 1.0]),
+            Src::i32(&[5]),
+        ];
+        for fwd in [false, true] {
+            assert_eq!(picks(3, &s, fwd, 1), vec![2, 0, 1]);
+            assert_eq!(picks(5, &s, fwd, 1), vec![2, 0, 1, 3, 4]);
+        }
+    }
+
+    #[test]
+    fn selection_agrees_with_f64_scores() {
+        let (d, heads, n_kv, t) = (16usize, 4usize, 200usize, 3usize);
+        let mut rng = crate::case::CaseRng::new(7);
+        let s = [
+            Src::f32(&[d, heads, t], &rng.f32s(d * heads * t, 1.0)),
+            Src::f32(&[d, n_kv], &rng.f32s(d * n_kv, 1.0)),
+            Src::f32(&[heads, t], &rng.f32s(heads * t, 1.0)),
+            Src::i32(&[200, 150, 40]),
+        ];
+        let srcs: Vec<&Src> = s.iter().collect();
+        let sc = as_f32(&run(&DsaScores, &srcs, false, 1).1); // f64 oracle
+        let top_k = 64;
+        for (fwd, nth) in [(false, 1), (true, 1), (true, 3)] {
+            let p = as_i32(&run(&DsaIndexer { top_k }, &srcs, fwd, nth).1);
+            for tok in 0..t {
+                let row = &sc[tok * n_kv..(tok + 1) * n_kv];
+                let pr = &p[tok * top_k..(tok + 1) * top_k];
+                let nvis = [200, 150, 40][tok].min(n_kv);
+                let n_pick = top_k.min(nvis);
+                assert!(pr[..n_pick].iter().all(|&e| e >= 0 && (e as usize) < nvis));
+                assert!(pr[n_pick..].iter().all(|&e| e == -1));
+                for w in pr[..n_pick].windows(2) {
+                    assert!(row[w[0] as usize] >= row[w[1] as usize] - 1e-5);
+                }
+                let min_pick = pr[..n_pick]
+                    .iter()
+                    .map(|&e| row[e as usize])
+                    .fold(f32::INFINITY, f32::min);
+                for (e, &v) in row.iter().enumerate().take(nvis) {
+                    if !pr.contains(&(e as i32)) {
+                        assert!(v <= min_pick + 1e-5, "entry {e} should be picked");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn infer_rejects_bad_sources() {
+        let s = hand(3);
+        let d: Vec<&TensorDesc> = s.iter().map(|s| &s.desc).collect();
+        assert!(DsaIndexer { top_k: 4 }.infer(&d).is_ok());
+        assert!(DsaIndexer { top_k: 0 }.infer(&d).is_err());
+        let nv2 = TensorDesc::new(DType::I32, &[2]).unwrap();
+        let mut bad = d.clone();
+        bad[3] = &nv2;
+        assert!(DsaScores.infer(&bad).is_err());
+        let kq = TensorDesc::new(DType::Q8_0, &[32, 3]).unwrap();
+        bad = d.clone();
+        bad[1] = &kq;
+        assert!(DsaScores.infer(&bad).is_err());
+        let wf = TensorDesc::f32(&[3, 1]).unwrap();
+        bad = d.clone();
+        bad[2] = &wf;
+        assert!(DsaScores.infer(&bad).is_err());
+    }
+}

@@ -1,0 +1,90 @@
+//! SUM_ROWS kernel: f64 accumulation in index order, one rounding to f32 at the end.
+
+use crate::case::CaseBuilder;
+use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
+use graph::op::sum_rows::SumRows;
+
+fn rows(cx: &KernelCx, dst: &TensorMut, x: &TensorRef, fast: bool) {
+    let n = x.desc.ne[0];
+    let contiguous = fast && x.desc.rows_contiguous();
+    for r in cx.my_rows(dst.desc.nrows()) {
+        let sum: f64 = if contiguous {
+            x.row_f32(r).iter().map(|&v| v as f64).sum()
+        } else {
+            (0..n).map(|i| x.get_flat(i, r) as f64).sum()
+        };
+        dst.row_f32_mut(r)[0] = sum as f32;
+    }
+}
+
+impl CpuKernel for SumRows {
+    fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        rows(cx, dst, &srcs[0], false);
+    }
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        rows(cx, dst, &srcs[0], true);
+    }
+    fn cases() -> Vec<Case> {
+        let mut v = Vec::new();
+        for (shape, quick) in [
+            (vec![1usize], true),
+            (vec![7, 3], true),
+            (vec![33, 5, 2], true),
+            (vec![4096, 4], false),
+            (vec![4, 4, 512], false), // unfused HC Sinkhorn sums {hc, hc, T}
+        ] {
+            let mut b = CaseBuilder::new(61);
+            let x = b.input_f32("x", &shape, 2.0).expect("case");
+            let out = b.g.sum_rows(x).expect("case");
+            v.push(
+                b.finish(format!("SUM_ROWS {shape:?}"), out, 0.0, quick)
+                    .expect("case"),
+            );
+        }
+        let mut b = CaseBuilder::new(62);
+        let x = b.input_f32("x", &[6, 11, 2], 2.0).expect("case");
+        let xp = b.g.permute(x, [1, 0, 2, 3]).expect("case");
+        let out = b.g.sum_rows(xp).expect("case");
+        v.push(
+            b.finish("SUM_ROWS transposed".into(), out, 0.0, true)
+                .expect("case"),
+        );
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graph::TensorDesc;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn hand_computed() {
+        // row 0: 1 + 2 + 3 = 6; row 1: 2^24 + 1 − 2^24 = 1 (f64 accumulation keeps the 1,
+        // an f32 accumulator would lose it)
+        let x = [1.0f32, 2.0, 3.0, 16_777_216.0, 1.0, -16_777_216.0];
+        let xd = TensorDesc::f32(&[3, 2]).unwrap();
+        let od = TensorDesc::f32(&[1, 2]).unwrap();
+        let src = [TensorRef::new(xd, bytemuck::cast_slice(&x))];
+        for i in 0..2 {
+            let mut out = vec![0u8; od.nbytes()];
+            let dst = TensorMut::new(od, &mut out);
+            let chunk = AtomicUsize::new(0);
+            let mut scratch = crate::Scratch::default();
+            let mut cx = KernelCx {
+                ith: 0,
+                nth: 1,
+                chunk: &chunk,
+                scratch: &mut scratch,
+            };
+            if i == 0 {
+                SumRows.reference(&mut cx, &dst, &src);
+            } else {
+                SumRows.forward(&mut cx, &dst, &src);
+            }
+            let got: &[f32] = bytemuck::cast_slice(&out);
+            assert_eq!(got, [6.0, 1.0]);
+        }
+    }
+}
