@@ -1,5 +1,8 @@
 //! fathom-models: GGUF and safetensors I/O, tokenizer, DeepSeek-V4 model definition, caches, sampling.
 
+pub mod chat;
 pub mod deepseek4;
 pub mod gguf;
 pub mod safetensors;
+pub mod sampling;
+pub mod tokenizer;

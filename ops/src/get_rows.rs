@@ -12,17 +12,29 @@ fn rows(cx: &KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
     let n = srcs[1].desc.ne[0];
     let row_len = table.desc.row_bytes();
     for r in cx.my_rows(ids.len()) {
-        let out = dst.row_f32_mut(r);
         let (id, b) = (ids[r], if tb == 1 { 0 } else { r / n });
-        if id < 0 || id as usize >= nrows {
-            out.fill(f32::NAN);
+        let valid = id >= 0 && (id as usize) < nrows;
+        let off = if valid {
+            id as usize * table.desc.nb[1] + b * table.desc.nb[2]
+        } else {
+            0
+        };
+        let bytes = &table.bytes()[off..off + row_len];
+        if table.desc.dtype == DType::I32 {
+            let out = dst.row_i32_mut(r);
+            if valid {
+                for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *o = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                }
+            } else {
+                out.fill(-1);
+            }
             continue;
         }
-        let off = id as usize * table.desc.nb[1] + b * table.desc.nb[2];
-        let bytes = &table.bytes()[off..off + row_len];
-        match table.desc.dtype.info().dequantize {
-            Some(f) => f(bytes, out),
-            None => unreachable!("validated at build time"),
+        let out = dst.row_f32_mut(r);
+        match (valid, table.desc.dtype.info().dequantize) {
+            (true, Some(f)) => f(bytes, out),
+            _ => out.fill(f32::NAN),
         }
     }
 }
@@ -70,6 +82,19 @@ impl CpuKernel for GetRows {
         let out = b.g.get_rows(s, ids).expect("case");
         v.push(
             b.finish("GET_ROWS batched f32{1,16,3}[{6,3}]".into(), out, 0.0, true)
+                .expect("case"),
+        );
+        // i32 table (hash routing): gathered as i32
+        let mut b = CaseBuilder::new(35);
+        let tid2eid: Vec<i32> = (0..6 * 9).map(|i| i * 7 % 16).collect();
+        let td = TensorDesc::new(DType::I32, &[6, 9]).expect("case");
+        let tbl = b
+            .input_data("tid2eid", td, bytemuck::cast_slice(&tid2eid).to_vec())
+            .expect("case");
+        let ids = b.input_i32("ids", &[8, 0, 3]).expect("case");
+        let out = b.g.get_rows(tbl, ids).expect("case");
+        v.push(
+            b.finish("GET_ROWS i32{6,9}[3]".into(), out, 0.0, true)
                 .expect("case"),
         );
         // out-of-range ids → NaN rows

@@ -50,6 +50,7 @@ impl<'a> TensorRef<'a> {
             DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
             DType::F16 => quant::scalar::f16_to_f32(u16::from_le_bytes([b[0], b[1]])),
             DType::BF16 => quant::scalar::bf16_to_f32(u16::from_le_bytes([b[0], b[1]])),
+            DType::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f32,
             t => panic!("get() on {t}: graph validation should have rejected this"),
         }
     }

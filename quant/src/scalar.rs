@@ -104,6 +104,6 @@ mod tests {
         assert_eq!(e8m0_to_f32_half(128), 1.0);
         assert_eq!(e8m0_to_f32_half(0), 2f32.powi(-128));
         assert_eq!(e8m0_to_f32_half(1), 2f32.powi(-127));
-        assert_eq!(e8m0_to_f32_half(255), 2f32.powi(126));
+        assert_eq!(e8m0_to_f32_half(255), 2f32.powi(127));
     }
 }

@@ -2,7 +2,8 @@
 //! dtype, quantized included, and its batched form (ggml `get_rows` with 3-D tables), used to
 //! pick the routing weights `s[idx_k]` of each token's selected experts (spec §4.9).
 //! `table {ne0, nrows, B}` (B = 1 broadcasts), `ids` I32 `{n, B'}` (B' = B or B = 1) →
-//! f32 `{ne0, n, B'}`. Out-of-range ids give NaN rows (never an out-of-bounds read).
+//! f32 `{ne0, n, B'}` (I32 tables give I32 rows: the hash-routing table `tid2eid`).
+//! Out-of-range ids give NaN rows (−1 for I32; never an out-of-bounds read).
 
 use super::{want_srcs, OpDef};
 use crate::error::{shape_err, GraphError};
@@ -46,6 +47,10 @@ impl OpDef for GetRows {
                     ids.shape_str()
                 ),
             ));
+        }
+        if t.dtype == DType::I32 {
+            // integer tables (the hash-routing `tid2eid`) are gathered as i32
+            return TensorDesc::new(DType::I32, &[t.ne[0], ids.ne[0], ids.ne[1]]);
         }
         if t.dtype.info().dequantize.is_none() {
             return Err(shape_err(

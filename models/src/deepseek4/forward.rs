@@ -1,0 +1,640 @@
+//! The DeepSeek-V4 forward graph (spec §4), built from `fathom-graph` builders so it reads like
+//! the spec: embedding → 4-stream residual → per layer `HC_PRE → attention → HC_POST →
+//! HC_PRE → MoE → HC_POST` → HyperHead → norm → logits.
+//!
+//! This module builds the **stateless prefill** graph: `T` tokens at positions `0..T` in one
+//! chunk, no cache. Every per-token value (positions, masks, compressed-entry positions,
+//! visibility limits, window-slot positions for the APE) is a named input computed by
+//! [`PrefillInputs`], so the same graph serves any prompt of length `T`.
+//!
+//! Tensor names are llama.cpp's GGUF names (spec §3); [`Weights`] resolves them.
+
+use super::hparams::{AttnKind, Hparams};
+use graph::op::mhc::HcPre;
+use graph::op::rope::{Rope, RopeScaling};
+use graph::{Graph, GraphError, TensorDesc, TensorId, WeightData};
+use quant::DType;
+
+/// Errors while building the forward graph.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForwardError {
+    /// A tensor the model needs is absent.
+    #[error("missing tensor '{0}'")]
+    Missing(String),
+    /// A tensor has the wrong shape.
+    #[error("tensor '{name}': shape {got:?}, expected {want:?}")]
+    Shape {
+        /// Tensor name.
+        name: String,
+        /// Shape found (GGUF order).
+        got: Vec<usize>,
+        /// Shape expected.
+        want: Vec<usize>,
+    },
+    /// The hyperparameters are outside what this implementation supports.
+    #[error("unsupported model: {0}")]
+    Unsupported(String),
+    /// Graph construction failed.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+}
+
+/// Resolves weights by GGUF name and registers them in the graph (once).
+pub trait Weights {
+    /// The weight `name` as a graph node, or `None` if the model has no such tensor.
+    fn try_get(&mut self, g: &mut Graph, name: &str) -> Result<Option<TensorId>, ForwardError>;
+
+    /// The weight `name`; an error naming it when absent.
+    fn get(&mut self, g: &mut Graph, name: &str) -> Result<TensorId, ForwardError> {
+        self.try_get(g, name)?
+            .ok_or_else(|| ForwardError::Missing(name.to_string()))
+    }
+
+    /// The weight `name`, checking its shape (GGUF order, trailing 1s ignored).
+    fn get_shaped(
+        &mut self,
+        g: &mut Graph,
+        name: &str,
+        want: &[usize],
+    ) -> Result<TensorId, ForwardError> {
+        let id = self.get(g, name)?;
+        let d = g.desc(id);
+        let mut want4 = [1usize; 4];
+        want4[..want.len()].copy_from_slice(want);
+        if d.ne != want4 {
+            return Err(ForwardError::Shape {
+                name: name.into(),
+                got: d.ne.to_vec(),
+                want: want.to_vec(),
+            });
+        }
+        Ok(id)
+    }
+}
+
+/// Names of the graph inputs of the prefill graph.
+pub mod input {
+    /// I32 `{T}` token ids.
+    pub const TOKENS: &str = "tokens";
+    /// I32 `{T}` absolute positions.
+    pub const POS: &str = "pos";
+    /// f32 `{T, T}` sliding-window + causal mask (0 / −∞).
+    pub const SWA_MASK: &str = "swa_mask";
+    /// I32 `{W}` first-token positions of the compressed entries of ratio `r` (`comp_pos.{r}`).
+    pub fn comp_pos(ratio: u32) -> String {
+        format!("comp_pos.{ratio}")
+    }
+    /// I32 `{T}` slot index `p mod r` of every token, for the APE lookup (`ape_slot.{r}`).
+    pub fn ape_slot(ratio: u32) -> String {
+        format!("ape_slot.{ratio}")
+    }
+    /// HCA: f32 `{W, T}` visibility mask of the compressed entries (`comp_mask.{r}`).
+    pub fn comp_mask(ratio: u32) -> String {
+        format!("comp_mask.{ratio}")
+    }
+    /// CSA: I32 `{T}` number of visible compressed entries `floor((p+1)/r)` (`n_visible.{r}`).
+    pub fn n_visible(ratio: u32) -> String {
+        format!("n_visible.{ratio}")
+    }
+}
+
+/// Host-side values of every input of the prefill graph for `T` tokens from position 0.
+#[derive(Debug, Clone)]
+pub struct PrefillInputs {
+    /// `(name, bytes)` for every input except the tokens.
+    pub values: Vec<(String, Vec<u8>)>,
+}
+
+fn ratios_used(hp: &Hparams) -> Vec<u32> {
+    let mut r: Vec<u32> = hp
+        .compress_ratios
+        .iter()
+        .copied()
+        .filter(|&r| r > 0)
+        .collect();
+    r.sort_unstable();
+    r.dedup();
+    r
+}
+
+impl PrefillInputs {
+    /// Positions, masks and compressed-entry bookkeeping for `t` tokens at `0..t`.
+    pub fn new(hp: &Hparams, t: usize) -> PrefillInputs {
+        let i32s = |v: Vec<i32>| bytemuck::cast_slice(&v).to_vec();
+        let f32s = |v: Vec<f32>| bytemuck::cast_slice(&v).to_vec();
+        let ninf = f32::NEG_INFINITY;
+        let mut values = vec![(input::POS.to_string(), i32s((0..t as i32).collect()))];
+        let mut m = vec![ninf; t * t];
+        for p in 0..t {
+            for s in 0..t {
+                if s <= p && p - s < hp.window {
+                    m[p * t + s] = 0.0;
+                }
+            }
+        }
+        values.push((input::SWA_MASK.to_string(), f32s(m)));
+        for r in ratios_used(hp) {
+            let ru = r as usize;
+            let w = t / ru;
+            values.push((
+                input::ape_slot(r),
+                i32s((0..t).map(|p| (p % ru) as i32).collect()),
+            ));
+            if w == 0 {
+                continue;
+            }
+            values.push((
+                input::comp_pos(r),
+                i32s((0..w).map(|e| (e * ru) as i32).collect()),
+            ));
+            let mut cm = vec![ninf; w * t];
+            for p in 0..t {
+                for e in 0..w.min((p + 1) / ru) {
+                    cm[p * w + e] = 0.0;
+                }
+            }
+            values.push((input::comp_mask(r), f32s(cm)));
+            values.push((
+                input::n_visible(r),
+                i32s((0..t).map(|p| ((p + 1) / ru) as i32).collect()),
+            ));
+        }
+        PrefillInputs { values }
+    }
+}
+
+/// Builds the prefill graph for one model and one prompt length.
+pub struct Builder<'a, W: Weights> {
+    /// The graph being built.
+    pub g: Graph,
+    hp: &'a Hparams,
+    w: &'a mut W,
+    t: usize,
+    pos: TensorId,
+    swa_mask: TensorId,
+    consts: std::collections::HashMap<String, TensorId>,
+    inputs: std::collections::HashMap<String, TensorId>,
+}
+
+fn f32_input(g: &mut Graph, name: &str, ne: &[usize]) -> Result<TensorId, GraphError> {
+    g.input(name, TensorDesc::f32(ne)?)
+}
+
+fn i32_input(g: &mut Graph, name: &str, n: usize) -> Result<TensorId, GraphError> {
+    g.input(name, TensorDesc::new(DType::I32, &[n])?)
+}
+
+impl<'a, W: Weights> Builder<'a, W> {
+    /// Start a graph for `t` tokens.
+    pub fn new(hp: &'a Hparams, w: &'a mut W, t: usize) -> Result<Self, ForwardError> {
+        if hp.hc != 4 {
+            return Err(ForwardError::Unsupported(format!(
+                "{} HC streams (HC_PRE/HC_POST implement 4)",
+                hp.hc
+            )));
+        }
+        if t == 0 {
+            return Err(ForwardError::Unsupported("empty prompt".into()));
+        }
+        let mut g = Graph::new();
+        let pos = i32_input(&mut g, input::POS, t)?;
+        let swa_mask = f32_input(&mut g, input::SWA_MASK, &[t, t])?;
+        Ok(Builder {
+            g,
+            hp,
+            w,
+            t,
+            pos,
+            swa_mask,
+            consts: Default::default(),
+            inputs: Default::default(),
+        })
+    }
+
+    fn input_i32(&mut self, name: String, n: usize) -> Result<TensorId, ForwardError> {
+        if let Some(&id) = self.inputs.get(&name) {
+            return Ok(id);
+        }
+        let id = i32_input(&mut self.g, &name, n)?;
+        self.inputs.insert(name, id);
+        Ok(id)
+    }
+
+    fn input_f32(&mut self, name: String, ne: &[usize]) -> Result<TensorId, ForwardError> {
+        if let Some(&id) = self.inputs.get(&name) {
+            return Ok(id);
+        }
+        let id = f32_input(&mut self.g, &name, ne)?;
+        self.inputs.insert(name, id);
+        Ok(id)
+    }
+
+    /// A constant f32 tensor filled with `v` (cached by shape and value).
+    fn constant(&mut self, ne: &[usize], v: f32) -> Result<TensorId, ForwardError> {
+        let key = format!("const.{ne:?}.{}", v.to_bits());
+        if let Some(&id) = self.consts.get(&key) {
+            return Ok(id);
+        }
+        let d = TensorDesc::f32(ne)?;
+        let data: Vec<f32> = vec![v; d.nelements()];
+        let id = self.g.weight(
+            &key,
+            d,
+            WeightData::from_vec(bytemuck::cast_slice(&data).to_vec()),
+        )?;
+        self.consts.insert(key, id);
+        Ok(id)
+    }
+
+    fn rope(&self, l: usize, n_offs: usize, inverse: bool) -> Rope {
+        let hp = self.hp;
+        match hp.attn_kind(l) {
+            AttnKind::Sliding => Rope {
+                n_dims: hp.n_rot,
+                n_offs,
+                freq_base: hp.rope_theta,
+                scaling: RopeScaling::None,
+                inverse,
+            },
+            _ => Rope {
+                n_dims: hp.n_rot,
+                n_offs,
+                freq_base: hp.compress_rope_theta,
+                scaling: match hp.yarn {
+                    Some(y) => RopeScaling::Yarn {
+                        factor: y.factor,
+                        orig_ctx: y.orig_ctx as usize,
+                        beta_fast: y.beta_fast,
+                        beta_slow: y.beta_slow,
+                    },
+                    None => RopeScaling::None,
+                },
+                inverse,
+            },
+        }
+    }
+
+    /// Token embedding repeated over the 4 streams: `X {D, 4, T}` (spec §4.1).
+    pub fn embed(&mut self, tokens: TensorId) -> Result<TensorId, ForwardError> {
+        let d = self.hp.n_embd;
+        let emb = self
+            .w
+            .get_shaped(&mut self.g, "token_embd.weight", &[d, self.hp.n_vocab])?;
+        let e = self.g.get_rows(emb, tokens)?;
+        let e = self.g.reshape(e, &[d, 1, self.t])?;
+        let e2 = self.g.concat(e, e, 1)?;
+        Ok(self.g.concat(e2, e2, 1)?)
+    }
+
+    /// One gated-softmax compressor (spec §4.5–4.7) over the chunk: `a {D, T}` → entries
+    /// `{width, W}` (normed, RoPE'd at `w·ratio`). `prefix` selects the attention or the
+    /// indexer compressor tensors.
+    fn compressor(
+        &mut self,
+        l: usize,
+        a: TensorId,
+        prefix: &str,
+        width: usize,
+        ratio: u32,
+    ) -> Result<Option<TensorId>, ForwardError> {
+        let (t, ru) = (self.t, ratio as usize);
+        let nw = t / ru;
+        if nw == 0 {
+            return Ok(None);
+        }
+        let coff = if ratio == 4 { 2 } else { 1 };
+        let d = self.hp.n_embd;
+        let wkv = self.w.get_shaped(
+            &mut self.g,
+            &format!("blk.{l}.{prefix}_kv.weight"),
+            &[d, coff * width],
+        )?;
+        let wgate = self.w.get_shaped(
+            &mut self.g,
+            &format!("blk.{l}.{prefix}_gate.weight"),
+            &[d, coff * width],
+        )?;
+        let ape = self.w.get_shaped(
+            &mut self.g,
+            &format!("blk.{l}.{prefix}_ape.weight"),
+            &[coff * width, ru],
+        )?;
+        let norm = self.w.get_shaped(
+            &mut self.g,
+            &format!("blk.{l}.{prefix}_norm.weight"),
+            &[width],
+        )?;
+        let kv = self.g.mul_mat(wkv, a)?; // {coff·width, T}
+        let z = self.g.mul_mat(wgate, a)?;
+        let slot = self.input_i32(input::ape_slot(ratio), t)?;
+        let ape_rows = self.g.get_rows(ape, slot)?; // {coff·width, T}: APE[p mod ratio]
+        let z = self.g.add(z, ape_rows)?;
+        let row = coff * width * 4; // bytes per token row of kv / z
+                                    // slots of window w: [previous window's first half (CSA) |] this window's (second) half
+        let cur = |g: &mut Graph, src: TensorId| {
+            g.view(
+                src,
+                [width, ru, nw, 1],
+                [4, row, row * ru, row * ru * nw],
+                (coff - 1) * width * 4,
+            )
+        };
+        let (kv_slots, z_slots) = if coff == 2 {
+            let pad_kv = self.constant(&[width, ru, 1], 0.0)?;
+            let pad_z = self.constant(&[width, ru, 1], f32::NEG_INFINITY)?;
+            let prev =
+                |b: &mut Self, src: TensorId, pad: TensorId| -> Result<TensorId, ForwardError> {
+                    if nw == 1 {
+                        return Ok(pad);
+                    }
+                    let v = b.g.view(
+                        src,
+                        [width, ru, nw - 1, 1],
+                        [4, row, row * ru, row * ru * (nw - 1)],
+                        0,
+                    )?;
+                    Ok(b.g.concat(pad, v, 2)?)
+                };
+            let pk = prev(self, kv, pad_kv)?;
+            let pz = prev(self, z, pad_z)?;
+            let ck = cur(&mut self.g, kv)?;
+            let cz = cur(&mut self.g, z)?;
+            (self.g.concat(pk, ck, 1)?, self.g.concat(pz, cz, 1)?)
+        } else {
+            (cur(&mut self.g, kv)?, cur(&mut self.g, z)?)
+        };
+        let pooled = self.g.compress_pool(kv_slots, z_slots)?; // {width, W}
+        let normed = self.g.rms_norm_w(pooled, norm, self.hp.rms_eps)?;
+        let normed = self.g.reshape(normed, &[width, 1, nw])?;
+        let cpos = self.input_i32(input::comp_pos(ratio), nw)?;
+        let rope = self.rope(l, width - self.hp.n_rot, false);
+        let r = self.g.rope(normed, cpos, rope)?;
+        Ok(Some(self.g.reshape(r, &[width, nw])?))
+    }
+
+    /// Attention of layer `l` (spec §4.4): `a {D, T}` (attn_norm output) → `{D, T}`.
+    pub fn attention(&mut self, l: usize, a: TensorId) -> Result<TensorId, ForwardError> {
+        let hp = self.hp;
+        let (d, h, hd, t) = (hp.n_embd, hp.n_head, hp.head_dim, self.t);
+        let eps = hp.rms_eps;
+        let w = |b: &mut Self, n: &str, s: &[usize]| {
+            b.w.get_shaped(&mut b.g, &format!("blk.{l}.{n}"), s)
+        };
+        let wqa = w(self, "attn_q_a.weight", &[d, hp.q_lora_rank])?;
+        let qan = w(self, "attn_q_a_norm.weight", &[hp.q_lora_rank])?;
+        let wqb = w(self, "attn_q_b.weight", &[hp.q_lora_rank, h * hd])?;
+        let wkv = w(self, "attn_kv.weight", &[d, hd])?;
+        let kvn = w(self, "attn_kv_a_norm.weight", &[hd])?;
+        let sinks = w(self, "attn_sinks.weight", &[h])?;
+        let gsz = hd * h / hp.o_groups;
+        let woa = w(
+            self,
+            "attn_output_a.weight",
+            &[gsz, hp.o_lora_rank * hp.o_groups],
+        )?;
+        let wob = w(
+            self,
+            "attn_output_b.weight",
+            &[hp.o_lora_rank * hp.o_groups, d],
+        )?;
+        let n_offs = hd - hp.n_rot;
+
+        let qa = self.g.mul_mat(wqa, a)?;
+        let qr = self.g.rms_norm_w(qa, qan, eps)?; // {Rq, T}, reused by the indexer
+        let q = self.g.mul_mat(wqb, qr)?;
+        let q = self.g.reshape(q, &[hd, h, t])?;
+        let q = self.g.rms_norm(q, eps)?;
+        let q = self.g.rope(q, self.pos, self.rope(l, n_offs, false))?;
+        let kv = self.g.mul_mat(wkv, a)?;
+        let kv = self.g.rms_norm_w(kv, kvn, eps)?;
+        let kv = self.g.reshape(kv, &[hd, 1, t])?;
+        let kv = self.g.rope(kv, self.pos, self.rope(l, n_offs, false))?;
+        let kv = self.g.reshape(kv, &[hd, t])?;
+
+        // keys = [window ‖ compressed entries]; one softmax over both plus the sink (§4.8)
+        let (keys, mask) = match hp.attn_kind(l) {
+            AttnKind::Sliding => (kv, self.swa_mask),
+            kind => {
+                let ratio = hp.compress_ratios[l];
+                match self.compressor(l, a, "attn_compressor", hd, ratio)? {
+                    None => (kv, self.swa_mask),
+                    Some(comp) => {
+                        let nw = t / ratio as usize;
+                        let cmask = if kind == AttnKind::Hca {
+                            self.input_f32(input::comp_mask(ratio), &[nw, t])?
+                        } else {
+                            self.indexer_mask(l, a, qr, nw, ratio)?
+                        };
+                        let keys = self.g.concat(kv, comp, 1)?;
+                        let mask = self.g.concat(self.swa_mask, cmask, 0)?;
+                        (keys, mask)
+                    }
+                }
+            }
+        };
+        let o =
+            self.g
+                .flash_attn_ext(q, keys, Some(mask), Some(sinks), 1.0 / (hd as f32).sqrt())?;
+        let o = self.g.rope(o, self.pos, self.rope(l, n_offs, true))?; // de-rotation (step 10)
+
+        // grouped output projection (step 11): heads are contiguous within a group
+        let g_n = hp.o_groups;
+        let woa3 = self.g.reshape(woa, &[gsz, hp.o_lora_rank, g_n])?;
+        let u = self.g.reshape(o, &[gsz, g_n, t])?;
+        let u = self.g.permute(u, [0, 2, 1, 3])?; // {gsz, T, G}
+        let z = self.g.mul_mat(woa3, u)?; // {Ro, T, G}
+        let z = self.g.permute(z, [0, 2, 1, 3])?; // {Ro, G, T}
+        let z = self.g.cont(z)?;
+        let z = self.g.reshape(z, &[hp.o_lora_rank * g_n, t])?;
+        Ok(self.g.mul_mat(wob, z)?)
+    }
+
+    /// The Lightning Indexer's selection as an additive mask over the `nw` entries (§4.6).
+    fn indexer_mask(
+        &mut self,
+        l: usize,
+        a: TensorId,
+        qr: TensorId,
+        nw: usize,
+        ratio: u32,
+    ) -> Result<TensorId, ForwardError> {
+        let hp = self.hp;
+        let (di, hi, t) = (hp.idx_dim, hp.idx_heads, self.t);
+        let keys = self
+            .compressor(l, a, "indexer_compressor", di, ratio)?
+            .ok_or_else(|| ForwardError::Unsupported("indexer without entries".into()))?;
+        let wq = self.w.get_shaped(
+            &mut self.g,
+            &format!("blk.{l}.indexer.attn_q_b.weight"),
+            &[hp.q_lora_rank, hi * di],
+        )?;
+        let wp = self.w.get_shaped(
+            &mut self.g,
+            &format!("blk.{l}.indexer.proj.weight"),
+            &[hp.n_embd, hi],
+        )?;
+        let q = self.g.mul_mat(wq, qr)?;
+        let q = self.g.reshape(q, &[di, hi, t])?;
+        let q = self
+            .g
+            .rope(q, self.pos, self.rope(l, di - hp.n_rot, false))?;
+        let hw = self.g.mul_mat(wp, a)?; // {HI, T}
+        let hw = self.g.scale(hw, 1.0 / ((di * hi) as f32).sqrt(), 0.0)?;
+        let nvis = self.input_i32(input::n_visible(ratio), t)?;
+        let ids = self.g.dsa_indexer(q, keys, hw, nvis, hp.idx_topk)?;
+        Ok(self.g.index_mask(ids, nw)?)
+    }
+
+    /// The MoE block of layer `l` (spec §4.9): `f {D, T}` (ffn_norm output) → `{D, T}`.
+    pub fn moe(
+        &mut self,
+        l: usize,
+        f: TensorId,
+        tokens: TensorId,
+    ) -> Result<TensorId, ForwardError> {
+        let hp = self.hp;
+        let (d, e, k, ff, t) = (
+            hp.n_embd,
+            hp.n_expert,
+            hp.n_expert_used,
+            hp.expert_ff,
+            self.t,
+        );
+        let w = |b: &mut Self, n: &str, s: &[usize]| {
+            b.w.get_shaped(&mut b.g, &format!("blk.{l}.{n}"), s)
+        };
+        let wg = w(self, "ffn_gate_inp.weight", &[d, e])?;
+        let logits = self.g.mul_mat(wg, f)?; // {E, T}
+        let s = self.g.softplus(logits)?;
+        let s = self.g.sqrt(s)?;
+        let sel = if hp.is_hash_layer(l) {
+            let tid2eid = w(self, "ffn_gate_tid2eid.weight", &[k, hp.n_vocab])?;
+            let ids = self.g.get_rows(tid2eid, tokens)?; // i32 {K, T, 1}
+            self.g.reshape(ids, &[k, t])?
+        } else {
+            let bias =
+                self.w
+                    .get_shaped(&mut self.g, &format!("blk.{l}.exp_probs_b.bias"), &[e])?;
+            let biased = self.g.add(s, bias)?;
+            self.g.top_k(biased, k)? // selection uses score + bias; weights use the score
+        };
+        let s3 = self.g.reshape(s, &[1, e, t])?;
+        let gw = self.g.get_rows(s3, sel)?; // {1, K, T}
+        let mut gw = self.g.reshape(gw, &[k, t])?;
+        if hp.norm_topk {
+            let sum = self.g.sum_rows(gw)?; // {1, T}
+            let sum = self.g.clamp(sum, 6.103_515_6e-5, f32::INFINITY)?; // llama.cpp's floor (§4.9)
+            gw = self.g.div(gw, sum)?;
+        }
+        let gw = self.g.scale(gw, hp.routed_scale, 0.0)?;
+        let gw = self.g.reshape(gw, &[1, k, t])?;
+
+        let w1 = w(self, "ffn_gate_exps.weight", &[d, ff, e])?;
+        let w3 = w(self, "ffn_up_exps.weight", &[d, ff, e])?;
+        let w2 = w(self, "ffn_down_exps.weight", &[ff, d, e])?;
+        let f3 = self.g.reshape(f, &[d, 1, t])?;
+        let gate = self.g.mul_mat_id(w1, f3, sel)?; // {I, K, T}
+        let up = self.g.mul_mat_id(w3, f3, sel)?;
+        let hidden = self.g.swiglu(gate, up, Some(hp.swiglu_limit[l]))?;
+        let y = self.g.mul_mat_id(w2, hidden, sel)?; // {D, K, T}
+        let y = self.g.mul(y, gw)?;
+        let y = self.g.permute(y, [1, 0, 2, 3])?; // {K, D, T}
+        let r = self.g.sum_rows(y)?; // {1, D, T}
+        let r = self.g.reshape(r, &[d, t])?;
+
+        // shared expert (same clamp family, its own limit)
+        let ws1 = self
+            .w
+            .get(&mut self.g, &format!("blk.{l}.ffn_gate_shexp.weight"))?;
+        let ws3 = self
+            .w
+            .get(&mut self.g, &format!("blk.{l}.ffn_up_shexp.weight"))?;
+        let ws2 = self
+            .w
+            .get(&mut self.g, &format!("blk.{l}.ffn_down_shexp.weight"))?;
+        let sg = self.g.mul_mat(ws1, f)?;
+        let su = self.g.mul_mat(ws3, f)?;
+        let sh = self.g.swiglu(sg, su, Some(hp.swiglu_limit_shared[l]))?;
+        let sh = self.g.mul_mat(ws2, sh)?;
+        Ok(self.g.add(r, sh)?)
+    }
+
+    /// One decoder layer (spec §4.2): `X {D, 4, T}` → `X' {D, 4, T}`.
+    pub fn layer(
+        &mut self,
+        l: usize,
+        x: TensorId,
+        tokens: TensorId,
+    ) -> Result<TensorId, ForwardError> {
+        let hp = self.hp;
+        let (d, hc) = (hp.n_embd, hp.hc);
+        let p = HcPre {
+            eps_norm: hp.rms_eps,
+            eps_hc: hp.hc_eps,
+            sinkhorn_iters: hp.hc_iters,
+            head: false,
+        };
+        let w = |b: &mut Self, n: &str, s: &[usize]| {
+            b.w.get_shaped(&mut b.g, &format!("blk.{l}.{n}"), s)
+        };
+        let fa = w(self, "hc_attn_fn.weight", &[hc * d, 24])?;
+        let sa = w(self, "hc_attn_scale.weight", &[3])?;
+        let ba = w(self, "hc_attn_base.weight", &[24])?;
+        let an = w(self, "attn_norm.weight", &[d])?;
+        let hc1 = self.g.hc_pre(x, fa, sa, ba, p.clone())?;
+        let y = self.g.hc_y(hc1, d)?;
+        let a = self.g.rms_norm_w(y, an, hp.rms_eps)?;
+        let o = self.attention(l, a)?;
+        let x = self.g.hc_post(o, x, hc1)?;
+
+        let ff = w(self, "hc_ffn_fn.weight", &[hc * d, 24])?;
+        let sf = w(self, "hc_ffn_scale.weight", &[3])?;
+        let bf = w(self, "hc_ffn_base.weight", &[24])?;
+        let fnw = w(self, "ffn_norm.weight", &[d])?;
+        let hc2 = self.g.hc_pre(x, ff, sf, bf, p)?;
+        let y = self.g.hc_y(hc2, d)?;
+        let f = self.g.rms_norm_w(y, fnw, hp.rms_eps)?;
+        let m = self.moe(l, f, tokens)?;
+        Ok(self.g.hc_post(m, x, hc2)?)
+    }
+
+    /// HyperHead, final norm and LM head (spec §4.10): `X {D, 4, T}` → logits `{V, T}`.
+    pub fn head(&mut self, x: TensorId) -> Result<TensorId, ForwardError> {
+        let hp = self.hp;
+        let d = hp.n_embd;
+        let fh = self
+            .w
+            .get_shaped(&mut self.g, "output_hc_fn.weight", &[hp.hc * d, hp.hc])?;
+        let sh = self
+            .w
+            .get_shaped(&mut self.g, "output_hc_scale.weight", &[1])?;
+        let bh = self
+            .w
+            .get_shaped(&mut self.g, "output_hc_base.weight", &[hp.hc])?;
+        let nw = self.w.get_shaped(&mut self.g, "output_norm.weight", &[d])?;
+        let out = self
+            .w
+            .get_shaped(&mut self.g, "output.weight", &[d, hp.n_vocab])?;
+        let y = self.g.hc_head(x, fh, sh, bh, hp.rms_eps, hp.hc_eps)?;
+        let y = self.g.hc_y(y, d)?;
+        let y = self.g.rms_norm_w(y, nw, hp.rms_eps)?;
+        Ok(self.g.mul_mat(out, y)?)
+    }
+
+    /// The whole model: tokens → logits `{V, T}` (output `"logits"`); every layer's residual
+    /// state is also an output `"hidden.{l}"` when `hidden` is set.
+    pub fn model(mut self, hidden: bool) -> Result<Graph, ForwardError> {
+        let tokens = i32_input(&mut self.g, input::TOKENS, self.t)?;
+        let mut x = self.embed(tokens)?;
+        for l in 0..self.hp.n_layer {
+            x = self.layer(l, x, tokens)?;
+            if hidden {
+                self.g.output(&format!("hidden.{l}"), x)?;
+            }
+        }
+        let logits = self.head(x)?;
+        self.g.output("logits", logits)?;
+        Ok(self.g)
+    }
+}
