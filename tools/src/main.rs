@@ -30,6 +30,9 @@ enum Command {
     /// Run every op's test cases on the optimized executor against the reference
     /// (fathom's test-backend-ops); `--perf` adds GB/s and GFLOP/s.
     TestOps(cmd::test_ops::Args),
+    /// Write the logits of every position (`logits`, F32 `[n_tokens, n_vocab]`) to a
+    /// safetensors file.
+    Logits(cmd::logits::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Inspect(args) => cmd::inspect::run(&args),
         Command::TestOps(args) => cmd::test_ops::run(&args),
+        Command::Logits(args) => cmd::logits::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,6 +3,8 @@
 
 pub mod forward;
 pub mod hparams;
+pub mod weights;
 
 pub use forward::{Builder, ForwardError, PrefillInputs, Weights};
 pub use hparams::{AttnKind, Hparams, HparamsError, Yarn};
+pub use weights::GgufWeights;

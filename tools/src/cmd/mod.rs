@@ -1,4 +1,5 @@
 //! The `fathom` subcommands, one module each.
 
 pub mod inspect;
+pub mod logits;
 pub mod test_ops;
