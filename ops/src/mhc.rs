@@ -138,6 +138,10 @@ impl CpuKernel for HcPre {
             let r = 1.0 / (ss / (HC * d) as f64 + eps).sqrt();
             let mut mix = [0f64; HC_MIX];
             for (k, mx) in mix.iter_mut().enumerate().take(m) {
+                if self.premixed {
+                    *mx = f.row_f32(t)[k] as f64;
+                    continue;
+                }
                 f.row_to_f32(k, frow);
                 *mx = (0..HC * d)
                     .map(|e| frow[e] as f64 * (xs[e / d][e % d] as f64 * r))
@@ -182,7 +186,7 @@ impl CpuKernel for HcPre {
         });
         let bs: Vec<f32> = (0..m).map(|k| base.get(k, 0, 0, 0)).collect();
         let n = HC * d;
-        let deq: &[f32] = if f.desc.dtype == DType::F32 {
+        let deq: &[f32] = if f.desc.dtype == DType::F32 || self.premixed {
             &[]
         } else {
             let buf = cx.scratch.f32(m * n);
@@ -209,6 +213,10 @@ impl CpuKernel for HcPre {
             let rs = 1.0 / ((ss / n as f64) as f32 + self.eps_norm).sqrt();
             let mut mix = [0f32; HC_MIX];
             for (k, mx) in mix.iter_mut().enumerate().take(m) {
+                if self.premixed {
+                    *mx = f.row_f32(t)[k];
+                    continue;
+                }
                 let fr = frow(k);
                 let mut acc = 0f32;
                 for s in 0..HC {
@@ -276,6 +284,37 @@ impl CpuKernel for HcPre {
             v.push(
                 b.finish(format!("{what} D={d} T={t} Fn={ft}{pm}"), out, 1e-10, quick)
                     .expect("case"),
+            );
+        }
+        // premixed: mix = MUL_MAT(Fn, RMS_NORM(flat)) in the graph (llama.cpp's decomposition)
+        for (head, ft) in [(false, DType::Q8_0), (true, DType::F32)] {
+            let (d, t) = (64usize, 3usize);
+            let m = if head { 4 } else { HC_MIX };
+            let mut b = CaseBuilder::new(32);
+            let x = b.input_f32("x", &[d, HC, t], 1.5).expect("case");
+            let f = b.weight("fn", ft, &[HC * d, m], 0.2).expect("case");
+            let flat = b.g.reshape(x, &[HC * d, t]).expect("case");
+            let u = b.g.rms_norm(flat, 1e-6).expect("case");
+            let mix = b.g.mul_mat(f, u).expect("case");
+            let scale = b
+                .input_f32("scale", &[if head { 1 } else { 3 }], 1.5)
+                .expect("case");
+            let base = b.input_f32("base", &[m], 1.0).expect("case");
+            let op = HcPre {
+                head,
+                sinkhorn_iters: if head { 0 } else { 20 },
+                premixed: true,
+                ..HcPre::V4
+            };
+            let out = b.g.hc_pre(x, mix, scale, base, op).expect("case");
+            v.push(
+                b.finish(
+                    format!("HC_PRE premixed head={head} Fn={ft}"),
+                    out,
+                    1e-10,
+                    true,
+                )
+                .expect("case"),
             );
         }
         v
@@ -450,6 +489,7 @@ mod tests {
             eps_hc: 1e-6,
             sinkhorn_iters: iters,
             head,
+            premixed: false,
         }
     }
 

@@ -120,3 +120,33 @@ pub fn view<B: Pod>(bytes: &[u8]) -> &[B] {
 pub fn view_mut<B: Pod>(bytes: &mut [u8]) -> &mut [B] {
     bytemuck::cast_slice_mut(bytes)
 }
+
+block!(/// Q4_0: 32 elements, 4-bit codes with offset 8 (18 bytes).
+BlockQ4_0, 18, { /// scale (f16)
+ d: [u8; 2], /// codes: low nibble element j, high nibble element j+16
+ qs: [u8; 16] });
+block!(/// Q4_1: 32 elements, 4-bit codes with a min (20 bytes).
+BlockQ4_1, 20, { /// scale (f16)
+ d: [u8; 2], /// min (f16)
+ m: [u8; 2], /// codes
+ qs: [u8; 16] });
+block!(/// Q5_0: 32 elements, 5-bit codes with offset 16 (22 bytes).
+BlockQ5_0, 22, { /// scale (f16)
+ d: [u8; 2], /// 5th bits, little-endian u32 (bit j = element j)
+ qh: [u8; 4], /// low 4 bits
+ qs: [u8; 16] });
+block!(/// Q5_1: 32 elements, 5-bit codes with a min (24 bytes).
+BlockQ5_1, 24, { /// scale (f16)
+ d: [u8; 2], /// min (f16)
+ m: [u8; 2], /// 5th bits
+ qh: [u8; 4], /// low 4 bits
+ qs: [u8; 16] });
+block!(/// IQ4_NL: 32 elements, non-linear 4-bit codes (18 bytes).
+BlockIQ4NL, 18, { /// scale (f16)
+ d: [u8; 2], /// codes: low nibble element j, high nibble element j+16
+ qs: [u8; 16] });
+block!(/// Q8_1: 32 int8 codes, scale and `s = d·Σq` (36 bytes; activation type of Q4_1/Q5_1).
+BlockQ8_1, 36, { /// scale (f16)
+ d: [u8; 2], /// d·Σq (f16)
+ s: [u8; 2], /// codes
+ qs: [i8; 32] });

@@ -47,18 +47,37 @@ pub fn dot_bf16(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     dot_half(w, a, bf16_to_f32)
 }
 
-/// Q8_0 · Q8_0: `Σ_b dw·dy · Σ qw·qy`.
+/// ggml's `hsum_float_8`: `(l0+l4 + l2+l6) + (l1+l5 + l3+l7)` in that association.
+#[inline]
+pub fn hsum8(a: &[f32; 8]) -> f32 {
+    let r: [f32; 4] = std::array::from_fn(|i| a[i + 4] + a[i]);
+    (r[0] + r[2]) + (r[1] + r[3])
+}
+
+/// Lane partials of one 32-element int8 × int8 block as ggml's x86 kernels form them
+/// (`maddubs` + `madd`, or `vpdpbusd`): lane k = Σ of elements 4k..4k+3.
+#[inline]
+fn lanes8(code: impl Fn(usize) -> i32, y: &[i8]) -> [f32; 8] {
+    std::array::from_fn(|k| {
+        (4 * k..4 * k + 4)
+            .map(|j| code(j) * y[j] as i32)
+            .sum::<i32>() as f32
+    })
+}
+
+/// Q8_0 · Q8_0: `Σ_b dw·dy · Σ qw·qy`, accumulated like ggml's x86 kernel (and llamafile's
+/// tinyBLAS): eight lane accumulators, `acc_k = fma(dw·dy, lane_k, acc_k)`, then
+/// [`hsum8`]. Matching this order matters: the model amplifies last-bit differences.
 pub fn dot_q8_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut s = 0f32;
+    let mut acc = [0f32; 8];
     for (x, y) in view::<BlockQ8_0>(w).iter().zip(view::<BlockQ8_0>(a)) {
-        let sumi: i32 =
-            x.qs.iter()
-                .zip(&y.qs)
-                .map(|(&p, &q)| p as i32 * q as i32)
-                .sum();
-        s += sumi as f32 * (le_f16(x.d) * le_f16(y.d));
+        let d = le_f16(x.d) * le_f16(y.d);
+        let l = lanes8(|j| x.qs[j] as i32, &y.qs);
+        for k in 0..8 {
+            acc[k] = d.mul_add(l[k], acc[k]);
+        }
     }
-    s
+    hsum8(&acc)
 }
 
 /// Integer Σ c_j·y_j over one Q8_0 activation block, with codes from `code(j)`.
@@ -97,16 +116,39 @@ pub fn dot_q1_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     s
 }
 
-/// MXFP4 · Q8_0.
+/// MXFP4 · Q8_0, in ggml's x86 order: blocks in pairs into two 8-lane accumulators
+/// (`fma(dy·2^(e−128), lane, acc)`), summed with [`hsum8`]; an odd last block is added in
+/// scalar code.
 pub fn dot_mxfp4(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut s = 0f32;
-    for (x, y) in view::<BlockMXFP4>(w).iter().zip(view::<BlockQ8_0>(a)) {
-        let mut sumi = 0i32;
-        for j in 0..16 {
-            sumi += KVALUES_MXFP4[(x.qs[j] & 0xF) as usize] as i32 * y.qs[j] as i32;
-            sumi += KVALUES_MXFP4[(x.qs[j] >> 4) as usize] as i32 * y.qs[j + 16] as i32;
+    let xs = view::<BlockMXFP4>(w);
+    let ys = view::<BlockQ8_0>(a);
+    let code = |x: &BlockMXFP4, j: usize| {
+        let q = if j < 16 {
+            x.qs[j] & 0xF
+        } else {
+            x.qs[j - 16] >> 4
+        };
+        KVALUES_MXFP4[q as usize] as i32
+    };
+    let (mut acc1, mut acc2) = ([0f32; 8], [0f32; 8]);
+    let pairs = xs.len() / 2;
+    for p in 0..pairs {
+        for (acc, ib) in [(&mut acc1, 2 * p), (&mut acc2, 2 * p + 1)] {
+            let (x, y) = (&xs[ib], &ys[ib]);
+            let d = le_f16(y.d) * e8m0_to_f32_half(x.e);
+            let l = lanes8(|j| code(x, j), &y.qs);
+            for k in 0..8 {
+                acc[k] = d.mul_add(l[k], acc[k]);
+            }
         }
-        s += le_f16(y.d) * e8m0_to_f32_half(x.e) * sumi as f32;
+    }
+    let sum: [f32; 8] = std::array::from_fn(|k| acc1[k] + acc2[k]);
+    let mut s = hsum8(&sum);
+    for ib in 2 * pairs..xs.len() {
+        let (x, y) = (&xs[ib], &ys[ib]);
+        let d = le_f16(y.d) * e8m0_to_f32_half(x.e);
+        let sumi: i32 = (0..32).map(|j| code(x, j) * y.qs[j] as i32).sum();
+        s += d * sumi as f32;
     }
     s
 }
@@ -327,6 +369,84 @@ pub fn dot_iq4_xs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             }
             s += d * (iq4xs_scale(x, g) * sumi) as f32;
         }
+    }
+    s
+}
+
+use crate::blocks::{BlockIQ4NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_1};
+use crate::codec::legacy::{q4_0_pair, q5_pair};
+
+/// Q4_0 · Q8_0.
+pub fn dot_q4_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ4_0>(w).iter().zip(view::<BlockQ8_0>(a)) {
+        let sumi: i32 = (0..16)
+            .map(|j| {
+                let (v0, v1) = q4_0_pair(x, j);
+                v0 * y.qs[j] as i32 + v1 * y.qs[j + 16] as i32
+            })
+            .sum();
+        s += sumi as f32 * (le_f16(x.d) * le_f16(y.d));
+    }
+    s
+}
+
+/// Q4_1 · Q8_1 (the min term uses the activation block's `s`).
+pub fn dot_q4_1(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ4_1>(w).iter().zip(view::<BlockQ8_1>(a)) {
+        let sumi: i32 = (0..16)
+            .map(|j| {
+                (x.qs[j] & 0xF) as i32 * y.qs[j] as i32
+                    + (x.qs[j] >> 4) as i32 * y.qs[j + 16] as i32
+            })
+            .sum();
+        s += (le_f16(x.d) * le_f16(y.d)) * sumi as f32 + le_f16(x.m) * le_f16(y.s);
+    }
+    s
+}
+
+/// Q5_0 · Q8_0.
+pub fn dot_q5_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ5_0>(w).iter().zip(view::<BlockQ8_0>(a)) {
+        let sumi: i32 = (0..16)
+            .map(|j| {
+                let (v0, v1) = q5_pair(&x.qs, x.qh, j);
+                (v0 - 16) * y.qs[j] as i32 + (v1 - 16) * y.qs[j + 16] as i32
+            })
+            .sum();
+        s += sumi as f32 * (le_f16(x.d) * le_f16(y.d));
+    }
+    s
+}
+
+/// Q5_1 · Q8_1.
+pub fn dot_q5_1(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ5_1>(w).iter().zip(view::<BlockQ8_1>(a)) {
+        let sumi: i32 = (0..16)
+            .map(|j| {
+                let (v0, v1) = q5_pair(&x.qs, x.qh, j);
+                v0 * y.qs[j] as i32 + v1 * y.qs[j + 16] as i32
+            })
+            .sum();
+        s += (le_f16(x.d) * le_f16(y.d)) * sumi as f32 + le_f16(x.m) * le_f16(y.s);
+    }
+    s
+}
+
+/// IQ4_NL · Q8_0.
+pub fn dot_iq4_nl(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ4NL>(w).iter().zip(view::<BlockQ8_0>(a)) {
+        let sumi: i32 = (0..16)
+            .map(|j| {
+                KVALUES_IQ4NL[(x.qs[j] & 0xF) as usize] as i32 * y.qs[j] as i32
+                    + KVALUES_IQ4NL[(x.qs[j] >> 4) as usize] as i32 * y.qs[j + 16] as i32
+            })
+            .sum();
+        s += le_f16(x.d) * le_f16(y.d) * sumi as f32;
     }
     s
 }

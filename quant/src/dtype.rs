@@ -97,14 +97,20 @@ type_table! {
     F16 = 1, "f16", 1, 2, dot: Some(DType::F16),
         deq: Some(codec::float::dequant_f16), q: Some(codec::float::quant_f16),
         qa: Some(codec::float::quant_f16), vd: Some(dot::dot_f16);
-    Q4_0 = 2, "q4_0", 32, 18, dot: Q8_0, deq: None, q: None, qa: None, vd: None;
-    Q4_1 = 3, "q4_1", 32, 20, dot: Some(DType::Q8_1), deq: None, q: None, qa: None, vd: None;
-    Q5_0 = 6, "q5_0", 32, 22, dot: Q8_0, deq: None, q: None, qa: None, vd: None;
-    Q5_1 = 7, "q5_1", 32, 24, dot: Some(DType::Q8_1), deq: None, q: None, qa: None, vd: None;
+    Q4_0 = 2, "q4_0", 32, 18, dot: Q8_0,
+        deq: Some(codec::legacy::dequant_q4_0), q: None, qa: None, vd: Some(dot::dot_q4_0);
+    Q4_1 = 3, "q4_1", 32, 20, dot: Some(DType::Q8_1),
+        deq: Some(codec::legacy::dequant_q4_1), q: None, qa: None, vd: Some(dot::dot_q4_1);
+    Q5_0 = 6, "q5_0", 32, 22, dot: Q8_0,
+        deq: Some(codec::legacy::dequant_q5_0), q: None, qa: None, vd: Some(dot::dot_q5_0);
+    Q5_1 = 7, "q5_1", 32, 24, dot: Some(DType::Q8_1),
+        deq: Some(codec::legacy::dequant_q5_1), q: None, qa: None, vd: Some(dot::dot_q5_1);
     Q8_0 = 8, "q8_0", 32, 34, dot: Q8_0,
         deq: Some(codec::q8::dequant_q8_0), q: Some(codec::q8::quant_q8_0_ref),
         qa: Some(codec::q8::quant_q8_0_x86), vd: Some(dot::dot_q8_0);
-    Q8_1 = 9, "q8_1", 32, 36, dot: None, deq: None, q: None, qa: None, vd: None;
+    Q8_1 = 9, "q8_1", 32, 36, dot: None,
+        deq: Some(codec::legacy::dequant_q8_1), q: None,
+        qa: Some(codec::legacy::quant_q8_1_x86), vd: None;
     Q2_K = 10, "q2_K", 256, 84, dot: Q8_K,
         deq: Some(codec::kquants::dequant_q2_k), q: None, qa: None, vd: Some(dot::dot_q2_k);
     Q3_K = 11, "q3_K", 256, 110, dot: Q8_K, deq: None, q: None, qa: None, vd: None;
@@ -127,7 +133,8 @@ type_table! {
     IQ3_XXS = 18, "iq3_xxs", 256, 98, dot: Q8_K, deq: None, q: None, qa: None, vd: None;
     IQ1_S = 19, "iq1_s", 256, 50, dot: Q8_K,
         deq: Some(codec::iquants::dequant_iq1_s), q: None, qa: None, vd: Some(dot::dot_iq1_s);
-    IQ4_NL = 20, "iq4_nl", 32, 18, dot: Q8_0, deq: None, q: None, qa: None, vd: None;
+    IQ4_NL = 20, "iq4_nl", 32, 18, dot: Q8_0,
+        deq: Some(codec::legacy::dequant_iq4_nl), q: None, qa: None, vd: Some(dot::dot_iq4_nl);
     IQ3_S = 21, "iq3_s", 256, 110, dot: Q8_K, deq: None, q: None, qa: None, vd: None;
     IQ2_S = 22, "iq2_s", 256, 82, dot: Q8_K, deq: None, q: None, qa: None, vd: None;
     IQ4_XS = 23, "iq4_xs", 256, 136, dot: Q8_K,

@@ -16,6 +16,11 @@
 //! `D` elements of `y` are [`HC_PRE_AT`], [`HC_POST_AT`], [`HC_COMB_AT`]. `C`'s order equals
 //! ggml's `comb {dst, src}` tensor (`comb[dst + 4·src] = C[src][dst]`).
 //!
+//! With `premixed`, source 1 is `mix {M, T}` itself, computed in the graph as
+//! `MUL_MAT(Fn, RMS_NORM(flat))`: the matmul then quantizes the normalised activation to the
+//! weight's dot type exactly as llama.cpp's `build_hc_pre` does (a quantized `Fn`, e.g. Q8_0,
+//! otherwise gives different rounding than llama.cpp's).
+//!
 //! **HyperHead** (`head = true`, §4.10): `Fh {4D, 4}`, one scale, `M = 4`:
 //! `pre[s] = σ(mix[s]·scale[0] + base[s]) + eps_hc`, `y = Σ_s pre[s]·X[s]`; no post, no
 //! Sinkhorn. Output `{D + 4, T}` = `[y | pre]`.
@@ -51,6 +56,9 @@ pub struct HcPre {
     pub eps_hc: f32,
     /// Sinkhorn column normalisations (V4: 20); ignored with `head`.
     pub sinkhorn_iters: usize,
+    /// Source 1 is the precomputed `mix {M, T}` (f32, e.g. `MUL_MAT(Fn, RMSNorm_1(flat))` so the
+    /// activation is quantized like llama.cpp's) instead of the weight `Fn {4D, M}`.
+    pub premixed: bool,
     /// HyperHead variant: `Fh {4D, 4}`, `scale {≥1}`, `base {4}`, output `{D + 4, T}`.
     pub head: bool,
 }
@@ -63,6 +71,7 @@ impl HcPre {
         eps_hc: 1e-6,
         sinkhorn_iters: 20,
         head: false,
+        premixed: false,
     };
     /// Mixes computed per token (24, or 4 for the head).
     pub fn n_mix(&self) -> usize {
@@ -119,7 +128,16 @@ impl OpDef for HcPre {
         let (x, f, scale, base) = (srcs[0], srcs[1], srcs[2], srcs[3]);
         let (d, t) = streams(Self::NAME, x)?;
         let m = self.n_mix();
-        if f.dtype.info().dequantize.is_none() || !f.rows_contiguous() || f.ne != [HC * d, m, 1, 1]
+        if self.premixed {
+            if f.dtype != DType::F32 || !f.rows_contiguous() || f.ne != [m, t, 1, 1] {
+                return Err(shape_err(
+                    Self::NAME,
+                    format!("mix must be f32 {{{m}, {t}}}, got {}", f.shape_str()),
+                ));
+            }
+        } else if f.dtype.info().dequantize.is_none()
+            || !f.rows_contiguous()
+            || f.ne != [HC * d, m, 1, 1]
         {
             return Err(shape_err(
                 Self::NAME,
@@ -206,6 +224,7 @@ impl Graph {
             eps_hc,
             sinkhorn_iters: 0,
             head: true,
+            premixed: false,
         };
         self.op(op, &[x, fh, scale, base])
     }

@@ -560,6 +560,15 @@ impl<'a, W: Weights> Builder<'a, W> {
         Ok(self.g.add(r, sh)?)
     }
 
+    /// The HC mixes `Fn · RMSNorm_1(flat(X))` as a graph matmul (spec §4.3 step 2), so a
+    /// quantized `Fn` sees the activation quantized to its dot type, as in llama.cpp.
+    fn hc_mix(&mut self, x: TensorId, fn_w: TensorId) -> Result<TensorId, ForwardError> {
+        let hp = self.hp;
+        let flat = self.g.reshape(x, &[hp.hc * hp.n_embd, self.t])?;
+        let u = self.g.rms_norm(flat, hp.rms_eps)?;
+        Ok(self.g.mul_mat(fn_w, u)?)
+    }
+
     /// One decoder layer (spec §4.2): `X {D, 4, T}` → `X' {D, 4, T}`.
     pub fn layer(
         &mut self,
@@ -574,6 +583,7 @@ impl<'a, W: Weights> Builder<'a, W> {
             eps_hc: hp.hc_eps,
             sinkhorn_iters: hp.hc_iters,
             head: false,
+            premixed: true,
         };
         let w = |b: &mut Self, n: &str, s: &[usize]| {
             b.w.get_shaped(&mut b.g, &format!("blk.{l}.{n}"), s)
@@ -582,7 +592,8 @@ impl<'a, W: Weights> Builder<'a, W> {
         let sa = w(self, "hc_attn_scale.weight", &[3])?;
         let ba = w(self, "hc_attn_base.weight", &[24])?;
         let an = w(self, "attn_norm.weight", &[d])?;
-        let hc1 = self.g.hc_pre(x, fa, sa, ba, p.clone())?;
+        let mix = self.hc_mix(x, fa)?;
+        let hc1 = self.g.hc_pre(x, mix, sa, ba, p.clone())?;
         let y = self.g.hc_y(hc1, d)?;
         let a = self.g.rms_norm_w(y, an, hp.rms_eps)?;
         let o = self.attention(l, a)?;
@@ -592,7 +603,8 @@ impl<'a, W: Weights> Builder<'a, W> {
         let sf = w(self, "hc_ffn_scale.weight", &[3])?;
         let bf = w(self, "hc_ffn_base.weight", &[24])?;
         let fnw = w(self, "ffn_norm.weight", &[d])?;
-        let hc2 = self.g.hc_pre(x, ff, sf, bf, p)?;
+        let mix = self.hc_mix(x, ff)?;
+        let hc2 = self.g.hc_pre(x, mix, sf, bf, p)?;
         let y = self.g.hc_y(hc2, d)?;
         let f = self.g.rms_norm_w(y, fnw, hp.rms_eps)?;
         let m = self.moe(l, f, tokens)?;
@@ -616,7 +628,15 @@ impl<'a, W: Weights> Builder<'a, W> {
         let out = self
             .w
             .get_shaped(&mut self.g, "output.weight", &[d, hp.n_vocab])?;
-        let y = self.g.hc_head(x, fh, sh, bh, hp.rms_eps, hp.hc_eps)?;
+        let mix = self.hc_mix(x, fh)?;
+        let op = HcPre {
+            eps_norm: hp.rms_eps,
+            eps_hc: hp.hc_eps,
+            sinkhorn_iters: 0,
+            head: true,
+            premixed: true,
+        };
+        let y = self.g.hc_pre(x, mix, sh, bh, op)?;
         let y = self.g.hc_y(y, d)?;
         let y = self.g.rms_norm_w(y, nw, hp.rms_eps)?;
         Ok(self.g.mul_mat(out, y)?)

@@ -30,9 +30,18 @@ impl GgufWeights {
     /// Wrap an opened file.
     pub fn new(file: Arc<GgufFile>) -> GgufWeights {
         let owners = (0..file.shards().len())
-            .map(|shard| Arc::new(ShardBytes { file: file.clone(), shard }) as Arc<dyn AsRef<[u8]> + Send + Sync>)
+            .map(|shard| {
+                Arc::new(ShardBytes {
+                    file: file.clone(),
+                    shard,
+                }) as Arc<dyn AsRef<[u8]> + Send + Sync>
+            })
             .collect();
-        GgufWeights { file, owners, loaded: HashMap::new() }
+        GgufWeights {
+            file,
+            owners,
+            loaded: HashMap::new(),
+        }
     }
     /// The file.
     pub fn file(&self) -> &GgufFile {
@@ -45,7 +54,9 @@ impl Weights for GgufWeights {
         if let Some(&id) = self.loaded.get(name) {
             return Ok(Some(id));
         }
-        let Some(info) = self.file.tensor(name) else { return Ok(None) };
+        let Some(info) = self.file.tensor(name) else {
+            return Ok(None);
+        };
         let ne: Vec<usize> = info.ne.iter().map(|&x| x as usize).collect();
         let desc = TensorDesc::new(info.dtype, &ne)?;
         let shard = &self.file.shards()[info.shard];

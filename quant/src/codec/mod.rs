@@ -9,5 +9,6 @@ pub mod float;
 pub mod fp4;
 pub mod iquants;
 pub mod kquants;
+pub mod legacy;
 pub mod lowbit;
 pub mod q8;

@@ -45,12 +45,15 @@ pub fn run(args: &Args) -> Result<()> {
         bail!("--mode {}: only batch is implemented so far (incremental and chunked need the decode caches)", args.mode);
     }
     let path = &args.model;
-    let file = Arc::new(GgufFile::open(path).with_context(|| format!("cannot open {}", path.display()))?);
-    let hp = Hparams::from_gguf(&file).with_context(|| format!("{}: bad hyperparameters", path.display()))?;
+    let file =
+        Arc::new(GgufFile::open(path).with_context(|| format!("cannot open {}", path.display()))?);
+    let hp = Hparams::from_gguf(&file)
+        .with_context(|| format!("{}: bad hyperparameters", path.display()))?;
     let tokens: Vec<u32> = match (&args.tokens, &args.text) {
         (Some(t), _) => t.clone(),
         (None, Some(text)) => {
-            let tok = models::tokenizer::Tokenizer::from_gguf(&file).with_context(|| format!("{}: tokenizer", path.display()))?;
+            let tok = models::tokenizer::Tokenizer::from_gguf(&file)
+                .with_context(|| format!("{}: tokenizer", path.display()))?;
             tok.encode(text, true)?
         }
         (None, None) => bail!("give --tokens or --text"),
@@ -59,16 +62,26 @@ pub fn run(args: &Args) -> Result<()> {
         bail!("no tokens");
     }
     if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= hp.n_vocab) {
-        bail!("token id {bad} is outside the vocabulary ({} tokens)", hp.n_vocab);
+        bail!(
+            "token id {bad} is outside the vocabulary ({} tokens)",
+            hp.n_vocab
+        );
     }
     let t = tokens.len();
     let mut weights = GgufWeights::new(file.clone());
-    let graph = Builder::new(&hp, &mut weights, t)?.model(args.hidden).with_context(|| format!("{}: building the graph", path.display()))?;
+    let graph = Builder::new(&hp, &mut weights, t)?
+        .model(args.hidden)
+        .with_context(|| format!("{}: building the graph", path.display()))?;
     let mut cfg = ExecConfig::default();
     if let Some(n) = args.threads {
         cfg.threads = n.max(1);
     }
-    let mut exec = Executor::new(graph, cfg);
+    // FATHOM_FORCE_SCALAR=1: the single-thread reference executor (for bisecting numerics)
+    let mut exec = if std::env::var("FATHOM_FORCE_SCALAR").is_ok_and(|v| v == "1") {
+        Executor::reference(graph)
+    } else {
+        Executor::new(graph, cfg)
+    };
     let ids: Vec<i32> = tokens.iter().map(|&x| x as i32).collect();
     exec.set_input_i32(input::TOKENS, &ids)?;
     for (name, bytes) in PrefillInputs::new(&hp, t).values {
@@ -78,19 +91,34 @@ pub fn run(args: &Args) -> Result<()> {
     }
     exec.run();
     let logits = exec.output_f32("logits")?;
-    let mut tensors: Vec<(String, Vec<u8>, Vec<usize>)> = vec![("logits".into(), bytemuck_f32(&logits), vec![t, hp.n_vocab])];
+    let mut tensors: Vec<(String, Vec<u8>, Vec<usize>)> =
+        vec![("logits".into(), bytemuck_f32(&logits), vec![t, hp.n_vocab])];
     if args.hidden {
         for l in 0..hp.n_layer {
             let h = exec.output_f32(&format!("hidden.{l}"))?;
-            tensors.push((format!("hidden.{l}"), bytemuck_f32(&h), vec![t, hp.hc, hp.n_embd]));
+            tensors.push((
+                format!("hidden.{l}"),
+                bytemuck_f32(&h),
+                vec![t, hp.hc, hp.n_embd],
+            ));
         }
     }
     let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
         .iter()
-        .map(|(n, b, s)| Ok((n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)?)))
+        .map(|(n, b, s)| {
+            Ok((
+                n.clone(),
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)?,
+            ))
+        })
         .collect::<Result<_>>()?;
-    safetensors::serialize_to_file(views, None, &args.out).with_context(|| format!("cannot write {}", args.out.display()))?;
-    eprintln!("wrote logits [{t}, {}] to {}", hp.n_vocab, args.out.display());
+    safetensors::serialize_to_file(views, None, &args.out)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    eprintln!(
+        "wrote logits [{t}, {}] to {}",
+        hp.n_vocab,
+        args.out.display()
+    );
     Ok(())
 }
 
