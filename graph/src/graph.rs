@@ -95,6 +95,7 @@ pub struct Graph {
     nodes: Vec<Node>,
     names: HashMap<String, TensorId>,
     outputs: Vec<(String, TensorId)>,
+    quantized: HashMap<(TensorId, quant::DType), TensorId>,
 }
 
 impl Graph {
@@ -210,6 +211,15 @@ impl Graph {
     pub fn outputs(&self) -> &[(String, TensorId)] {
         &self.outputs
     }
+    /// The shared QUANTIZE node of `(x, dtype)`, if one was made.
+    pub fn cached_quantize(&self, x: TensorId, dtype: quant::DType) -> Option<TensorId> {
+        self.quantized.get(&(x, dtype)).copied()
+    }
+    /// Remember the shared QUANTIZE node of `(x, dtype)`.
+    pub fn cache_quantize(&mut self, x: TensorId, dtype: quant::DType, id: TensorId) {
+        self.quantized.insert((x, dtype), id);
+    }
+
     /// Find a node by name.
     pub fn find(&self, name: &str) -> Option<TensorId> {
         self.names.get(name).copied()

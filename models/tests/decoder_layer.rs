@@ -160,6 +160,7 @@ fn check_layer(l: usize, t: usize) {
         "layer {l}: reference output not finite"
     );
     for threads in [1, 2, 3] {
+        let mut outs = Vec::new();
         for elide in [true, false] {
             let cfg = ExecConfig {
                 threads,
@@ -171,13 +172,24 @@ fn check_layer(l: usize, t: usize) {
                 guards: true,
             };
             let got = run(Executor::new(g.clone(), cfg), &hp, t);
+            // The reference accumulates attention and the HC maths in f64; activations quantized
+            // to Q8_0/Q8_K/BF16 turn those last-bit differences into occasional code flips at
+            // rounding boundaries, so the layer is compared by NMSE, not bits.
             let err = nmse(&got, &want);
             assert!(
-                err < 1e-9,
+                err < 1e-5,
                 "layer {l} ({:?}) T={t}: nmse {err:e} at {threads} threads, elide={elide}",
                 hp.attn_kind(l)
             );
+            outs.push(got);
         }
+        // barrier elision never changes a bit
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&outs[0]),
+            bits(&outs[1]),
+            "layer {l}: elision changed the result at {threads} threads"
+        );
     }
 }
 
@@ -214,4 +226,72 @@ fn elision_actually_drops_barriers_in_a_layer() {
     );
     assert!(p.elided_barriers() > 0, "no barrier elided in a full layer");
     assert!(p.barriers() > 0);
+}
+
+/// Debug aid: compare every node of the HCA layer between reference and forward executors.
+#[test]
+#[ignore]
+fn bisect_hca() {
+    let (hp, shapes) = setup();
+    let t = 130;
+    let mut g = layer_graph(&hp, &shapes, 2, t);
+    let n = g.nodes().len();
+    for i in 0..n {
+        if let graph::NodeKind::Op { op, .. } = &g.nodes()[i].kind {
+            if op.view_offset().is_none() {
+                g.output(&format!("n{i}"), TensorId(i as u32)).unwrap();
+            }
+        }
+    }
+    let mk = |e: Executor| {
+        let mut e = e;
+        let _ = run_keep(&mut e, &hp, t);
+        e
+    };
+    let r = mk(Executor::reference(g.clone()));
+    let cfg = ExecConfig {
+        threads: 1,
+        cpus: None,
+        pin: false,
+        elide_barriers: true,
+        spin: 1000,
+        profile: false,
+        guards: false,
+    };
+    let f = mk(Executor::new(g.clone(), cfg));
+    for i in 0..n {
+        let name = format!("n{i}");
+        if let (Ok(a), Ok(b)) = (r.output_f32(&name), f.output_f32(&name)) {
+            let e = nmse(&b, &a);
+            if e > 1e-12 {
+                let op = match &g.nodes()[i].kind {
+                    graph::NodeKind::Op { op, .. } => op.name(),
+                    _ => "",
+                };
+                println!(
+                    "node {i} {op} {}: nmse {e:e}",
+                    g.nodes()[i].desc.shape_str()
+                );
+            }
+        }
+    }
+}
+
+fn run_keep(e: &mut Executor, hp: &Hparams, t: usize) {
+    let mut seed = 99u64;
+    let x: Vec<f32> = (0..hp.n_embd * 4 * t)
+        .map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0
+        })
+        .collect();
+    e.set_input_f32("x", &x).unwrap();
+    let toks: Vec<i32> = (0..t as i32)
+        .map(|i| (i * 37 + 5) % hp.n_vocab as i32)
+        .collect();
+    e.set_input_i32(input::TOKENS, &toks).unwrap();
+    for (name, bytes) in PrefillInputs::new(hp, t).values {
+        let _ = e.set_input(&name, &bytes);
+    }
+    e.run();
 }

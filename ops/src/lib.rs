@@ -25,6 +25,7 @@ mod mhc;
 mod mul_mat;
 mod mul_mat_id;
 mod norm;
+mod quantize;
 mod rope;
 mod softmax;
 mod sum_rows;

@@ -25,6 +25,7 @@ pub mod mhc;
 pub mod mul_mat;
 pub mod mul_mat_id;
 pub mod norm;
+pub mod quantize;
 pub mod rope;
 pub mod softmax;
 pub mod sum_rows;
@@ -91,6 +92,7 @@ macro_rules! for_each_op {
             Sqrt => $crate::op::unary::Sqrt,
             RmsNorm => $crate::op::norm::RmsNorm,
             MulMat => $crate::op::mul_mat::MulMat,
+            Quantize => $crate::op::quantize::Quantize,
             Rope => $crate::op::rope::Rope,
             SoftMax => $crate::op::softmax::SoftMax,
             FlashAttnExt => $crate::op::flash_attn::FlashAttnExt,

@@ -2,7 +2,8 @@
 //! → {N, T, b2, b3}`: every output element is the dot product of a weight row with an
 //! activation row, `y[n, t] = Σ_k w[k, n]·x[k, t]` (spec §0 shape conventions). `w` may be any
 //! dtype with a dot product; `x` is f32 and is converted once per row to `w`'s dot type
-//! (Q8_0, Q8_K, F16, BF16, F32). Weight batches broadcast over activation batches
+//! (Q8_0, Q8_K, F16, BF16, F32). `x` may also arrive already converted (a contiguous tensor of
+//! the dot type from QUANTIZE); [`Graph::mul_mat`] inserts that shared conversion itself. Weight batches broadcast over activation batches
 //! (`b2 % B2 == 0`, `b3 % B3 == 0`).
 
 use super::{want_srcs, OpDef};
@@ -26,7 +27,9 @@ impl OpDef for MulMat {
                 format!("no dot product for weight type {}", w.dtype),
             ));
         }
-        if x.dtype != DType::F32 || !x.rows_contiguous() {
+        let dot = w.dtype.info().dot_type;
+        let preconverted = Some(x.dtype) == dot && x.dtype != DType::F32 && x.is_contiguous();
+        if !(x.dtype == DType::F32 || preconverted) || !x.rows_contiguous() {
             return Err(shape_err(
                 Self::NAME,
                 format!(
@@ -55,6 +58,7 @@ impl OpDef for MulMat {
 impl Graph {
     /// `W·x` (see the module doc for shapes).
     pub fn mul_mat(&mut self, w: TensorId, x: TensorId) -> Result<TensorId, GraphError> {
+        let x = self.activation_for(w, x)?;
         self.op(MulMat, &[w, x])
     }
 }

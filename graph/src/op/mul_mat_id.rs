@@ -56,7 +56,8 @@ impl OpDef for MulMatId {
                 ),
             ));
         }
-        if x.dtype != DType::F32 || !x.rows_contiguous() || x.ne[3] != 1 {
+        let preconverted = x.dtype == dot && x.dtype != DType::F32 && x.is_contiguous();
+        if !(x.dtype == DType::F32 || preconverted) || !x.rows_contiguous() || x.ne[3] != 1 {
             return Err(shape_err(
                 Self::NAME,
                 format!(
@@ -101,6 +102,7 @@ impl Graph {
         x: TensorId,
         ids: TensorId,
     ) -> Result<TensorId, GraphError> {
+        let x = self.activation_for(w, x)?;
         self.op(MulMatId, &[w, x, ids])
     }
 }

@@ -1,0 +1,49 @@
+//! QUANTIZE kernel: each thread converts its share of rows.
+
+use crate::case::CaseBuilder;
+use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
+use graph::op::quantize::Quantize;
+use quant::DType;
+
+fn rows(op: &Quantize, cx: &KernelCx, dst: &TensorMut, x: &TensorRef) {
+    let qa = op
+        .dtype
+        .info()
+        .quantize_activation
+        .expect("validated at build time");
+    for r in cx.my_rows(dst.desc.nrows()) {
+        qa(x.row_f32(r), dst.row_bytes_mut(r));
+    }
+}
+
+impl CpuKernel for Quantize {
+    fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        rows(self, cx, dst, &srcs[0]);
+    }
+    fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        rows(self, cx, dst, &srcs[0]);
+    }
+    fn cases() -> Vec<Case> {
+        // converted then read back as f32 (CPY-free: GET_ROWS dequantizes any type)
+        let mut v = Vec::new();
+        for t in [
+            DType::Q8_0,
+            DType::Q8_K,
+            DType::Q8_1,
+            DType::F16,
+            DType::BF16,
+        ] {
+            let k = if t == DType::Q8_K { 512 } else { 96 };
+            let mut b = CaseBuilder::new(50);
+            let x = b.input_f32("x", &[k, 5], 3.0).expect("case");
+            let q = b.g.quantize(x, t).expect("case");
+            let ids = b.input_i32("ids", &[0, 1, 2, 3, 4]).expect("case");
+            let out = b.g.get_rows(q, ids).expect("case");
+            v.push(
+                b.finish(format!("QUANTIZE f32{{{k},5}} → {t}"), out, 0.0, true)
+                    .expect("case"),
+            );
+        }
+        v
+    }
+}
