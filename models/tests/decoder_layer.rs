@@ -245,7 +245,7 @@ fn bisect_hca() {
     }
     let mk = |e: Executor| {
         let mut e = e;
-        let _ = run_keep(&mut e, &hp, t);
+        run_keep(&mut e, &hp, t);
         e
     };
     let r = mk(Executor::reference(g.clone()));

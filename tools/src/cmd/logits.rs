@@ -90,6 +90,9 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     exec.run();
+    if let Some(p) = exec.profiler_mut() {
+        p.add_tokens(t as u64);
+    }
     let logits = exec.output_f32("logits")?;
     let mut tensors: Vec<(String, Vec<u8>, Vec<usize>)> =
         vec![("logits".into(), bytemuck_f32(&logits), vec![t, hp.n_vocab])];
