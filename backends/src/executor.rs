@@ -85,12 +85,53 @@ const GUARD: u8 = 0xA5;
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Line([u8; 64]);
 
+/// The persistent state buffer (decode caches) of one sequence: shared by every executor
+/// whose plan declares the same states in the same order ([`graph::NodeKind::State`]).
+pub struct StateBuf {
+    lines: Vec<Line>,
+}
+
+impl StateBuf {
+    /// A zeroed buffer of at least `bytes`.
+    pub fn new(bytes: usize) -> StateBuf {
+        StateBuf { lines: vec![Line([0; 64]); bytes.div_ceil(64)] }
+    }
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.lines.len() * 64
+    }
+    /// True for an empty buffer.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+    /// Zero every byte (a new sequence).
+    pub fn reset(&mut self) {
+        self.lines.iter_mut().for_each(|l| *l = Line([0; 64]));
+    }
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.lines)
+    }
+    /// The bytes, mutable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        bytemuck::cast_slice_mut(&mut self.lines)
+    }
+}
+
+impl std::fmt::Debug for StateBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StateBuf({} bytes)", self.len())
+    }
+}
+
 /// What one run needs, shared read-only by all threads for the duration of the run.
 struct Job {
     graph: *const Graph,
     plan: *const Plan,
     arena: *mut u8,
     arena_len: usize,
+    state: *mut u8,
+    state_len: usize,
     counters: *const [AtomicUsize],
     reference: bool,
     profile: bool,
@@ -116,6 +157,7 @@ pub struct Executor {
     graph: Graph,
     plan: Plan,
     arena: Vec<Line>,
+    state: Option<StateBuf>,
     counters: Box<[AtomicUsize]>,
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
@@ -148,6 +190,7 @@ fn run_steps(
     let (graph, plan, counters) = unsafe { (&*job.graph, &*job.plan, &*job.counters) };
     let mut local =
         times.map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|e| e.into_inner())));
+    let mut src_buf: Vec<TensorRef> = Vec::with_capacity(8);
     for (si, st) in plan.steps().iter().enumerate() {
         if st.barrier_before {
             step_barrier.wait();
@@ -172,17 +215,29 @@ fn run_steps(
                     };
                     TensorRef::new(*d, b)
                 }
+                Location::State { offset } => {
+                    // SAFETY: as for the arena: the state buffer outlives the run, the range is
+                    // inside it (planner invariant), and writes to it (SET_ROWS) are separated
+                    // from every read by barriers.
+                    let b = unsafe {
+                        std::slice::from_raw_parts(job.state.add(offset), job.state_len - offset)
+                    };
+                    TensorRef::new(*d, b)
+                }
             }
         };
-        let srcs: Vec<TensorRef> = srcs.iter().map(|&s| view(s)).collect();
-        let Location::Arena { offset } = plan.location(st.node) else {
-            continue;
+        src_buf.clear();
+        src_buf.extend(srcs.iter().map(|&s| view(s)));
+        let srcs = &src_buf[..];
+        let (base, len, offset) = match plan.location(st.node) {
+            Location::Arena { offset } => (job.arena, job.arena_len, offset),
+            Location::State { offset } => (job.state, job.state_len, offset),
+            Location::Weight { .. } => continue,
         };
-        // SAFETY: the node's output buffer lies inside the arena and belongs to this node only
-        // while it runs; threads write disjoint rows (TensorMut contract).
-        let dst = unsafe {
-            TensorMut::from_raw(node.desc, job.arena.add(offset), job.arena_len - offset)
-        };
+        // SAFETY: the node's output buffer lies inside the arena (or, for in-place cache writes,
+        // the state buffer) and belongs to this node only while it runs; threads write disjoint
+        // rows (TensorMut contract).
+        let dst = unsafe { TensorMut::from_raw(node.desc, base.add(offset), len - offset) };
         let t_start = local.as_ref().map(|_| job.t0.elapsed().as_nanos() as u64);
         let mut cx = KernelCx {
             ith,
@@ -191,9 +246,9 @@ fn run_steps(
             scratch,
         };
         if job.reference {
-            ops::run_reference(op, &mut cx, &dst, &srcs);
+            ops::run_reference(op, &mut cx, &dst, srcs);
         } else {
-            ops::run_forward(op, &mut cx, &dst, &srcs);
+            ops::run_forward(op, &mut cx, &dst, srcs);
         }
         if let (Some(l), Some(s)) = (local.as_mut(), t_start) {
             l.push(si, s, job.t0.elapsed().as_nanos() as u64);
@@ -286,6 +341,7 @@ impl Executor {
             graph,
             plan,
             arena,
+            state: None,
             counters,
             shared,
             workers,
@@ -350,18 +406,31 @@ impl Executor {
         self.set_input(name, bytemuck::cast_slice(v))
     }
 
-    /// Execute the plan once.
+    /// Execute the plan once, with the executor's own state buffer.
     pub fn run(&mut self) {
+        let mut st = self.state.take().unwrap_or_else(|| StateBuf::new(self.plan.state_size()));
+        self.run_with_state(&mut st);
+        self.state = Some(st);
+    }
+
+    /// Execute the plan once with an external state buffer (shared by the plans of one
+    /// sequence, e.g. a chunked-prefill plan and a one-token decode plan). Panics only if the
+    /// buffer is smaller than the plan's states, which is a caller bug.
+    pub fn run_with_state(&mut self, state: &mut StateBuf) {
+        assert!(state.len() >= self.plan.state_size(), "state buffer smaller than the plan's states");
         for c in self.counters.iter() {
             c.store(0, Ordering::Relaxed);
         }
         let arena_len = self.arena.len() * 64;
         let profile = self.profiler.is_some();
+        let state_len = state.len();
         let job = Arc::new(Job {
             graph: &self.graph,
             plan: &self.plan,
             arena: self.arena.as_mut_ptr().cast::<u8>(),
             arena_len,
+            state: state.bytes_mut().as_mut_ptr(),
+            state_len,
             counters: &*self.counters,
             reference: self.reference,
             profile,
@@ -370,14 +439,7 @@ impl Executor {
         *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.clone());
         self.shared.start.wait();
         let times = profile.then(|| &self.shared.times[0]);
-        run_steps(
-            &job,
-            0,
-            self.nth,
-            &mut self.scratch0,
-            &self.shared.step,
-            times,
-        );
+        run_steps(&job, 0, self.nth, &mut self.scratch0, &self.shared.step, times);
         *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if let Some(p) = self.profiler.as_mut() {
             p.collect(&self.shared.times);
@@ -396,12 +458,13 @@ impl Executor {
     /// Guard regions whose bytes changed since [`Executor::fill_guards`]: `(offset, len)`.
     pub fn broken_guards(&self) -> Vec<(usize, usize)> {
         let a: &[u8] = bytemuck::cast_slice(&self.arena);
-        self.plan
-            .guards()
-            .iter()
-            .copied()
-            .filter(|&(o, l)| a[o..o + l].iter().any(|&b| b != GUARD))
-            .collect()
+        self.plan.guards().iter().copied().filter(|&(o, l)| a[o..o + l].iter().any(|&b| b != GUARD)).collect()
+    }
+
+    /// The executor's own state buffer (created on first use), e.g. to reset it.
+    pub fn state_mut(&mut self) -> &mut StateBuf {
+        let n = self.plan.state_size();
+        self.state.get_or_insert_with(|| StateBuf::new(n))
     }
 
     /// Descriptor of a named output.
@@ -425,6 +488,10 @@ impl Executor {
         let d = *self.graph.desc(id);
         let bytes: &[u8] = match self.plan.location(id) {
             Location::Arena { offset } => &bytemuck::cast_slice::<Line, u8>(&self.arena)[offset..],
+            Location::State { offset } => match &self.state {
+                Some(st) => &st.bytes()[offset..],
+                None => return Err(ExecError::UnknownName(format!("{name} (state never run)"))),
+            },
             Location::Weight { root, offset } => match &self.graph.node(root).kind {
                 NodeKind::Weight(w) => &w.bytes()[offset..],
                 _ => unreachable!("weight location points at a weight node"),

@@ -16,5 +16,5 @@ pub mod testops;
 pub mod topology;
 
 pub use barrier::Barrier;
-pub use executor::{ExecConfig, ExecError, Executor};
+pub use executor::{ExecConfig, ExecError, Executor, StateBuf};
 pub use profiler::Profiler;

@@ -67,6 +67,10 @@ impl WeightData {
 pub enum NodeKind {
     /// Data bound by name before each run (token ids, positions, masks, cache lengths, …).
     Input,
+    /// Persistent state (decode caches): lives in a state buffer outside the arena that keeps
+    /// its contents between runs and is shared by every plan that declares the same states in
+    /// the same order. Written only by in-place ops (SET_ROWS).
+    State,
     /// Constant bytes used in place.
     Weight(WeightData),
     /// The result of an op on earlier nodes.
@@ -127,6 +131,11 @@ impl Graph {
             kind: NodeKind::Input,
             name: Some(name.to_string()),
         })
+    }
+
+    /// Declare a named persistent state tensor (see [`NodeKind::State`]).
+    pub fn state(&mut self, name: &str, desc: TensorDesc) -> Result<TensorId, GraphError> {
+        self.push(Node { desc, kind: NodeKind::State, name: Some(name.to_string()) })
     }
 
     /// Declare a named weight whose bytes are used in place.

@@ -45,6 +45,11 @@ pub enum Location {
         /// Offset into the arena.
         offset: usize,
     },
+    /// In the persistent state buffer at a byte offset (decode caches).
+    State {
+        /// Offset into the state buffer.
+        offset: usize,
+    },
 }
 
 /// One step of the plan: an op node to execute.
@@ -84,6 +89,8 @@ pub struct Plan {
     inputs: HashMap<String, TensorId>,
     outputs: Vec<(String, TensorId)>,
     guards: Vec<(usize, usize)>,
+    state_size: usize,
+    states: HashMap<String, TensorId>,
 }
 
 #[derive(Default)]
@@ -148,6 +155,8 @@ impl Plan {
                         let (r, o) = root[srcs[0].idx()];
                         (r, o + off)
                     }
+                    // in-place ops live in their first source's storage
+                    None if op.inplace() => root[srcs[0].idx()],
                     None => (TensorId(i as u32), 0),
                 },
                 _ => (TensorId(i as u32), 0),
@@ -198,13 +207,15 @@ impl Plan {
                 }
             }
             let first = steps.is_empty();
+            // an in-place write may race any earlier reader of its buffer: always synchronise
+            let need = need || op.inplace();
             let barrier = first || need || !opts.elide_barriers;
             if barrier {
                 dirty.clear();
             } else {
                 elided += 1;
             }
-            dirty.insert(i, i);
+            dirty.insert(root[i].0.idx(), i);
             steps.push(Step {
                 node: TensorId(i as u32),
                 barrier_before: barrier && !first,
@@ -234,7 +245,10 @@ impl Plan {
                     fl.free(base_off[r].unwrap_or(0), nodes[r].desc.nbytes());
                 }
             }
-            base_off[i] = Some(fl.alloc(nodes[i].desc.nbytes()));
+            let inplace = matches!(&nodes[i].kind, NodeKind::Op { op, .. } if op.inplace());
+            if !inplace {
+                base_off[i] = Some(fl.alloc(nodes[i].desc.nbytes()));
+            }
             if let NodeKind::Op { srcs, .. } = &nodes[i].kind {
                 let mut done: Vec<usize> = srcs.iter().map(|s| root[s.idx()].0.idx()).collect();
                 done.push(i);
@@ -251,6 +265,20 @@ impl Plan {
             }
         }
 
+        // persistent states: declaration order, so every plan declaring the same states in the
+        // same order shares one state buffer layout
+        let mut state_off = vec![0usize; n];
+        let mut state_size = 0usize;
+        let mut states = HashMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            if let NodeKind::State = node.kind {
+                state_off[i] = state_size;
+                state_size += node.desc.nbytes().div_ceil(ALIGN) * ALIGN;
+                if let Some(name) = &node.name {
+                    states.insert(name.clone(), TensorId(i as u32));
+                }
+            }
+        }
         let locations = (0..n)
             .map(|i| {
                 let (r, off) = root[i];
@@ -258,6 +286,9 @@ impl Plan {
                     NodeKind::Weight(_) => Location::Weight {
                         root: r,
                         offset: off,
+                    },
+                    NodeKind::State => Location::State {
+                        offset: state_off[r.idx()] + off,
                     },
                     _ => Location::Arena {
                         offset: base_off[r.idx()].unwrap_or(0) + off,
@@ -284,6 +315,8 @@ impl Plan {
             inputs,
             outputs: g.outputs().to_vec(),
             guards,
+            state_size,
+            states,
         }
     }
 
@@ -318,6 +351,14 @@ impl Plan {
     /// Named outputs.
     pub fn outputs(&self) -> &[(String, TensorId)] {
         &self.outputs
+    }
+    /// Bytes of the persistent state buffer this plan needs.
+    pub fn state_size(&self) -> usize {
+        self.state_size
+    }
+    /// A named state tensor.
+    pub fn state(&self, name: &str) -> Option<TensorId> {
+        self.states.get(name).copied()
     }
     /// Guard regions `(offset, len)` (empty unless planned with guards).
     pub fn guards(&self) -> &[(usize, usize)] {

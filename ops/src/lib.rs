@@ -27,6 +27,7 @@ mod mul_mat_id;
 mod norm;
 mod quantize;
 mod rope;
+mod set_rows;
 mod softmax;
 mod sum_rows;
 mod swiglu;

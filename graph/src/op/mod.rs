@@ -27,6 +27,7 @@ pub mod mul_mat_id;
 pub mod norm;
 pub mod quantize;
 pub mod rope;
+pub mod set_rows;
 pub mod softmax;
 pub mod sum_rows;
 pub mod swiglu;
@@ -58,6 +59,11 @@ pub trait OpDef: fmt::Debug + Clone + Send + Sync + 'static {
     /// For view ops: the byte offset of the output into `srcs[0]`'s storage.
     fn view_offset(&self) -> Option<usize> {
         None
+    }
+    /// For in-place ops: the output *is* `srcs[0]`'s storage, which the kernel modifies
+    /// (SET_ROWS into a cache). The planner puts a barrier before every in-place op.
+    fn inplace(&self) -> bool {
+        false
     }
 }
 
@@ -93,6 +99,7 @@ macro_rules! for_each_op {
             RmsNorm => $crate::op::norm::RmsNorm,
             MulMat => $crate::op::mul_mat::MulMat,
             Quantize => $crate::op::quantize::Quantize,
+            SetRows => $crate::op::set_rows::SetRows,
             Rope => $crate::op::rope::Rope,
             SoftMax => $crate::op::softmax::SoftMax,
             FlashAttnExt => $crate::op::flash_attn::FlashAttnExt,
@@ -158,6 +165,10 @@ macro_rules! define_ops {
             /// View offset for view ops.
             pub fn view_offset(&self) -> Option<usize> {
                 match self { $(Op::$v(o) => o.view_offset(),)* }
+            }
+            /// Whether the op writes into its first source in place.
+            pub fn inplace(&self) -> bool {
+                match self { $(Op::$v(o) => o.inplace(),)* }
             }
         }
 
