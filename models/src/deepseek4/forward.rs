@@ -45,6 +45,11 @@ pub trait Weights {
     /// The weight `name` as a graph node, or `None` if the model has no such tensor.
     fn try_get(&mut self, g: &mut Graph, name: &str) -> Result<Option<TensorId>, ForwardError>;
 
+    /// Called before a provider starts serving a new graph. Providers must never hand out a
+    /// `TensorId` of another graph; the default does nothing (for providers that look up the
+    /// graph itself, as [`super::GgufWeights`] does).
+    fn new_graph(&mut self) {}
+
     /// The weight `name`; an error naming it when absent.
     fn get(&mut self, g: &mut Graph, name: &str) -> Result<TensorId, ForwardError> {
         self.try_get(g, name)?
@@ -175,7 +180,12 @@ pub struct Builder<'a, W: Weights> {
     swa_mask: TensorId,
     consts: std::collections::HashMap<String, TensorId>,
     inputs: std::collections::HashMap<String, TensorId>,
+    /// Cached (decode) mode: context capacity and the declared state tensors.
+    cache: Option<cached::CacheLayout>,
 }
+
+mod cached;
+pub use cached::{cache_bytes, ChunkInputs, SequenceState};
 
 fn f32_input(g: &mut Graph, name: &str, ne: &[usize]) -> Result<TensorId, GraphError> {
     g.input(name, TensorDesc::f32(ne)?)
@@ -186,8 +196,28 @@ fn i32_input(g: &mut Graph, name: &str, n: usize) -> Result<TensorId, GraphError
 }
 
 impl<'a, W: Weights> Builder<'a, W> {
-    /// Start a graph for `t` tokens.
+    /// Start a stateless prefill graph for `t` tokens at positions `0..t`.
     pub fn new(hp: &'a Hparams, w: &'a mut W, t: usize) -> Result<Self, ForwardError> {
+        Self::make(hp, w, t, None)
+    }
+
+    /// Start a cached graph for a chunk of `t` tokens at runtime positions, with decode caches
+    /// for a context of `ctx` tokens (spec §6; see [`ChunkInputs`]).
+    pub fn new_cached(
+        hp: &'a Hparams,
+        w: &'a mut W,
+        t: usize,
+        ctx: usize,
+    ) -> Result<Self, ForwardError> {
+        Self::make(hp, w, t, Some(ctx))
+    }
+
+    fn make(
+        hp: &'a Hparams,
+        w: &'a mut W,
+        t: usize,
+        ctx: Option<usize>,
+    ) -> Result<Self, ForwardError> {
         if hp.hc != 4 {
             return Err(ForwardError::Unsupported(format!(
                 "{} HC streams (HC_PRE/HC_POST implement 4)",
@@ -199,7 +229,12 @@ impl<'a, W: Weights> Builder<'a, W> {
         }
         let mut g = Graph::new();
         let pos = i32_input(&mut g, input::POS, t)?;
-        let swa_mask = f32_input(&mut g, input::SWA_MASK, &[t, t])?;
+        let keys = if ctx.is_some() { hp.window + t } else { t };
+        let swa_mask = f32_input(&mut g, input::SWA_MASK, &[keys, t])?;
+        let cache = match ctx {
+            Some(ctx) => Some(cached::CacheLayout::declare(&mut g, hp, ctx)?),
+            None => None,
+        };
         Ok(Builder {
             g,
             hp,
@@ -209,6 +244,7 @@ impl<'a, W: Weights> Builder<'a, W> {
             swa_mask,
             consts: Default::default(),
             inputs: Default::default(),
+            cache,
         })
     }
 
@@ -413,22 +449,26 @@ impl<'a, W: Weights> Builder<'a, W> {
         let kv = self.g.reshape(kv, &[hd, t])?;
 
         // keys = [window ‖ compressed entries]; one softmax over both plus the sink (§4.8)
-        let (keys, mask) = match hp.attn_kind(l) {
-            AttnKind::Sliding => (kv, self.swa_mask),
-            kind => {
-                let ratio = hp.compress_ratios[l];
-                match self.compressor(l, a, "attn_compressor", hd, ratio)? {
-                    None => (kv, self.swa_mask),
-                    Some(comp) => {
-                        let nw = t / ratio as usize;
-                        let cmask = if kind == AttnKind::Hca {
-                            self.input_f32(input::comp_mask(ratio), &[nw, t])?
-                        } else {
-                            self.indexer_mask(l, a, qr, nw, ratio)?
-                        };
-                        let keys = self.g.concat(kv, comp, 1)?;
-                        let mask = self.g.concat(self.swa_mask, cmask, 0)?;
-                        (keys, mask)
+        let (keys, mask) = if self.cache.is_some() {
+            self.cached_keys(l, a, qr, kv)?
+        } else {
+            match hp.attn_kind(l) {
+                AttnKind::Sliding => (kv, self.swa_mask),
+                kind => {
+                    let ratio = hp.compress_ratios[l];
+                    match self.compressor(l, a, "attn_compressor", hd, ratio)? {
+                        None => (kv, self.swa_mask),
+                        Some(comp) => {
+                            let nw = t / ratio as usize;
+                            let cmask = if kind == AttnKind::Hca {
+                                self.input_f32(input::comp_mask(ratio), &[nw, t])?
+                            } else {
+                                self.indexer_mask(l, a, qr, nw, ratio)?
+                            };
+                            let keys = self.g.concat(kv, comp, 1)?;
+                            let mask = self.g.concat(self.swa_mask, cmask, 0)?;
+                            (keys, mask)
+                        }
                     }
                 }
             }

@@ -4,7 +4,6 @@
 use super::forward::{ForwardError, Weights};
 use crate::gguf::GgufFile;
 use graph::{Graph, TensorDesc, TensorId, WeightData};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Keeps a GGUF file alive and exposes one shard's bytes (the owner of a [`WeightData`]).
@@ -23,7 +22,6 @@ impl AsRef<[u8]> for ShardBytes {
 pub struct GgufWeights {
     file: Arc<GgufFile>,
     owners: Vec<Arc<dyn AsRef<[u8]> + Send + Sync>>,
-    loaded: HashMap<String, TensorId>,
 }
 
 impl GgufWeights {
@@ -37,11 +35,7 @@ impl GgufWeights {
                 }) as Arc<dyn AsRef<[u8]> + Send + Sync>
             })
             .collect();
-        GgufWeights {
-            file,
-            owners,
-            loaded: HashMap::new(),
-        }
+        GgufWeights { file, owners }
     }
     /// The file.
     pub fn file(&self) -> &GgufFile {
@@ -50,9 +44,13 @@ impl GgufWeights {
 }
 
 impl Weights for GgufWeights {
+    /// Registers `name` in `g` once; the same provider can serve several graphs (a weight
+    /// already in `g` is found by name, never by an id from another graph).
     fn try_get(&mut self, g: &mut Graph, name: &str) -> Result<Option<TensorId>, ForwardError> {
-        if let Some(&id) = self.loaded.get(name) {
-            return Ok(Some(id));
+        if let Some(id) = g.find(name) {
+            if matches!(g.node(id).kind, graph::NodeKind::Weight(_)) {
+                return Ok(Some(id));
+            }
         }
         let Some(info) = self.file.tensor(name) else {
             return Ok(None);
@@ -63,8 +61,6 @@ impl Weights for GgufWeights {
         let off = (shard.data_offset() + info.offset) as usize;
         let data = WeightData::new(self.owners[info.shard].clone(), off, info.n_bytes as usize)
             .ok_or_else(|| ForwardError::Missing(format!("{name} (data outside its shard)")))?;
-        let id = g.weight(name, desc, data)?;
-        self.loaded.insert(name.to_string(), id);
-        Ok(Some(id))
+        Ok(Some(g.weight(name, desc, data)?))
     }
 }

@@ -2,21 +2,27 @@
 //! F32 safetensors tensor `logits` of shape `[n_tokens, n_vocab]` (the stable interface
 //! fathom is checked with from outside).
 //!
-//! `--mode batch` evaluates the whole sequence as one prefill from position 0. The
-//! incremental and chunked modes need the decode caches and are not implemented yet.
+//! `--mode batch` evaluates the whole sequence as one stateless prefill from position 0;
+//! `--mode incremental` feeds one token at a time and `--mode chunked:N` N tokens at a time
+//! through the decode caches (sliding-window ring, compressor states, compressed entries,
+//! indexer keys), which must give the same logits.
 
 use anyhow::{bail, Context, Result};
 use backends::{ExecConfig, Executor};
 use models::deepseek4::forward::input;
-use models::deepseek4::{Builder, GgufWeights, Hparams, PrefillInputs};
+use models::deepseek4::{
+    Builder, GgufWeights, Hparams, PrefillInputs, SafetensorsWeights, Weights,
+};
 use models::gguf::GgufFile;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Arguments of `fathom logits`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model: a .gguf file (the first shard of a split file).
+    /// Model: a .gguf file (the first shard of a split file), or an official-layout
+    /// safetensors checkpoint: its directory, its `model.safetensors.index.json` or a
+    /// `.safetensors` file (with `config.json`, and `tokenizer.json` for `--text`, beside it).
     #[arg(short = 'm', long)]
     model: PathBuf,
     /// Token ids, comma separated, used exactly as given (no BOS added).
@@ -37,25 +43,29 @@ pub struct Args {
     /// Also write every layer's residual state as `hidden.{l}` `[n_tokens, 4, n_embd]`.
     #[arg(long)]
     hidden: bool,
+    /// Context length for the incremental/chunked modes (default: the number of tokens).
+    #[arg(long)]
+    ctx: Option<usize>,
 }
 
 /// Run the command.
 pub fn run(args: &Args) -> Result<()> {
-    if args.mode != "batch" {
-        bail!("--mode {}: only batch is implemented so far (incremental and chunked need the decode caches)", args.mode);
-    }
+    let chunk: Option<usize> = match args.mode.as_str() {
+        "batch" => None,
+        "incremental" => Some(1),
+        m => match m.strip_prefix("chunked:").map(str::parse::<usize>) {
+            Some(Ok(n)) if n > 0 => Some(n),
+            _ => bail!("--mode {m}: expected batch, incremental or chunked:N (N ≥ 1)"),
+        },
+    };
     let path = &args.model;
-    let file =
-        Arc::new(GgufFile::open(path).with_context(|| format!("cannot open {}", path.display()))?);
-    let hp = Hparams::from_gguf(&file)
-        .with_context(|| format!("{}: bad hyperparameters", path.display()))?;
+    let (mut model, hp) = Model::open(path)?;
     let tokens: Vec<u32> = match (&args.tokens, &args.text) {
         (Some(t), _) => t.clone(),
-        (None, Some(text)) => {
-            let tok = models::tokenizer::Tokenizer::from_gguf(&file)
-                .with_context(|| format!("{}: tokenizer", path.display()))?;
-            tok.encode(text, true)?
-        }
+        (None, Some(text)) => model
+            .tokenizer(path)
+            .with_context(|| format!("{}: tokenizer", path.display()))?
+            .encode(text, true)?,
         (None, None) => bail!("give --tokens or --text"),
     };
     if tokens.is_empty() {
@@ -68,14 +78,28 @@ pub fn run(args: &Args) -> Result<()> {
         );
     }
     let t = tokens.len();
-    let mut weights = GgufWeights::new(file.clone());
-    let graph = Builder::new(&hp, &mut weights, t)?
-        .model(args.hidden)
-        .with_context(|| format!("{}: building the graph", path.display()))?;
     let mut cfg = ExecConfig::default();
     if let Some(n) = args.threads {
         cfg.threads = n.max(1);
     }
+    if let Some(chunk) = chunk {
+        if args.hidden {
+            bail!("--hidden is only available with --mode batch");
+        }
+        let ctx = args.ctx.unwrap_or(t.max(1));
+        let logits = model
+            .logits_chunked(&hp, &tokens, chunk, ctx, &cfg)
+            .with_context(|| format!("{}: chunked evaluation", path.display()))?;
+        return write_out(
+            &args.out,
+            vec![("logits".into(), bytemuck_f32(&logits), vec![t, hp.n_vocab])],
+            t,
+            hp.n_vocab,
+        );
+    }
+    let graph = model
+        .graph(&hp, t, args.hidden)
+        .with_context(|| format!("{}: building the graph", path.display()))?;
     // FATHOM_FORCE_SCALAR=1: the single-thread reference executor (for bisecting numerics)
     let mut exec = if std::env::var("FATHOM_FORCE_SCALAR").is_ok_and(|v| v == "1") {
         Executor::reference(graph)
@@ -106,6 +130,15 @@ pub fn run(args: &Args) -> Result<()> {
             ));
         }
     }
+    write_out(&args.out, tensors, t, hp.n_vocab)
+}
+
+fn write_out(
+    out: &Path,
+    tensors: Vec<(String, Vec<u8>, Vec<usize>)>,
+    t: usize,
+    n_vocab: usize,
+) -> Result<()> {
     let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
         .iter()
         .map(|(n, b, s)| {
@@ -115,16 +148,94 @@ pub fn run(args: &Args) -> Result<()> {
             ))
         })
         .collect::<Result<_>>()?;
-    safetensors::serialize_to_file(views, None, &args.out)
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
-    eprintln!(
-        "wrote logits [{t}, {}] to {}",
-        hp.n_vocab,
-        args.out.display()
-    );
+    safetensors::serialize_to_file(views, None, out)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    eprintln!("wrote logits [{t}, {n_vocab}] to {}", out.display());
     Ok(())
 }
 
 fn bytemuck_f32(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The weights behind `-m`: a GGUF file, or an official safetensors checkpoint used directly
+/// (BF16/F32 in place, FP8 dequantized to F32, FP4 experts repacked to MXFP4).
+enum Model {
+    Gguf(Arc<GgufFile>),
+    Checkpoint(Box<SafetensorsWeights>),
+}
+
+/// A directory, a `.json` index or a `.safetensors` file is a checkpoint; anything else GGUF.
+fn is_checkpoint(path: &Path) -> bool {
+    path.is_dir()
+        || path
+            .extension()
+            .is_some_and(|e| e == "json" || e == "safetensors")
+}
+
+impl Model {
+    fn open(path: &Path) -> Result<(Model, Hparams)> {
+        if is_checkpoint(path) {
+            let (w, hp) = SafetensorsWeights::open(path)
+                .with_context(|| format!("cannot open checkpoint {}", path.display()))?;
+            return Ok((Model::Checkpoint(Box::new(w)), hp));
+        }
+        let file = Arc::new(
+            GgufFile::open(path).with_context(|| format!("cannot open {}", path.display()))?,
+        );
+        let hp = Hparams::from_gguf(&file)
+            .with_context(|| format!("{}: bad hyperparameters", path.display()))?;
+        Ok((Model::Gguf(file), hp))
+    }
+
+    fn tokenizer(&self, path: &Path) -> Result<models::tokenizer::Tokenizer> {
+        Ok(match self {
+            Model::Gguf(file) => models::tokenizer::Tokenizer::from_gguf(file)?,
+            Model::Checkpoint(_) => {
+                let dir = match path.parent() {
+                    _ if path.is_dir() => path,
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                models::tokenizer::Tokenizer::from_dir(dir)?
+            }
+        })
+    }
+
+    fn logits_chunked(
+        &mut self,
+        hp: &Hparams,
+        tokens: &[u32],
+        chunk: usize,
+        ctx: usize,
+        cfg: &ExecConfig,
+    ) -> Result<Vec<f32>> {
+        use models::deepseek4::eval::logits_chunked;
+        Ok(match self {
+            Model::Gguf(file) => logits_chunked(
+                hp,
+                &mut GgufWeights::new(file.clone()),
+                tokens,
+                chunk,
+                ctx,
+                cfg,
+            )?,
+            Model::Checkpoint(w) => logits_chunked(hp, w.as_mut(), tokens, chunk, ctx, cfg)?,
+        })
+    }
+
+    fn graph(&mut self, hp: &Hparams, t: usize, hidden: bool) -> Result<graph::Graph> {
+        fn build(
+            hp: &Hparams,
+            w: &mut impl Weights,
+            t: usize,
+            hidden: bool,
+        ) -> Result<graph::Graph> {
+            Ok(Builder::new(hp, w, t)?.model(hidden)?)
+        }
+        match self {
+            Model::Gguf(file) => build(hp, &mut GgufWeights::new(file.clone()), t, hidden),
+            Model::Checkpoint(w) => build(hp, w.as_mut(), t, hidden),
+        }
+    }
 }

@@ -1,0 +1,398 @@
+//! Cached (decode) mode of the forward builder — the per-layer state of spec §6.1 and the
+//! per-step procedure of §6.2, for a chunk of `T` tokens at any position, so that chunked
+//! prefill, one-token decode and single-shot prefill give the same logits (§6.3).
+//!
+//! State tensors per layer (declared for all layers in a fixed order, so every plan of a
+//! sequence shares one [`backends`-side] state buffer):
+//! - `l{l}.kv` `{d, W}`: the sliding-window ring (post-norm, post-RoPE kv), slot `p mod W`;
+//! - compressed layers: `l{l}.comp_a` / `l{l}.comp_z` `{coff·d, R}` — the compressor's pending
+//!   rows `A_s` and `Z_s` (APE added), slot `p mod R` with `R = coff·ratio` (CSA 8 = previous
+//!   + current window, HCA 128); `l{l}.comp` `{d, C}` — the compressed entries, `C =
+//!   ceil(ctx/ratio)`;
+//! - CSA layers: the same three for the Lightning Indexer's keys (`l{l}.idx_*`, width dI).
+//!
+//! Per chunk the graph computes `A`, `Z` of its tokens, gathers the slots of every window that
+//! closes inside the chunk from `[ring ‖ chunk ‖ pad]` (indices from [`ChunkInputs`]; the pad
+//! row is kv 0 / score −∞ for window 0's empty previous half), pools, norms, RoPEs at `w·ratio`
+//! and writes the entries with SET_ROWS, then writes the chunk's rows into the rings. Keys are
+//! `[window ring (old) ‖ chunk kv ‖ all compressed entries]`, masked per query by position.
+//! Fixed shapes with runtime indices (−1 = skip) keep one plan per chunk length.
+
+use super::{input, Builder, ForwardError, Weights};
+use crate::deepseek4::hparams::{AttnKind, Hparams};
+use graph::{Graph, TensorDesc, TensorId};
+use std::collections::HashMap;
+
+/// The state tensors of a cached graph.
+#[derive(Debug, Clone)]
+pub struct CacheLayout {
+    ctx: usize,
+    states: HashMap<String, TensorId>,
+}
+
+fn coff(ratio: u32) -> usize {
+    if ratio == 4 {
+        2
+    } else {
+        1
+    }
+}
+
+/// Every state tensor of a model at context `ctx`: `(name, ne)`, in declaration order.
+pub fn state_tensors(hp: &Hparams, ctx: usize) -> Vec<(String, [usize; 2])> {
+    let mut v = Vec::new();
+    for l in 0..hp.n_layer {
+        v.push((format!("l{l}.kv"), [hp.head_dim, hp.window]));
+        let r = hp.compress_ratios[l];
+        if r == 0 {
+            continue;
+        }
+        let (c, ring, cap) = (coff(r), coff(r) * r as usize, ctx.div_ceil(r as usize));
+        v.push((format!("l{l}.comp_a"), [c * hp.head_dim, ring]));
+        v.push((format!("l{l}.comp_z"), [c * hp.head_dim, ring]));
+        v.push((format!("l{l}.comp"), [hp.head_dim, cap]));
+        if hp.attn_kind(l) == AttnKind::Csa {
+            v.push((format!("l{l}.idx_a"), [c * hp.idx_dim, ring]));
+            v.push((format!("l{l}.idx_z"), [c * hp.idx_dim, ring]));
+            v.push((format!("l{l}.idx"), [hp.idx_dim, cap]));
+        }
+    }
+    v
+}
+
+/// Bytes of all decode caches of one sequence at context `ctx` (f32 caches, 64-byte aligned).
+pub fn cache_bytes(hp: &Hparams, ctx: usize) -> usize {
+    state_tensors(hp, ctx)
+        .iter()
+        .map(|(_, ne)| (ne[0] * ne[1] * 4).div_ceil(64) * 64)
+        .sum()
+}
+
+impl CacheLayout {
+    /// Declare every state tensor in `g`.
+    pub fn declare(g: &mut Graph, hp: &Hparams, ctx: usize) -> Result<CacheLayout, ForwardError> {
+        let mut states = HashMap::new();
+        for (name, ne) in state_tensors(hp, ctx) {
+            let id = g.state(&name, TensorDesc::f32(&ne)?)?;
+            states.insert(name, id);
+        }
+        Ok(CacheLayout { ctx, states })
+    }
+    fn get(&self, name: &str) -> Result<TensorId, ForwardError> {
+        self.states
+            .get(name)
+            .copied()
+            .ok_or_else(|| ForwardError::Missing(format!("state {name}")))
+    }
+}
+
+/// Input names of the cached graph (besides `tokens`, `pos`, `swa_mask`).
+mod names {
+    pub const KV_SLOT: &str = "kv_slot";
+    pub fn ring(r: u32) -> String {
+        format!("cmp.{r}.ring")
+    }
+    pub fn cur(r: u32) -> String {
+        format!("cmp.{r}.cur")
+    }
+    pub fn prev(r: u32) -> String {
+        format!("cmp.{r}.prev")
+    }
+    pub fn pos(r: u32) -> String {
+        format!("cmp.{r}.pos")
+    }
+    pub fn write(r: u32) -> String {
+        format!("cmp.{r}.write")
+    }
+}
+
+impl<W: Weights> Builder<'_, W> {
+    fn layout(&self) -> &CacheLayout {
+        self.cache.as_ref().expect("cached mode")
+    }
+
+    /// Keys and mask of layer `l` in cached mode; also writes this chunk's kv into the ring.
+    pub(super) fn cached_keys(
+        &mut self,
+        l: usize,
+        a: TensorId,
+        qr: TensorId,
+        kv: TensorId,
+    ) -> Result<(TensorId, TensorId), ForwardError> {
+        let hp = self.hp;
+        let t = self.t;
+        let ring = self.layout().get(&format!("l{l}.kv"))?;
+        let win = self.g.concat(ring, kv, 1)?; // {d, W+T}: the copy is taken before the write
+        let slot = self.input_i32(names::KV_SLOT.into(), t)?;
+        self.g.set_rows(ring, kv, slot)?;
+        let kind = hp.attn_kind(l);
+        if kind == AttnKind::Sliding {
+            return Ok((win, self.swa_mask));
+        }
+        let ratio = hp.compress_ratios[l];
+        let cap = self.layout().ctx.div_ceil(ratio as usize);
+        let comp = self.compressor_cached(l, a, "attn_compressor", "comp", hp.head_dim, ratio)?;
+        let cmask = if kind == AttnKind::Hca {
+            self.input_f32(input::comp_mask(ratio), &[cap, t])?
+        } else {
+            let keys =
+                self.compressor_cached(l, a, "indexer_compressor", "idx", hp.idx_dim, ratio)?;
+            let (di, hi) = (hp.idx_dim, hp.idx_heads);
+            let wq = self.w.get_shaped(
+                &mut self.g,
+                &format!("blk.{l}.indexer.attn_q_b.weight"),
+                &[hp.q_lora_rank, hi * di],
+            )?;
+            let wp = self.w.get_shaped(
+                &mut self.g,
+                &format!("blk.{l}.indexer.proj.weight"),
+                &[hp.n_embd, hi],
+            )?;
+            let q = self.g.mul_mat(wq, qr)?;
+            let q = self.g.reshape(q, &[di, hi, t])?;
+            let q = self
+                .g
+                .rope(q, self.pos, self.rope(l, di - hp.n_rot, false))?;
+            let hw = self.g.mul_mat(wp, a)?;
+            let hw = self.g.scale(hw, 1.0 / ((di * hi) as f32).sqrt(), 0.0)?;
+            let nvis = self.input_i32(input::n_visible(ratio), t)?;
+            let ids = self.g.dsa_indexer(q, keys, hw, nvis, hp.idx_topk)?;
+            self.g.index_mask(ids, cap)?
+        };
+        let keys = self.g.concat(win, comp, 1)?;
+        let mask = self.g.concat(self.swa_mask, cmask, 0)?;
+        Ok((keys, mask))
+    }
+
+    /// One compressor in cached mode; returns the entry cache after this chunk's writes.
+    fn compressor_cached(
+        &mut self,
+        l: usize,
+        a: TensorId,
+        prefix: &str,
+        state: &str,
+        width: usize,
+        ratio: u32,
+    ) -> Result<TensorId, ForwardError> {
+        let (t, ru, c) = (self.t, ratio as usize, coff(ratio));
+        let nwmax = t.div_ceil(ru);
+        let d = self.hp.n_embd;
+        let wkv = self.w.get_shaped(
+            &mut self.g,
+            &format!("blk.{l}.{prefix}_kv.weight"),
+            &[d, c * width],
+        )?;
+        let wgate = self.w.get_shaped(
+            &mut self.g,
+            &format!("blk.{l}.{prefix}_gate.weight"),
+            &[d, c * width],
+        )?;
+        let ape = self.w.get_shaped(
+            &mut self.g,
+            &format!("blk.{l}.{prefix}_ape.weight"),
+            &[c * width, ru],
+        )?;
+        let norm = self.w.get_shaped(
+            &mut self.g,
+            &format!("blk.{l}.{prefix}_norm.weight"),
+            &[width],
+        )?;
+        let av = self.g.mul_mat(wkv, a)?; // {c·width, T}
+        let z = self.g.mul_mat(wgate, a)?;
+        let slot = self.input_i32(input::ape_slot(ratio), t)?;
+        let ape_rows = self.g.get_rows(ape, slot)?;
+        let z = self.g.add(z, ape_rows)?;
+        let ring_a = self.layout().get(&format!("l{l}.{state}_a"))?;
+        let ring_z = self.layout().get(&format!("l{l}.{state}_z"))?;
+        let cache = self.layout().get(&format!("l{l}.{state}"))?;
+        let pad_a = self.constant(&[c * width, 1], 0.0)?;
+        let pad_z = self.constant(&[c * width, 1], f32::NEG_INFINITY)?;
+        // [ring ‖ chunk ‖ pad] rows, gathered per window slot
+        let ta = self.g.concat(ring_a, av, 1)?;
+        let ta = self.g.concat(ta, pad_a, 1)?;
+        let tz = self.g.concat(ring_z, z, 1)?;
+        let tz = self.g.concat(tz, pad_z, 1)?;
+        let cur = self.input_i32(names::cur(ratio), ru * nwmax)?;
+        let row = c * width * 4;
+        let half = |b: &mut Self,
+                    table: TensorId,
+                    idx: TensorId,
+                    second: bool|
+         -> Result<TensorId, ForwardError> {
+            let rows = b.g.get_rows(table, idx)?; // {c·width, ru·nwmax}
+            let off = if second { width * 4 } else { 0 };
+            Ok(b.g.view(
+                rows,
+                [width, ru, nwmax, 1],
+                [4, row, row * ru, row * ru * nwmax],
+                off,
+            )?)
+        };
+        let (kv_slots, z_slots) = if c == 2 {
+            let prev = self.input_i32(names::prev(ratio), ru * nwmax)?;
+            let pa = half(self, ta, prev, false)?;
+            let ca = half(self, ta, cur, true)?;
+            let pz = half(self, tz, prev, false)?;
+            let cz = half(self, tz, cur, true)?;
+            (self.g.concat(pa, ca, 1)?, self.g.concat(pz, cz, 1)?)
+        } else {
+            (half(self, ta, cur, false)?, half(self, tz, cur, false)?)
+        };
+        let pooled = self.g.compress_pool(kv_slots, z_slots)?; // {width, nwmax}
+        let normed = self.g.rms_norm_w(pooled, norm, self.hp.rms_eps)?;
+        let normed = self.g.reshape(normed, &[width, 1, nwmax])?;
+        let cpos = self.input_i32(names::pos(ratio), nwmax)?;
+        let r = self
+            .g
+            .rope(normed, cpos, self.rope(l, width - self.hp.n_rot, false))?;
+        let entries = self.g.reshape(r, &[width, nwmax])?;
+        let widx = self.input_i32(names::write(ratio), nwmax)?;
+        let cache = self.g.set_rows(cache, entries, widx)?;
+        let ring_idx = self.input_i32(names::ring(ratio), t)?;
+        self.g.set_rows(ring_a, av, ring_idx)?;
+        self.g.set_rows(ring_z, z, ring_idx)?;
+        Ok(cache)
+    }
+}
+
+/// Host-side values of every input of a cached chunk graph for tokens at `p0..p0+t`.
+#[derive(Debug, Clone)]
+pub struct ChunkInputs {
+    /// `(name, bytes)` for every input except the tokens.
+    pub values: Vec<(String, Vec<u8>)>,
+}
+
+impl ChunkInputs {
+    /// Inputs of the chunk `[p0, p0+t)` for a context of `ctx` tokens.
+    pub fn new(hp: &Hparams, p0: usize, t: usize, ctx: usize) -> Result<ChunkInputs, ForwardError> {
+        if p0 + t > ctx {
+            return Err(ForwardError::Unsupported(format!(
+                "positions up to {} exceed the context of {ctx} tokens",
+                p0 + t
+            )));
+        }
+        let i32s = |v: Vec<i32>| bytemuck::cast_slice(&v).to_vec();
+        let f32s = |v: Vec<f32>| bytemuck::cast_slice(&v).to_vec();
+        let ninf = f32::NEG_INFINITY;
+        let w = hp.window;
+        let mut values = vec![(
+            input::POS.to_string(),
+            i32s((p0..p0 + t).map(|p| p as i32).collect()),
+        )];
+        // window ring: slot s holds the latest position q < p0 with q ≡ s (mod W)
+        let mut m = vec![ninf; (w + t) * t];
+        for j in 0..t {
+            let p = p0 + j;
+            for s in 0..w {
+                if p0 == 0 {
+                    break;
+                }
+                let last = p0 - 1;
+                let back = (last + w - s) % w; // last − q
+                if back <= last {
+                    let q = last - back;
+                    if p - q < w {
+                        m[j * (w + t) + s] = 0.0;
+                    }
+                }
+            }
+            for k in 0..=j {
+                if j - k < w {
+                    m[j * (w + t) + w + k] = 0.0;
+                }
+            }
+        }
+        values.push((input::SWA_MASK.to_string(), f32s(m)));
+        let last_w = |n: usize| -> Vec<i32> {
+            (0..t)
+                .map(|j| {
+                    if t - j <= n {
+                        ((p0 + j) % n) as i32
+                    } else {
+                        -1
+                    }
+                })
+                .collect()
+        };
+        values.push((names::KV_SLOT.to_string(), i32s(last_w(w))));
+        let mut ratios: Vec<u32> = hp
+            .compress_ratios
+            .iter()
+            .copied()
+            .filter(|&r| r > 0)
+            .collect();
+        ratios.sort_unstable();
+        ratios.dedup();
+        for r in ratios {
+            let ru = r as usize;
+            let c = coff(r);
+            let ring_n = c * ru;
+            let cap = ctx.div_ceil(ru);
+            let nwmax = t.div_ceil(ru);
+            values.push((
+                input::ape_slot(r),
+                i32s((p0..p0 + t).map(|p| (p % ru) as i32).collect()),
+            ));
+            values.push((names::ring(r), i32s(last_w(ring_n))));
+            // windows closing in this chunk
+            let closing: Vec<usize> = (p0..p0 + t)
+                .filter(|p| (p + 1) % ru == 0)
+                .map(|p| p / ru)
+                .collect();
+            let pad = (ring_n + t) as i32;
+            let row_of = |tok: usize| -> i32 {
+                if tok >= p0 {
+                    (ring_n + tok - p0) as i32
+                } else {
+                    (tok % ring_n) as i32
+                }
+            };
+            let (mut cur, mut prev, mut pos, mut write) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for jw in 0..nwmax {
+                match closing.get(jw) {
+                    Some(&wi) => {
+                        cur.extend((0..ru).map(|s| row_of(wi * ru + s)));
+                        if wi == 0 {
+                            prev.extend(std::iter::repeat_n(pad, ru));
+                        } else {
+                            prev.extend((0..ru).map(|s| row_of((wi - 1) * ru + s)));
+                        }
+                        pos.push((wi * ru) as i32);
+                        write.push(wi as i32);
+                    }
+                    None => {
+                        cur.extend(std::iter::repeat_n(pad, ru));
+                        prev.extend(std::iter::repeat_n(pad, ru));
+                        pos.push(0);
+                        write.push(-1);
+                    }
+                }
+            }
+            values.push((names::cur(r), i32s(cur)));
+            values.push((names::prev(r), i32s(prev)));
+            values.push((names::pos(r), i32s(pos)));
+            values.push((names::write(r), i32s(write)));
+            let mut cm = vec![ninf; cap * t];
+            for j in 0..t {
+                for e in 0..cap.min((p0 + j + 1) / ru) {
+                    cm[j * cap + e] = 0.0;
+                }
+            }
+            values.push((input::comp_mask(r), f32s(cm)));
+            values.push((
+                input::n_visible(r),
+                i32s((p0..p0 + t).map(|p| ((p + 1) / ru) as i32).collect()),
+            ));
+        }
+        Ok(ChunkInputs { values })
+    }
+}
+
+/// Position bookkeeping of one sequence (the caches themselves are the executor's state
+/// buffer).
+#[derive(Debug, Clone, Default)]
+pub struct SequenceState {
+    /// Tokens already in the caches.
+    pub n_past: usize,
+}
