@@ -119,9 +119,9 @@ impl CpuKernel for CompressPool {
                     // interleave [junk | real] halves along dim 0
                     let (mut kf, mut sf) = (Vec::new(), Vec::new());
                     for r in 0..s * w {
-                        kf.extend(std::iter::repeat(f32::NAN).take(d));
+                        kf.extend(std::iter::repeat_n(f32::NAN, d));
                         kf.extend_from_slice(&kvv[r * d..(r + 1) * d]);
-                        sf.extend(std::iter::repeat(f32::NAN).take(d));
+                        sf.extend(std::iter::repeat_n(f32::NAN, d));
                         sf.extend_from_slice(&sv[r * d..(r + 1) * d]);
                     }
                     let kf = input(&mut b, "kv2", &[2 * d, s, w], &kf);
