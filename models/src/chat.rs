@@ -260,7 +260,7 @@ impl ChatTemplate {
                 Role::Assistant => {
                     in_user = false;
                     out.push_str(&self.assistant);
-                    let after_last_user = last_user.map_or(true, |u| i > u);
+                    let after_last_user = last_user.is_none_or(|u| i > u);
                     if after_last_user && opts.thinking {
                         out.push_str(self.think_start());
                         if let Some(r) = &m.reasoning {

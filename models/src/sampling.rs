@@ -316,7 +316,7 @@ pub fn argmax(logits: &[f32]) -> Option<u32> {
         if l.is_nan() {
             continue;
         }
-        if best.map_or(true, |b| l > b.1) {
+        if best.is_none_or(|b| l > b.1) {
             best = Some((id, l));
         }
     }
