@@ -94,7 +94,9 @@ pub struct StateBuf {
 impl StateBuf {
     /// A zeroed buffer of at least `bytes`.
     pub fn new(bytes: usize) -> StateBuf {
-        StateBuf { lines: vec![Line([0; 64]); bytes.div_ceil(64)] }
+        StateBuf {
+            lines: vec![Line([0; 64]); bytes.div_ceil(64)],
+        }
     }
     /// Size in bytes.
     pub fn len(&self) -> usize {
@@ -408,7 +410,10 @@ impl Executor {
 
     /// Execute the plan once, with the executor's own state buffer.
     pub fn run(&mut self) {
-        let mut st = self.state.take().unwrap_or_else(|| StateBuf::new(self.plan.state_size()));
+        let mut st = self
+            .state
+            .take()
+            .unwrap_or_else(|| StateBuf::new(self.plan.state_size()));
         self.run_with_state(&mut st);
         self.state = Some(st);
     }
@@ -417,7 +422,10 @@ impl Executor {
     /// sequence, e.g. a chunked-prefill plan and a one-token decode plan). Panics only if the
     /// buffer is smaller than the plan's states, which is a caller bug.
     pub fn run_with_state(&mut self, state: &mut StateBuf) {
-        assert!(state.len() >= self.plan.state_size(), "state buffer smaller than the plan's states");
+        assert!(
+            state.len() >= self.plan.state_size(),
+            "state buffer smaller than the plan's states"
+        );
         for c in self.counters.iter() {
             c.store(0, Ordering::Relaxed);
         }
@@ -439,7 +447,14 @@ impl Executor {
         *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.clone());
         self.shared.start.wait();
         let times = profile.then(|| &self.shared.times[0]);
-        run_steps(&job, 0, self.nth, &mut self.scratch0, &self.shared.step, times);
+        run_steps(
+            &job,
+            0,
+            self.nth,
+            &mut self.scratch0,
+            &self.shared.step,
+            times,
+        );
         *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if let Some(p) = self.profiler.as_mut() {
             p.collect(&self.shared.times);
@@ -458,7 +473,12 @@ impl Executor {
     /// Guard regions whose bytes changed since [`Executor::fill_guards`]: `(offset, len)`.
     pub fn broken_guards(&self) -> Vec<(usize, usize)> {
         let a: &[u8] = bytemuck::cast_slice(&self.arena);
-        self.plan.guards().iter().copied().filter(|&(o, l)| a[o..o + l].iter().any(|&b| b != GUARD)).collect()
+        self.plan
+            .guards()
+            .iter()
+            .copied()
+            .filter(|&(o, l)| a[o..o + l].iter().any(|&b| b != GUARD))
+            .collect()
     }
 
     /// The executor's own state buffer (created on first use), e.g. to reset it.

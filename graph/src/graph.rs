@@ -135,7 +135,11 @@ impl Graph {
 
     /// Declare a named persistent state tensor (see [`NodeKind::State`]).
     pub fn state(&mut self, name: &str, desc: TensorDesc) -> Result<TensorId, GraphError> {
-        self.push(Node { desc, kind: NodeKind::State, name: Some(name.to_string()) })
+        self.push(Node {
+            desc,
+            kind: NodeKind::State,
+            name: Some(name.to_string()),
+        })
     }
 
     /// Declare a named weight whose bytes are used in place.

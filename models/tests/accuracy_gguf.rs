@@ -15,19 +15,47 @@ fn fx(p: &str) -> String {
 }
 
 fn prompts() -> Vec<Vec<u32>> {
-    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fx("dsv4-tiny/prompt_tokens.json")).unwrap()).unwrap();
-    j["prompts"].as_array().unwrap().iter().map(|p| p.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect()).collect()
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fx("dsv4-tiny/prompt_tokens.json")).unwrap())
+            .unwrap();
+    j["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p.as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_u64().unwrap() as u32)
+                .collect()
+        })
+        .collect()
 }
 
 fn cfg() -> ExecConfig {
-    ExecConfig { threads: 2, cpus: None, pin: false, elide_barriers: true, spin: 2000, profile: false, guards: false }
+    ExecConfig {
+        threads: 2,
+        cpus: None,
+        pin: false,
+        elide_barriers: true,
+        spin: 2000,
+        profile: false,
+        guards: false,
+    }
 }
 
 fn batch(file: &Arc<GgufFile>, hp: &Hparams, toks: &[u32]) -> Vec<f32> {
     let t = toks.len();
-    let g = Builder::new(hp, &mut GgufWeights::new(file.clone()), t).unwrap().model(false).unwrap();
+    let g = Builder::new(hp, &mut GgufWeights::new(file.clone()), t)
+        .unwrap()
+        .model(false)
+        .unwrap();
     let mut e = Executor::new(g, cfg());
-    e.set_input_i32(input::TOKENS, &toks.iter().map(|&x| x as i32).collect::<Vec<_>>()).unwrap();
+    e.set_input_i32(
+        input::TOKENS,
+        &toks.iter().map(|&x| x as i32).collect::<Vec<_>>(),
+    )
+    .unwrap();
     for (n, b) in PrefillInputs::new(hp, t).values {
         if e.plan().input(&n).is_some() {
             e.set_input(&n, &b).unwrap();
@@ -44,7 +72,9 @@ fn log_softmax(x: &[f32]) -> Vec<f64> {
 }
 
 fn argmax(x: &[f32]) -> usize {
-    x.iter().enumerate().fold(0, |b, (i, &v)| if v > x[b] { i } else { b })
+    x.iter()
+        .enumerate()
+        .fold(0, |b, (i, &v)| if v > x[b] { i } else { b })
 }
 
 /// (KL mean, top-1 agreement) of `got` against `want` over all rows.
@@ -53,7 +83,11 @@ fn kl_top1(rows: &[(Vec<f32>, Vec<f32>)], v: usize) -> (f64, f64) {
     for (got, want) in rows {
         for (g, w) in got.chunks(v).zip(want.chunks(v)) {
             let (lg, lw) = (log_softmax(g), log_softmax(w));
-            kl += lw.iter().zip(&lg).map(|(a, b)| a.exp() * (a - b)).sum::<f64>();
+            kl += lw
+                .iter()
+                .zip(&lg)
+                .map(|(a, b)| a.exp() * (a - b))
+                .sum::<f64>();
             top += usize::from(argmax(g) == argmax(w));
             n += 1;
         }
@@ -69,32 +103,67 @@ fn check(gguf: &str, reference: &str, kl_gate: f64, top_gate: f64, modes: &[Opti
     for &mode in modes {
         let mut rows = Vec::new();
         for (i, toks) in prompts().iter().enumerate() {
-            let want: Vec<f32> = st.tensor(&format!("prompt{i}.logits")).unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            let want: Vec<f32> = st
+                .tensor(&format!("prompt{i}.logits"))
+                .unwrap()
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
             let got = match mode {
                 None => batch(&file, &hp, toks),
-                Some(n) => logits_chunked(&hp, &mut GgufWeights::new(file.clone()), toks, n, toks.len(), &cfg()).unwrap(),
+                Some(n) => logits_chunked(
+                    &hp,
+                    &mut GgufWeights::new(file.clone()),
+                    toks,
+                    n,
+                    toks.len(),
+                    &cfg(),
+                )
+                .unwrap(),
             };
             assert_eq!(got.len(), want.len());
             rows.push((got, want));
         }
         let (kl, top) = kl_top1(&rows, hp.n_vocab);
-        eprintln!("{gguf} mode {mode:?}: KL mean {kl:.2e}, top-1 {:.1}%", top * 100.0);
+        eprintln!(
+            "{gguf} mode {mode:?}: KL mean {kl:.2e}, top-1 {:.1}%",
+            top * 100.0
+        );
         assert!(kl <= kl_gate && top >= top_gate, "{gguf} mode {mode:?}: KL mean {kl:.3e} (gate {kl_gate:e}), top-1 {top:.3} (gate {top_gate})");
     }
 }
 
 #[test]
 fn q8_0_batch_incremental_chunked() {
-    check("dsv4-tiny/dsv4-tiny-Q8_0.gguf", "dsv4-tiny/llama_Q8_0.safetensors", 1.5e-3, 0.95, &[None, Some(1), Some(13)]);
+    check(
+        "dsv4-tiny/dsv4-tiny-Q8_0.gguf",
+        "dsv4-tiny/llama_Q8_0.safetensors",
+        1.5e-3,
+        0.95,
+        &[None, Some(1), Some(13)],
+    );
 }
 
 #[test]
 fn mxfp4_moe_batch_and_chunked() {
-    check("dsv4-tiny/dsv4-tiny-MXFP4_MOE.gguf", "dsv4-tiny/llama_MXFP4_MOE.safetensors", 1e-3, 0.95, &[None, Some(7)]);
+    check(
+        "dsv4-tiny/dsv4-tiny-MXFP4_MOE.gguf",
+        "dsv4-tiny/llama_MXFP4_MOE.safetensors",
+        1e-3,
+        0.95,
+        &[None, Some(7)],
+    );
 }
 
 #[test]
 fn q2_0_batch_and_chunked() {
     // Q2_0 attention, Q4_0 down projections, Q4_K embeddings, Q6_K head
-    check("dsv4-tiny-Q2_0.gguf", "dsv4-tiny/llama_Q2_0.safetensors", 7.5e-3, 0.92, &[None, Some(64)]);
+    check(
+        "dsv4-tiny-Q2_0.gguf",
+        "dsv4-tiny/llama_Q2_0.safetensors",
+        7.5e-3,
+        0.92,
+        &[None, Some(64)],
+    );
 }

@@ -18,7 +18,8 @@ fn rows(cx: &KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         for c in 0..dst.desc.ne[0] {
             let v = src.get_flat(c, r);
             match dst.desc.dtype {
-                DType::F16 => out[2 * c..2 * c + 2].copy_from_slice(&quant::scalar::f32_to_f16(v).to_le_bytes()),
+                DType::F16 => out[2 * c..2 * c + 2]
+                    .copy_from_slice(&quant::scalar::f32_to_f16(v).to_le_bytes()),
                 _ => out[4 * c..4 * c + 4].copy_from_slice(&v.to_le_bytes()),
             }
         }
@@ -36,7 +37,9 @@ impl CpuKernel for SetRows {
         let mut v = Vec::new();
         for t in [DType::F32, DType::F16] {
             let mut b = CaseBuilder::new(60);
-            let cache = b.g.state("cache", TensorDesc::new(t, &[7, 5]).expect("case")).expect("case");
+            let cache =
+                b.g.state("cache", TensorDesc::new(t, &[7, 5]).expect("case"))
+                    .expect("case");
             let rows = b.input_f32("rows", &[7, 4], 2.0).expect("case");
             let idx = b.input_i32("idx", &[3, -1, 0, 9]).expect("case");
             let c2 = b.g.set_rows(cache, rows, idx).expect("case");
@@ -44,7 +47,10 @@ impl CpuKernel for SetRows {
             let idx2 = b.input_i32("idx2", &[4]).expect("case");
             let c3 = b.g.set_rows(c2, rows2, idx2).expect("case");
             let out = b.g.cpy(c3, DType::F32).expect("case");
-            v.push(b.finish(format!("SET_ROWS {t}{{7,5}} ×2"), out, 0.0, true).expect("case"));
+            v.push(
+                b.finish(format!("SET_ROWS {t}{{7,5}} ×2"), out, 0.0, true)
+                    .expect("case"),
+            );
         }
         v
     }

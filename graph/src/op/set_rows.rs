@@ -24,14 +24,34 @@ impl OpDef for SetRows {
     fn infer(&self, srcs: &[&TensorDesc]) -> Result<TensorDesc, GraphError> {
         want_srcs(Self::NAME, srcs, 3)?;
         let (dst, src, idx) = (srcs[0], srcs[1], srcs[2]);
-        if !matches!(dst.dtype, DType::F32 | DType::F16) || !dst.is_contiguous() || dst.ne[2] != 1 || dst.ne[3] != 1 {
-            return Err(shape_err(Self::NAME, format!("cache must be contiguous 2-D f32/f16, got {}", dst.shape_str())));
+        if !matches!(dst.dtype, DType::F32 | DType::F16)
+            || !dst.is_contiguous()
+            || dst.ne[2] != 1
+            || dst.ne[3] != 1
+        {
+            return Err(shape_err(
+                Self::NAME,
+                format!(
+                    "cache must be contiguous 2-D f32/f16, got {}",
+                    dst.shape_str()
+                ),
+            ));
         }
         if src.dtype != DType::F32 || src.ne[0] != dst.ne[0] || src.ne[2] != 1 || src.ne[3] != 1 {
-            return Err(shape_err(Self::NAME, format!("rows {} do not fit cache {}", src.shape_str(), dst.shape_str())));
+            return Err(shape_err(
+                Self::NAME,
+                format!(
+                    "rows {} do not fit cache {}",
+                    src.shape_str(),
+                    dst.shape_str()
+                ),
+            ));
         }
         if idx.dtype != DType::I32 || !idx.is_contiguous() || idx.nelements() != src.ne[1] {
-            return Err(shape_err(Self::NAME, format!("idx must be i32 {{{}}}, got {}", src.ne[1], idx.shape_str())));
+            return Err(shape_err(
+                Self::NAME,
+                format!("idx must be i32 {{{}}}, got {}", src.ne[1], idx.shape_str()),
+            ));
         }
         Ok(*dst)
     }
@@ -42,7 +62,12 @@ impl OpDef for SetRows {
 
 impl Graph {
     /// `cache[:, idx[r]] = rows[:, r]`, in place; returns the updated cache.
-    pub fn set_rows(&mut self, cache: TensorId, rows: TensorId, idx: TensorId) -> Result<TensorId, GraphError> {
+    pub fn set_rows(
+        &mut self,
+        cache: TensorId,
+        rows: TensorId,
+        idx: TensorId,
+    ) -> Result<TensorId, GraphError> {
         self.op(SetRows, &[cache, rows, idx])
     }
 }

@@ -1,0 +1,871 @@
+//! The official DeepSeek-V4 safetensors checkpoint as a [`Weights`] provider: the forward
+//! builder asks for llama.cpp's GGUF names (spec §3), this module finds the official tensor
+//! (`blk.N.attn_q_a.weight` → `layers.N.attn.wq_a.weight`, …, see [`official_name`]) and
+//! hands it to the graph in the GGUF layout.
+//!
+//! # Layout
+//!
+//! A PyTorch `[out, in]` row-major tensor is byte for byte the GGUF tensor `{in, out}` (the
+//! shape is just reversed), so most tensors need no conversion at all.
+//!
+//! # What is used in place and what is converted
+//!
+//! * **Zero-copy** (a [`WeightData`] over the shard's read-only memory map, kept alive by an
+//!   `Arc` exactly as [`super::GgufWeights`] does): every F32 tensor, every BF16/F16 tensor of
+//!   rank ≥ 2 (embedding, LM head, router, compressor and indexer projections, and the dense
+//!   projections of a BF16 checkpoint), and I32 hash-routing tables. A tensor whose data is not
+//!   aligned to its element size in the file (possible only in a hand-made file; writers align
+//!   them) is copied instead, because the kernels view f32/i32 rows as typed slices.
+//! * **1-D BF16/F16 tensors** (the RMSNorm weights) become F32, as llama.cpp's converter does
+//!   — the graph's norm takes an f32 weight. A few KB per layer.
+//! * **I64 `tid2eid`** (the real checkpoint's type) becomes I32; every entry (also of an I32
+//!   table) is checked to be an expert id in `0..n_expert`.
+//! * **FP8 dense weights** (`….weight` F8_E4M3 + `….scale` F8_E8M0 or raw U8 E8M0 bytes,
+//!   128×128 tiles, or a DeepSeek-V3-style f32 `….weight_scale_inv` / f32 `….scale`) are
+//!   dequantized exactly with [`dequant_fp8_blocked`] and stored per [`Fp8Policy`]:
+//!   [`Fp8Policy::F32`] (default) keeps the exact values — right for the tiny models and for
+//!   comparing with an fp32 reference, but 4 bytes per weight; **for the real model use
+//!   [`Fp8Policy::Q8_0`]**, the conversion llama.cpp's converter makes (ggml's reference Q8_0
+//!   quantizer on the dequantized rows, ≈1.06 bytes per weight, lossy ≈0.5% rms). A matrix
+//!   whose input dimension is not a multiple of 32 cannot be Q8_0 and stays F32.
+//! * **Routed experts** — the official per-expert `layers.N.ffn.experts.E.{w1,w3,w2}.weight`
+//!   become the stacked GGUF `blk.N.ffn_{gate,up,down}_exps.weight` `{in, out, E}` (w1 = gate,
+//!   w3 = up, w2 = down). Stacking separate tensors into one contiguous buffer is **the one
+//!   unavoidable copy** of this provider (the expert tensors are not adjacent in the file, and
+//!   `MUL_MAT_ID` needs one 3-D tensor). BF16/F16/F32 experts are copied as they are; FP4
+//!   experts (I8 `[out, in/2]` two e2m1 codes per byte, low nibble = even column, + E8M0
+//!   `[out, in/32]` scales; also a safetensors `F4` tensor `[out, in]` with the same packing)
+//!   are repacked **losslessly** into MXFP4 blocks with [`fp4_ds_to_mxfp4`] while being copied
+//!   ([`Fp4Policy::Mxfp4`], default), so the stack is MXFP4 `{in, out, E}`; FP8 experts follow
+//!   the [`Fp8Policy`].
+//!
+//! # Numerics
+//!
+//! MXFP4, Q8_0 and BF16 weights make the matmul kernels round the activations (to Q8_0, Q8_0
+//! and BF16 respectively), as llama.cpp does. To compute everything in fp32, as the
+//! transformers reference does, use [`StOptions::fp32`]: every matrix becomes F32 (BF16
+//! upcast, FP4 dequantized; all exact), at 2–8× the memory.
+//!
+//! Errors name the GGUF tensor and the checkpoint tensor: a dtype this provider cannot use
+//! ([`ForwardError::Unsupported`]), a shape that does not fit (scale grids, packed FP4
+//! widths, experts of different shapes: [`ForwardError::Shape`]), or a scale / expert that is
+//! absent ([`ForwardError::Missing`]).
+
+use super::forward::{ForwardError, Weights};
+use super::hparams::{Hparams, HparamsError};
+use crate::safetensors::{SafetensorsError, SafetensorsModel, StDtype, TensorDtype, TensorInfo};
+use graph::{Graph, NodeKind, TensorDesc, TensorId, WeightData};
+use memmap2::Mmap;
+use quant::fp8::{dequant_fp4_ds, dequant_fp8_blocked, fp4_ds_to_mxfp4, Fp8Scale};
+use quant::DType;
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How FP8 (E4M3 + block scale) dense weights are stored in the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fp8Policy {
+    /// Exact dequantization to F32 (default; 4 bytes per weight).
+    #[default]
+    F32,
+    /// Dequantize, then ggml's reference Q8_0 quantizer (what llama.cpp's converter does; the
+    /// memory-sane choice for the real model, lossy). Falls back to F32 for a matrix whose
+    /// input dimension is not a multiple of 32.
+    Q8_0,
+}
+
+/// How FP4 (e2m1 + per-32 E8M0 scale) routed experts are stored in the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fp4Policy {
+    /// Lossless repack into ggml MXFP4 blocks (default; 17 bytes per 32 weights).
+    #[default]
+    Mxfp4,
+    /// Exact dequantization to F32.
+    F32,
+}
+
+/// How BF16 / F16 matrices (rank ≥ 2) are stored in the graph. 1-D ones always become F32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HalfPolicy {
+    /// Used in place from the memory map (default).
+    #[default]
+    ZeroCopy,
+    /// Upcast to F32 (exact; the matmuls then run in fp32 instead of rounding the activations).
+    F32,
+}
+
+/// Conversion choices of [`SafetensorsWeights`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StOptions {
+    /// FP8 dense weights.
+    pub fp8: Fp8Policy,
+    /// FP4 routed experts.
+    pub fp4: Fp4Policy,
+    /// BF16 / F16 matrices.
+    pub half: HalfPolicy,
+}
+
+impl StOptions {
+    /// Every matrix in F32 (all conversions exact): the graph computes in fp32 end to end, like
+    /// the transformers reference.
+    pub fn fp32() -> StOptions {
+        StOptions {
+            fp8: Fp8Policy::F32,
+            fp4: Fp4Policy::F32,
+            half: HalfPolicy::F32,
+        }
+    }
+}
+
+/// Errors while opening a checkpoint with [`SafetensorsWeights::open`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StOpenError {
+    /// The safetensors files or index.
+    #[error(transparent)]
+    Safetensors(#[from] SafetensorsError),
+    /// A file could not be read or mapped.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// `config.json` is unusable.
+    #[error(transparent)]
+    Hparams(#[from] HparamsError),
+    /// A shard changed size between being validated and being mapped again.
+    #[error("{}: file changed while being opened ({validated} bytes validated, {mapped} mapped)", path.display())]
+    Changed {
+        /// The shard.
+        path: PathBuf,
+        /// Length when validated.
+        validated: u64,
+        /// Length when mapped here.
+        mapped: u64,
+    },
+}
+
+/// GGUF name → official name, global tensors.
+const GLOBAL_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "embed.weight"),
+    ("output_hc_fn.weight", "hc_head_fn"),
+    ("output_hc_base.weight", "hc_head_base"),
+    ("output_hc_scale.weight", "hc_head_scale"),
+    ("output_norm.weight", "norm.weight"),
+    ("output.weight", "head.weight"),
+];
+
+/// GGUF name → official name within a layer (`blk.N.` ↔ `layers.N.`), spec §3.2–3.4.
+const LAYER_NAMES: &[(&str, &str)] = &[
+    ("hc_attn_fn.weight", "hc_attn_fn"),
+    ("hc_attn_base.weight", "hc_attn_base"),
+    ("hc_attn_scale.weight", "hc_attn_scale"),
+    ("attn_norm.weight", "attn_norm.weight"),
+    ("attn_q_a.weight", "attn.wq_a.weight"),
+    ("attn_q_a_norm.weight", "attn.q_norm.weight"),
+    ("attn_q_b.weight", "attn.wq_b.weight"),
+    ("attn_kv.weight", "attn.wkv.weight"),
+    ("attn_kv_a_norm.weight", "attn.kv_norm.weight"),
+    ("attn_sinks.weight", "attn.attn_sink"),
+    ("attn_output_a.weight", "attn.wo_a.weight"),
+    ("attn_output_b.weight", "attn.wo_b.weight"),
+    ("hc_ffn_fn.weight", "hc_ffn_fn"),
+    ("hc_ffn_base.weight", "hc_ffn_base"),
+    ("hc_ffn_scale.weight", "hc_ffn_scale"),
+    ("ffn_norm.weight", "ffn_norm.weight"),
+    ("ffn_gate_inp.weight", "ffn.gate.weight"),
+    ("ffn_gate_shexp.weight", "ffn.shared_experts.w1.weight"),
+    ("ffn_up_shexp.weight", "ffn.shared_experts.w3.weight"),
+    ("ffn_down_shexp.weight", "ffn.shared_experts.w2.weight"),
+    ("ffn_gate_tid2eid.weight", "ffn.gate.tid2eid"),
+    ("exp_probs_b.bias", "ffn.gate.bias"),
+    ("exp_probs_b_vl.bias", "ffn.gate.bias_vl"),
+    // compressor (§3.3)
+    ("attn_compressor_kv.weight", "attn.compressor.wkv.weight"),
+    (
+        "attn_compressor_gate.weight",
+        "attn.compressor.wgate.weight",
+    ),
+    ("attn_compressor_ape.weight", "attn.compressor.ape"),
+    ("attn_compressor_norm.weight", "attn.compressor.norm.weight"),
+    // Lightning Indexer (§3.4)
+    ("indexer.attn_q_b.weight", "attn.indexer.wq_b.weight"),
+    ("indexer.proj.weight", "attn.indexer.weights_proj.weight"),
+    (
+        "indexer_compressor_kv.weight",
+        "attn.indexer.compressor.wkv.weight",
+    ),
+    (
+        "indexer_compressor_gate.weight",
+        "attn.indexer.compressor.wgate.weight",
+    ),
+    (
+        "indexer_compressor_ape.weight",
+        "attn.indexer.compressor.ape",
+    ),
+    (
+        "indexer_compressor_norm.weight",
+        "attn.indexer.compressor.norm.weight",
+    ),
+];
+
+/// Stacked GGUF expert tensors → the official per-expert matrix (`ffn.experts.E.<w>.weight`).
+const EXPERT_NAMES: &[(&str, &str)] = &[
+    ("ffn_gate_exps.weight", "w1"),
+    ("ffn_up_exps.weight", "w3"),
+    ("ffn_down_exps.weight", "w2"),
+];
+
+/// What a GGUF name is in the official checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Mapped {
+    /// One tensor.
+    Tensor(String),
+    /// The stack of `layers.{layer}.ffn.experts.E.{w}.weight` over all experts E.
+    Experts { layer: usize, w: &'static str },
+}
+
+fn map_name(gguf: &str) -> Option<Mapped> {
+    if let Some(&(_, off)) = GLOBAL_NAMES.iter().find(|(g, _)| *g == gguf) {
+        return Some(Mapped::Tensor(off.to_string()));
+    }
+    let (n, suffix) = gguf.strip_prefix("blk.")?.split_once('.')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let layer: usize = n.parse().ok()?;
+    if let Some(&(_, off)) = LAYER_NAMES.iter().find(|(g, _)| *g == suffix) {
+        return Some(Mapped::Tensor(format!("layers.{layer}.{off}")));
+    }
+    let &(_, w) = EXPERT_NAMES.iter().find(|(g, _)| *g == suffix)?;
+    Some(Mapped::Experts { layer, w })
+}
+
+/// The official checkpoint name of a GGUF tensor name (`blk.3.attn_q_a.weight` →
+/// `layers.3.attn.wq_a.weight`); for a stacked expert tensor, the per-expert pattern with `{E}`
+/// (`blk.3.ffn_gate_exps.weight` → `layers.3.ffn.experts.{E}.w1.weight`). `None` for a name
+/// the forward graph does not use.
+pub fn official_name(gguf: &str) -> Option<String> {
+    Some(match map_name(gguf)? {
+        Mapped::Tensor(s) => s,
+        Mapped::Experts { layer, w } => format!("layers.{layer}.ffn.experts.{{E}}.{w}.weight"),
+    })
+}
+
+/// An owned buffer, 8-byte aligned (the kernels view f32 / i32 rows as typed slices).
+struct Aligned {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Aligned {
+    fn zeroed(len: usize) -> Aligned {
+        Aligned {
+            words: vec![0; len.div_ceil(8)],
+            len,
+        }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.words)[..self.len]
+    }
+    fn from_bytes(b: &[u8]) -> Aligned {
+        let mut a = Aligned::zeroed(b.len());
+        a.bytes_mut().copy_from_slice(b);
+        a
+    }
+    fn from_f32(v: &[f32]) -> Aligned {
+        Aligned::from_bytes(bytemuck::cast_slice(v))
+    }
+}
+
+impl AsRef<[u8]> for Aligned {
+    fn as_ref(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
+    }
+}
+
+type Owner = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// Where a decoded tensor's bytes are.
+enum Data {
+    /// In a shard's mapping, used in place.
+    Mapped {
+        shard: usize,
+        offset: usize,
+        len: usize,
+    },
+    /// Converted into an owned buffer.
+    Owned(Owner),
+}
+
+/// A checkpoint tensor in the GGUF layout.
+struct Decoded {
+    dtype: DType,
+    /// GGUF order.
+    ne: Vec<usize>,
+    data: Data,
+}
+
+/// The tensors of an official DeepSeek-V4 checkpoint (single file, shards + index, or a
+/// directory), registered lazily in the graph under their GGUF names. See the module docs.
+pub struct SafetensorsWeights {
+    model: SafetensorsModel,
+    /// One read-only mapping per shard, shared with every zero-copy [`WeightData`].
+    maps: Vec<Arc<Mmap>>,
+    n_expert: usize,
+    opts: StOptions,
+    /// Every tensor handed out so far (converted once, shared by all graphs).
+    loaded: HashMap<String, (TensorDesc, WeightData)>,
+}
+
+impl std::fmt::Debug for SafetensorsWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SafetensorsWeights")
+            .field("path", &self.model.path())
+            .field("tensors", &self.model.len())
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `config.json` beside a checkpoint path (the directory itself, or the file's directory).
+fn config_path(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join("config.json")
+    } else {
+        path.parent().unwrap_or(Path::new(".")).join("config.json")
+    }
+}
+
+fn unsupported(gguf: &str, off: &str, what: impl std::fmt::Display) -> ForwardError {
+    ForwardError::Unsupported(format!("tensor '{gguf}' (checkpoint '{off}'): {what}"))
+}
+
+fn reversed(shape: &[u64]) -> Vec<usize> {
+    if shape.is_empty() {
+        return vec![1];
+    }
+    shape.iter().rev().map(|&d| d as usize).collect()
+}
+
+impl SafetensorsWeights {
+    /// Open a checkpoint (a directory, a `model.safetensors.index.json` or a `.safetensors`
+    /// file) with the default [`StOptions`], and read the `config.json` beside it.
+    pub fn open(path: impl AsRef<Path>) -> Result<(SafetensorsWeights, Hparams), StOpenError> {
+        Self::open_with(path, StOptions::default())
+    }
+
+    /// [`SafetensorsWeights::open`] with explicit conversion choices.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        opts: StOptions,
+    ) -> Result<(SafetensorsWeights, Hparams), StOpenError> {
+        let path = path.as_ref();
+        let model = SafetensorsModel::open(path)?;
+        let cfg = config_path(path);
+        let text = std::fs::read_to_string(&cfg).map_err(|source| StOpenError::Io {
+            path: cfg.clone(),
+            source,
+        })?;
+        let hp = Hparams::from_config_json(&text, &cfg.display().to_string())?;
+        let w = Self::new(model, &hp, opts)?;
+        Ok((w, hp))
+    }
+
+    /// Wrap an opened checkpoint; `hp` gives the expert count (for stacking and for checking
+    /// `tid2eid`).
+    pub fn new(
+        model: SafetensorsModel,
+        hp: &Hparams,
+        opts: StOptions,
+    ) -> Result<SafetensorsWeights, StOpenError> {
+        let mut maps = Vec::with_capacity(model.shards().len());
+        for s in model.shards() {
+            let path = s.path();
+            let io = |source| StOpenError::Io {
+                path: path.to_path_buf(),
+                source,
+            };
+            let file = File::open(path).map_err(io)?;
+            // SAFETY: read-only private map of a checkpoint file, which (as for every
+            // mmap-based loader, and as `SafetensorsFile` assumes for its own map of the same
+            // file) must not be truncated or modified while mapped.
+            let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+            if map.len() as u64 != s.file_len() {
+                return Err(StOpenError::Changed {
+                    path: path.to_path_buf(),
+                    validated: s.file_len(),
+                    mapped: map.len() as u64,
+                });
+            }
+            maps.push(Arc::new(map));
+        }
+        Ok(SafetensorsWeights {
+            model,
+            maps,
+            n_expert: hp.n_expert,
+            opts,
+            loaded: HashMap::new(),
+        })
+    }
+
+    /// The checkpoint.
+    pub fn model(&self) -> &SafetensorsModel {
+        &self.model
+    }
+
+    /// The conversion choices.
+    pub fn options(&self) -> StOptions {
+        self.opts
+    }
+
+    /// The read-only mapping of shard `i` (in [`SafetensorsModel::shards`] order): zero-copy
+    /// weights point into it.
+    pub fn mapped(&self, i: usize) -> &[u8] {
+        &self.maps[i]
+    }
+
+    /// Whether `bytes` lie inside one of the shard mappings (i.e. are used in place).
+    pub fn is_mapped(&self, bytes: &[u8]) -> bool {
+        let (p, n) = (bytes.as_ptr() as usize, bytes.len());
+        self.maps.iter().any(|m| {
+            let b = m.as_ptr() as usize;
+            p >= b && p + n <= b + m.len()
+        })
+    }
+
+    /// The bytes of a tensor (validated at open to lie inside its shard).
+    fn bytes(&self, t: &TensorInfo) -> &[u8] {
+        let start = t.file_offset as usize;
+        &self.maps[t.shard][start..start + t.byte_len() as usize]
+    }
+
+    fn data_bytes<'s>(&'s self, d: &'s Decoded) -> &'s [u8] {
+        match &d.data {
+            Data::Mapped { shard, offset, len } => &self.maps[*shard][*offset..offset + len],
+            Data::Owned(o) => (**o).as_ref(),
+        }
+    }
+
+    fn known_dtype(gguf: &str, t: &TensorInfo) -> Result<StDtype, ForwardError> {
+        match &t.dtype {
+            TensorDtype::Known(d) => Ok(*d),
+            TensorDtype::Unknown(s) => Err(unsupported(
+                gguf,
+                &t.name,
+                format_args!("unknown safetensors dtype '{s}'"),
+            )),
+        }
+    }
+
+    /// In place when aligned to `align` bytes in the file, else an aligned copy.
+    fn in_place(&self, t: &TensorInfo, dtype: DType, align: usize) -> Decoded {
+        let ne = reversed(&t.shape);
+        let data = if t.file_offset as usize % align == 0 {
+            Data::Mapped {
+                shard: t.shard,
+                offset: t.file_offset as usize,
+                len: t.byte_len() as usize,
+            }
+        } else {
+            Data::Owned(Arc::new(Aligned::from_bytes(self.bytes(t))))
+        };
+        Decoded { dtype, ne, data }
+    }
+
+    fn owned_f32(ne: Vec<usize>, v: &[f32]) -> Decoded {
+        Decoded {
+            dtype: DType::F32,
+            ne,
+            data: Data::Owned(Arc::new(Aligned::from_f32(v))),
+        }
+    }
+
+    /// Check a hash-routing table and return it as I32 (in place when it already is).
+    fn tid2eid(&self, gguf: &str, t: &TensorInfo, dtype: StDtype) -> Result<Decoded, ForwardError> {
+        let b = self.bytes(t);
+        let ids: Vec<i64> = match dtype {
+            StDtype::I32 => b
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
+                .collect(),
+            StDtype::I64 => b
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect(),
+            d => {
+                return Err(unsupported(
+                    gguf,
+                    &t.name,
+                    format_args!("dtype {d}, expected I32 or I64"),
+                ))
+            }
+        };
+        if let Some((i, &e)) = ids
+            .iter()
+            .enumerate()
+            .find(|&(_, &e)| e < 0 || e as u64 >= self.n_expert as u64)
+        {
+            return Err(unsupported(
+                gguf,
+                &t.name,
+                format_args!("entry {i} is {e}, not an expert id in 0..{}", self.n_expert),
+            ));
+        }
+        if dtype == StDtype::I32 {
+            return Ok(self.in_place(t, DType::I32, 4));
+        }
+        let v: Vec<i32> = ids.iter().map(|&e| e as i32).collect();
+        Ok(Decoded {
+            dtype: DType::I32,
+            ne: reversed(&t.shape),
+            data: Data::Owned(Arc::new(Aligned::from_bytes(bytemuck::cast_slice(&v)))),
+        })
+    }
+
+    /// A scale tensor beside `off` (`<base>.<suffix>` for the first suffix present).
+    fn scale_of(&self, off: &str, suffixes: &[&str]) -> Option<&TensorInfo> {
+        let base = off.strip_suffix(".weight").unwrap_or(off);
+        suffixes
+            .iter()
+            .find_map(|s| self.model.tensor(&format!("{base}.{s}")))
+    }
+
+    fn check_scale_shape(gguf: &str, s: &TensorInfo, want: [usize; 2]) -> Result<(), ForwardError> {
+        let got: Vec<usize> = s.shape.iter().map(|&d| d as usize).collect();
+        if got != want {
+            return Err(ForwardError::Shape {
+                name: format!("{} (scale of '{gguf}')", s.name),
+                got: reversed(&s.shape),
+                want: vec![want[1], want[0]],
+            });
+        }
+        Ok(())
+    }
+
+    /// E8M0 scale bytes (F8_E8M0 or raw U8), rejecting the NaN byte 0xFF.
+    fn e8m0_bytes<'s>(&'s self, gguf: &str, s: &'s TensorInfo) -> Result<&'s [u8], ForwardError> {
+        let b = self.bytes(s);
+        if let Some(i) = b.iter().position(|&x| x == 0xFF) {
+            return Err(unsupported(
+                gguf,
+                &s.name,
+                format_args!("scale entry {i} is the E8M0 NaN byte 0xFF"),
+            ));
+        }
+        Ok(b)
+    }
+
+    /// FP8 E4M3 `[n, k]` + 128×128 tile scales → F32 or Q8_0 `{k, n}`.
+    fn fp8(&self, gguf: &str, t: &TensorInfo) -> Result<Decoded, ForwardError> {
+        let [n, k] = t.shape[..] else {
+            return Err(unsupported(
+                gguf,
+                &t.name,
+                format_args!(
+                    "F8_E4M3 tensor of rank {} (only 2-D block-scaled weights)",
+                    t.shape.len()
+                ),
+            ));
+        };
+        let (n, k) = (n as usize, k as usize);
+        let s = self
+            .scale_of(&t.name, &["scale", "weight_scale_inv"])
+            .ok_or_else(|| {
+                ForwardError::Missing(format!(
+                    "{}.scale (block scales of FP8 weight '{}' for '{gguf}')",
+                    t.name.strip_suffix(".weight").unwrap_or(&t.name),
+                    t.name
+                ))
+            })?;
+        Self::check_scale_shape(gguf, s, [n.div_ceil(128), k.div_ceil(128)])?;
+        let scale = match Self::known_dtype(gguf, s)? {
+            StDtype::F8_E8M0 | StDtype::U8 => Fp8Scale::E8M0(self.e8m0_bytes(gguf, s)?),
+            StDtype::F32 => Fp8Scale::F32(self.bytes(s)),
+            d => {
+                return Err(unsupported(
+                    gguf,
+                    &s.name,
+                    format_args!("FP8 scale dtype {d} (expected F8_E8M0, U8 or F32)"),
+                ))
+            }
+        };
+        let mut f = vec![0f32; n * k];
+        dequant_fp8_blocked(self.bytes(t), scale, n, k, &mut f)
+            .map_err(|e| unsupported(gguf, &t.name, e))?;
+        if self.opts.fp8 == Fp8Policy::Q8_0 && k % 32 == 0 {
+            let mut q = vec![
+                0u8;
+                quant::bytes_for(DType::Q8_0, n * k)
+                    .map_err(|e| unsupported(gguf, &t.name, e))?
+            ];
+            quant::quantize_row(DType::Q8_0, &f, &mut q)
+                .map_err(|e| unsupported(gguf, &t.name, e))?;
+            return Ok(Decoded {
+                dtype: DType::Q8_0,
+                ne: vec![k, n],
+                data: Data::Owned(Arc::new(q)),
+            });
+        }
+        Ok(Self::owned_f32(vec![k, n], &f))
+    }
+
+    /// FP4 e2m1 `[n, k]` (I8/U8 `[n, k/2]` or F4 `[n, k]`) + E8M0 `[n, k/32]` → MXFP4 or F32
+    /// `{k, n}`.
+    fn fp4(&self, gguf: &str, t: &TensorInfo, dtype: StDtype) -> Result<Decoded, ForwardError> {
+        let [n, w] = t.shape[..] else {
+            return Err(unsupported(
+                gguf,
+                &t.name,
+                format_args!(
+                    "{dtype} tensor of rank {} (only 2-D FP4 weights)",
+                    t.shape.len()
+                ),
+            ));
+        };
+        let (n, k) = if dtype == StDtype::F4 {
+            (n as usize, w as usize)
+        } else {
+            (n as usize, 2 * w as usize)
+        };
+        let s = self.scale_of(&t.name, &["scale"]).ok_or_else(|| {
+            unsupported(
+                gguf,
+                &t.name,
+                format_args!(
+                    "{dtype} tensor without a '.scale' (only packed FP4 weights with E8M0 scales are supported)"
+                ),
+            )
+        })?;
+        if k % 32 != 0 {
+            return Err(unsupported(
+                gguf,
+                &t.name,
+                format_args!("FP4 row of {k} values is not a whole number of 32-blocks"),
+            ));
+        }
+        Self::check_scale_shape(gguf, s, [n, k / 32])?;
+        let scale = match Self::known_dtype(gguf, s)? {
+            StDtype::F8_E8M0 | StDtype::U8 => self.e8m0_bytes(gguf, s)?,
+            d => {
+                return Err(unsupported(
+                    gguf,
+                    &s.name,
+                    format_args!("FP4 scale dtype {d} (expected F8_E8M0 or U8)"),
+                ))
+            }
+        };
+        let packed = self.bytes(t);
+        match self.opts.fp4 {
+            Fp4Policy::Mxfp4 => {
+                let b = fp4_ds_to_mxfp4(packed, scale, n, k)
+                    .map_err(|e| unsupported(gguf, &t.name, e))?;
+                Ok(Decoded {
+                    dtype: DType::MXFP4,
+                    ne: vec![k, n],
+                    data: Data::Owned(Arc::new(b)),
+                })
+            }
+            Fp4Policy::F32 => {
+                let mut f = vec![0f32; n * k];
+                dequant_fp4_ds(packed, scale, n, k, &mut f)
+                    .map_err(|e| unsupported(gguf, &t.name, e))?;
+                Ok(Self::owned_f32(vec![k, n], &f))
+            }
+        }
+    }
+
+    /// One checkpoint tensor in the GGUF layout.
+    fn decode(&self, gguf: &str, t: &TensorInfo) -> Result<Decoded, ForwardError> {
+        let dtype = Self::known_dtype(gguf, t)?;
+        if t.shape.len() > 4 {
+            return Err(unsupported(
+                gguf,
+                &t.name,
+                format_args!("{} dimensions (at most 4)", t.shape.len()),
+            ));
+        }
+        if gguf.ends_with("tid2eid.weight") {
+            return self.tid2eid(gguf, t, dtype);
+        }
+        let vector = t.shape.len() <= 1;
+        match dtype {
+            StDtype::F32 => Ok(self.in_place(t, DType::F32, 4)),
+            StDtype::F16 | StDtype::BF16 => {
+                let dt = if dtype == StDtype::F16 {
+                    DType::F16
+                } else {
+                    DType::BF16
+                };
+                if vector || self.opts.half == HalfPolicy::F32 {
+                    let b = self.bytes(t);
+                    let mut f = vec![0f32; b.len() / 2];
+                    quant::dequantize_row(dt, b, &mut f)
+                        .map_err(|e| unsupported(gguf, &t.name, e))?;
+                    Ok(Self::owned_f32(reversed(&t.shape), &f))
+                } else {
+                    Ok(self.in_place(t, dt, 2))
+                }
+            }
+            StDtype::F8_E4M3 => self.fp8(gguf, t),
+            StDtype::I8 | StDtype::U8 | StDtype::F4 => self.fp4(gguf, t, dtype),
+            d => Err(unsupported(
+                gguf,
+                &t.name,
+                format_args!("dtype {d} is not a weight type this model uses"),
+            )),
+        }
+    }
+
+    /// The stacked routed experts `{in, out, E}` of one layer (the one copy).
+    fn experts(&self, gguf: &str, layer: usize, w: &str) -> Result<Option<Decoded>, ForwardError> {
+        let name = |e: usize| format!("layers.{layer}.ffn.experts.{e}.{w}.weight");
+        let Some(t0) = self.model.tensor(&name(0)) else {
+            return Ok(None);
+        };
+        let first = self.decode(gguf, t0)?;
+        if first.ne.len() != 2 {
+            return Err(unsupported(
+                gguf,
+                &t0.name,
+                format_args!("expert matrix of rank {}", first.ne.len()),
+            ));
+        }
+        let per = self.data_bytes(&first).len();
+        let e_n = self.n_expert;
+        let total = per
+            .checked_mul(e_n)
+            .ok_or_else(|| unsupported(gguf, &t0.name, "expert stack size overflows"))?;
+        let mut stack = Aligned::zeroed(total);
+        let dst = stack.bytes_mut();
+        dst[..per].copy_from_slice(self.data_bytes(&first));
+        for e in 1..e_n {
+            let n = name(e);
+            let t = self
+                .model
+                .tensor(&n)
+                .ok_or_else(|| ForwardError::Missing(format!("{n} (expert {e} of '{gguf}')")))?;
+            let d = self.decode(gguf, t)?;
+            if d.dtype != first.dtype || d.ne != first.ne {
+                return Err(ForwardError::Shape {
+                    name: format!("{n} ({} in '{gguf}', expert 0 is {})", d.dtype, first.dtype),
+                    got: d.ne,
+                    want: first.ne.clone(),
+                });
+            }
+            dst[e * per..(e + 1) * per].copy_from_slice(self.data_bytes(&d));
+        }
+        let mut ne = first.ne.clone();
+        ne.push(e_n);
+        Ok(Some(Decoded {
+            dtype: first.dtype,
+            ne,
+            data: Data::Owned(Arc::new(stack)),
+        }))
+    }
+}
+
+impl Weights for SafetensorsWeights {
+    /// Registers the tensor in `g` under its GGUF name. Conversions are done once per provider
+    /// and shared (by `Arc`) with every graph that uses the tensor, so one provider can serve
+    /// several graphs (e.g. one per prompt length).
+    fn try_get(&mut self, g: &mut Graph, name: &str) -> Result<Option<TensorId>, ForwardError> {
+        if let Some(id) = g.find(name) {
+            if matches!(g.node(id).kind, NodeKind::Weight(_)) {
+                return Ok(Some(id));
+            }
+        }
+        if let Some((desc, data)) = self.loaded.get(name) {
+            return Ok(Some(g.weight(name, *desc, data.clone())?));
+        }
+        let Some(mapped) = map_name(name) else {
+            return Ok(None);
+        };
+        let decoded = match mapped {
+            Mapped::Tensor(off) => match self.model.tensor(&off) {
+                None => return Ok(None),
+                Some(t) => self.decode(name, t)?,
+            },
+            Mapped::Experts { layer, w } => match self.experts(name, layer, w)? {
+                None => return Ok(None),
+                Some(d) => d,
+            },
+        };
+        let desc = TensorDesc::new(decoded.dtype, &decoded.ne)?;
+        let data = match decoded.data {
+            Data::Mapped { shard, offset, len } => {
+                WeightData::new(self.maps[shard].clone() as Owner, offset, len)
+            }
+            Data::Owned(o) => {
+                let len = (*o).as_ref().len();
+                WeightData::new(o, 0, len)
+            }
+        }
+        .ok_or_else(|| ForwardError::Missing(format!("{name} (data outside its shard)")))?;
+        if data.bytes().len() != desc.nbytes() {
+            return Err(unsupported(
+                name,
+                &official_name(name).unwrap_or_default(),
+                format_args!(
+                    "{} bytes for {} {:?} (needs {})",
+                    data.bytes().len(),
+                    decoded.dtype,
+                    decoded.ne,
+                    desc.nbytes()
+                ),
+            ));
+        }
+        let id = g.weight(name, desc, data.clone())?;
+        self.loaded.insert(name.to_string(), (desc, data));
+        Ok(Some(id))
+    }
+
+    /// Nothing to forget: graph ids are looked up in the graph itself (by name), and the
+    /// converted tensors are kept for the next graph.
+    fn new_graph(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        let cases = [
+            ("token_embd.weight", "embed.weight"),
+            ("output.weight", "head.weight"),
+            ("output_hc_fn.weight", "hc_head_fn"),
+            ("blk.0.attn_q_a.weight", "layers.0.attn.wq_a.weight"),
+            ("blk.12.hc_attn_fn.weight", "layers.12.hc_attn_fn"),
+            (
+                "blk.1.attn_kv_a_norm.weight",
+                "layers.1.attn.kv_norm.weight",
+            ),
+            ("blk.1.attn_sinks.weight", "layers.1.attn.attn_sink"),
+            ("blk.2.ffn_gate_tid2eid.weight", "layers.2.ffn.gate.tid2eid"),
+            ("blk.3.exp_probs_b.bias", "layers.3.ffn.gate.bias"),
+            (
+                "blk.3.indexer_compressor_ape.weight",
+                "layers.3.attn.indexer.compressor.ape",
+            ),
+            (
+                "blk.3.ffn_down_exps.weight",
+                "layers.3.ffn.experts.{E}.w2.weight",
+            ),
+        ];
+        for (g, o) in cases {
+            assert_eq!(official_name(g).as_deref(), Some(o), "{g}");
+        }
+        for bad in [
+            "blk..attn_q_a.weight",
+            "blk.+1.attn_q_a.weight",
+            "blk.1.nope",
+            "x",
+        ] {
+            assert_eq!(official_name(bad), None, "{bad}");
+        }
+    }
+}
