@@ -167,3 +167,25 @@ fn q2_0_batch_and_chunked() {
         &[None, Some(64)],
     );
 }
+
+#[test]
+fn k_quants_iq_and_mixed_batch_and_chunked() {
+    // llama-quantize fallbacks inside: Q5_0/Q5_1/IQ4_NL/Q2_K/Q8_0 rows not a multiple of 256
+    for (q, chunk) in [
+        ("Q6_K", 13),
+        ("Q5_K", 7),
+        ("Q4_K", 64),
+        ("IQ2_XXS", 13),
+        ("IQ1_S", 7),
+        ("IQ1_M", 64),
+        ("MIXED", 13),
+    ] {
+        check(
+            &format!("dsv4-tiny/dsv4-tiny-{q}.gguf"),
+            &format!("dsv4-tiny/llama_{q}.safetensors"),
+            7.5e-3,
+            0.92,
+            &[None, Some(chunk)],
+        );
+    }
+}
