@@ -10,8 +10,9 @@
 use anyhow::{bail, Context, Result};
 use backends::{ExecConfig, Executor};
 use models::deepseek4::forward::input;
+use models::deepseek4::st_weights::Fp8Policy;
 use models::deepseek4::{
-    Builder, GgufWeights, Hparams, PrefillInputs, SafetensorsWeights, Weights,
+    Builder, GgufWeights, Hparams, PrefillInputs, SafetensorsWeights, StOptions, Weights,
 };
 use models::gguf::GgufFile;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,9 @@ pub struct Args {
     /// Model: a .gguf file (the first shard of a split file), or an official-layout
     /// safetensors checkpoint: its directory, its `model.safetensors.index.json` or a
     /// `.safetensors` file (with `config.json`, and `tokenizer.json` for `--text`, beside it).
+    /// A checkpoint's conversions follow `FATHOM_ST_WEIGHTS`: unset/`default` (BF16 in place,
+    /// FP8 → F32, FP4 → MXFP4), `q8_0` (FP8 → Q8_0, for the real model) or `fp32` (every
+    /// matrix F32: fp32 compute, as transformers).
     #[arg(short = 'm', long)]
     model: PathBuf,
     /// Token ids, comma separated, used exactly as given (no BOS added).
@@ -176,7 +180,16 @@ fn is_checkpoint(path: &Path) -> bool {
 impl Model {
     fn open(path: &Path) -> Result<(Model, Hparams)> {
         if is_checkpoint(path) {
-            let (w, hp) = SafetensorsWeights::open(path)
+            let opts = match std::env::var("FATHOM_ST_WEIGHTS").as_deref() {
+                Err(_) | Ok("") | Ok("default") => StOptions::default(),
+                Ok("fp32") => StOptions::fp32(),
+                Ok("q8_0") => StOptions {
+                    fp8: Fp8Policy::Q8_0,
+                    ..StOptions::default()
+                },
+                Ok(v) => bail!("FATHOM_ST_WEIGHTS={v}: expected default, q8_0 or fp32"),
+            };
+            let (w, hp) = SafetensorsWeights::open_with(path, opts)
                 .with_context(|| format!("cannot open checkpoint {}", path.display()))?;
             return Ok((Model::Checkpoint(Box::new(w)), hp));
         }
