@@ -5,4 +5,5 @@ pub mod deepseek4;
 pub mod gguf;
 pub mod safetensors;
 pub mod sampling;
+pub mod session;
 pub mod tokenizer;

@@ -2,4 +2,5 @@
 
 pub mod inspect;
 pub mod logits;
+pub mod run;
 pub mod test_ops;

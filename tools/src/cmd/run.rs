@@ -1,0 +1,415 @@
+//! `fathom run`: generate text from a prompt, streaming it to stdout as it is produced, then
+//! print prefill and decode speeds on stderr.
+//!
+//! Without `-m` it runs the tiny DeepSeek-V4 model built into the binary
+//! (`tools/assets/dsv4-tiny-trained-Q8_0.gguf`, a 7.8M-parameter model trained on a small
+//! English corpus — not DeepSeek-V4's weights) with the per-op profile at the end.
+//!
+//! Generation goes through [`models::session::Session`]: the prompt is evaluated in chunks of
+//! `--ubatch` tokens through the decode caches, then one cached step per generated token.
+//! `--recompute` selects the pre-cache path instead (the stateless graph re-run over the whole
+//! sequence for every token, O(n²)) — a cross-check and a measurement, not for use.
+
+use anyhow::{bail, Context, Result};
+use backends::profiler::{enabled_from_env, ProfileOutput};
+use models::chat::{ChatOptions, ChatTemplate, Message};
+use models::deepseek4::{GgufWeights, Hparams, SafetensorsWeights};
+use models::gguf::GgufFile;
+use models::sampling::{Sampler, SamplerConfig};
+use models::session::{CacheBytes, Mode, Session, DEFAULT_UBATCH};
+use models::tokenizer::Tokenizer;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The built-in model (see `tools/assets/README.md`).
+static BUILTIN: &[u8] = include_bytes!("../../assets/dsv4-tiny-trained-Q8_0.gguf");
+
+/// The prompt used when none is given: the built-in model continues it with the GPL text.
+const DEFAULT_PROMPT: &str = "This program is free software";
+
+/// Default context length (capped by the model's trained context).
+const DEFAULT_CTX: usize = 4096;
+
+/// Arguments of `fathom run`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Model: a .gguf file (the first shard of a split file) or a checkpoint directory
+    /// (config.json + safetensors + tokenizer.json). Default: the tiny built-in model.
+    #[arg(short = 'm', long)]
+    model: Option<PathBuf>,
+    /// Prompt text (default: "This program is free software").
+    #[arg(short = 'p', long, conflicts_with = "file")]
+    prompt: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(short = 'f', long)]
+    file: Option<PathBuf>,
+    /// Tokens to generate at most (generation also stops at EOS).
+    #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
+    n_predict: usize,
+    /// Wrap the prompt in the DeepSeek-V4 chat format (one user turn + the assistant prompt).
+    #[arg(long)]
+    chat: bool,
+    /// Threads (default: one per physical core).
+    #[arg(short = 't', long)]
+    threads: Option<usize>,
+    /// Context length in tokens (default: 4096, at most the model's trained context).
+    #[arg(long)]
+    ctx: Option<usize>,
+    /// Sampling temperature; 0 = greedy.
+    #[arg(long, default_value_t = 0.8)]
+    temp: f32,
+    /// Keep the k most likely tokens (0 = off).
+    #[arg(long, default_value_t = 40)]
+    top_k: usize,
+    /// Nucleus sampling threshold (1 = off).
+    #[arg(long, default_value_t = 0.95)]
+    top_p: f32,
+    /// Minimum probability relative to the most likely token (0 = off).
+    #[arg(long, default_value_t = 0.05)]
+    min_p: f32,
+    /// Repetition penalty over the last 64 tokens (1 = off).
+    #[arg(long, default_value_t = 1.0)]
+    repeat_penalty: f32,
+    /// Random seed (default: from the clock; printed so that a run can be repeated).
+    #[arg(short = 's', long)]
+    seed: Option<u64>,
+    /// Longest prompt chunk evaluated at once.
+    #[arg(short = 'u', long, default_value_t = DEFAULT_UBATCH)]
+    ubatch: usize,
+    /// Diagnostic: no decode caches — re-evaluate the whole sequence with the stateless graph
+    /// for every token (O(n²); the path used before the caches existed).
+    #[arg(long)]
+    recompute: bool,
+}
+
+/// What was loaded.
+struct Loaded {
+    name: String,
+    hp: Hparams,
+    tok: Tokenizer,
+    session: Session,
+    builtin: bool,
+}
+
+fn mb(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
+    }
+}
+
+fn ms(ns: u128) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn rate(n: usize, ns: u128) -> String {
+    if n == 0 || ns == 0 {
+        "n/a".into()
+    } else {
+        format!("{:.2} tok/s", n as f64 / (ns as f64 / 1e9))
+    }
+}
+
+fn default_ctx(hp: &Hparams, ctx: Option<usize>) -> Result<usize> {
+    match ctx {
+        Some(0) => bail!("--ctx 0: the context must hold at least one token"),
+        Some(n) => {
+            if n > hp.n_ctx_train {
+                eprintln!(
+                    "warning: --ctx {n} is longer than the model's trained context ({})",
+                    hp.n_ctx_train
+                );
+            }
+            Ok(n)
+        }
+        None => Ok(DEFAULT_CTX.min(hp.n_ctx_train.max(1))),
+    }
+}
+
+fn load(args: &Args) -> Result<Loaded> {
+    let threads = args.threads.unwrap_or(0);
+    let t0 = Instant::now();
+    let Some(path) = &args.model else {
+        let file = Arc::new(
+            GgufFile::parse(BUILTIN.to_vec()).context("the built-in model (tools/assets)")?,
+        );
+        let n_params: u64 = file
+            .tensors()
+            .iter()
+            .map(|t| t.ne.iter().product::<u64>())
+            .sum();
+        eprintln!(
+            "fathom run: no -m given, using the built-in demo model: a {:.1}M-parameter model with \
+             the DeepSeek-V4 architecture, trained for 35 minutes on a small English corpus \
+             (Debian licences and documentation). These are NOT DeepSeek-V4's real weights; \
+             expect rambling licence-flavoured English. Pass -m MODEL.gguf for a real model.",
+            n_params as f64 / 1e6
+        );
+        let hp = Hparams::from_gguf(&file).context("the built-in model: hyperparameters")?;
+        let tok = Tokenizer::from_gguf(&file).context("the built-in model: tokenizer")?;
+        let ctx = default_ctx(&hp, args.ctx)?;
+        let session = Session::new(hp.clone(), GgufWeights::new(file), threads, ctx)
+            .context("the built-in model")?;
+        eprintln!(
+            "loaded the built-in model in {:.1} ms",
+            ms(t0.elapsed().as_nanos())
+        );
+        return Ok(Loaded {
+            name: "built-in dsv4-tiny-trained-Q8_0".into(),
+            hp,
+            tok,
+            session,
+            builtin: true,
+        });
+    };
+    let shown = path.display();
+    eprint!("loading {shown} … ");
+    let _ = std::io::stderr().flush();
+    if !path.exists() {
+        eprintln!();
+        bail!("{shown}: no such file or directory");
+    }
+    let is_checkpoint = path.is_dir()
+        || path
+            .extension()
+            .is_some_and(|e| e == "safetensors" || e == "json");
+    let (hp, tok, session) = if is_checkpoint {
+        let (w, hp) = SafetensorsWeights::open(path)
+            .with_context(|| format!("cannot open checkpoint {shown}"))?;
+        let dir: &Path = if path.is_dir() {
+            path
+        } else {
+            path.parent().unwrap_or(Path::new("."))
+        };
+        let tok =
+            Tokenizer::from_dir(dir).with_context(|| format!("{}: tokenizer", dir.display()))?;
+        let ctx = default_ctx(&hp, args.ctx)?;
+        let s = Session::new(hp.clone(), w, threads, ctx).with_context(|| shown.to_string())?;
+        (hp, tok, s)
+    } else {
+        let file = Arc::new(GgufFile::open(path).with_context(|| format!("cannot open {shown}"))?);
+        let hp =
+            Hparams::from_gguf(&file).with_context(|| format!("{shown}: bad hyperparameters"))?;
+        let tok = Tokenizer::from_gguf(&file).with_context(|| format!("{shown}: tokenizer"))?;
+        let ctx = default_ctx(&hp, args.ctx)?;
+        let s = Session::new(hp.clone(), GgufWeights::new(file), threads, ctx)
+            .with_context(|| shown.to_string())?;
+        (hp, tok, s)
+    };
+    eprintln!("done in {:.1} ms", ms(t0.elapsed().as_nanos()));
+    Ok(Loaded {
+        name: shown.to_string(),
+        hp,
+        tok,
+        session,
+        builtin: false,
+    })
+}
+
+fn describe_cache(c: &CacheBytes) -> String {
+    format!(
+        "{} (sliding window {}, compressed entries {}, indexer keys {}, compressor state {})",
+        mb(c.total()),
+        mb(c.window),
+        mb(c.compressed),
+        mb(c.indexer_keys),
+        mb(c.compressor_state)
+    )
+}
+
+/// Run the command.
+pub fn run(args: &Args) -> Result<()> {
+    let cfg = SamplerConfig {
+        temperature: args.temp,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        seed: args.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        }),
+        repeat_penalty: args.repeat_penalty,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(cfg).context("sampling options")?;
+    let prompt = match (&args.prompt, &args.file) {
+        (Some(p), _) => p.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .with_context(|| format!("cannot read the prompt file {}", f.display()))?,
+        (None, None) => DEFAULT_PROMPT.to_string(),
+    };
+
+    let Loaded {
+        name,
+        hp,
+        tok,
+        mut session,
+        builtin,
+    } = load(args)?;
+    let profile_out = enabled_from_env();
+    if builtin || profile_out.is_some() {
+        session.set_profile(true);
+    }
+    if args.ubatch == 0 {
+        bail!("--ubatch 0: chunks must hold at least one token");
+    }
+    session.set_ubatch(args.ubatch);
+    if args.recompute {
+        session.set_mode(Mode::Recompute);
+    }
+
+    // tokenize
+    let ids = if args.chat {
+        let tmpl = ChatTemplate::for_tokenizer(&tok);
+        if tmpl.uses_fallback() {
+            eprintln!(
+                "chat: the vocabulary lacks {}; plain-text stand-ins are used",
+                tmpl.missing_tokens().join(" ")
+            );
+        }
+        let text = tmpl.render(
+            &[Message::user(prompt.clone())],
+            ChatOptions {
+                add_generation_prompt: true,
+                thinking: false,
+            },
+        );
+        tok.encode(&text, false)
+    } else {
+        tok.encode(&prompt, true)
+    }
+    .with_context(|| format!("{name}: tokenizing the prompt"))?;
+    if ids.is_empty() {
+        bail!("the prompt is empty");
+    }
+    let ctx = session.ctx();
+    if ids.len() > ctx {
+        bail!(
+            "the prompt has {} tokens, more than the context of {ctx} (raise --ctx)",
+            ids.len()
+        );
+    }
+    eprintln!(
+        "model: {} layers, hidden {}, vocab {}; {} threads; context {ctx} tokens",
+        hp.n_layer,
+        hp.n_embd,
+        hp.n_vocab,
+        session.threads()
+    );
+    if args.recompute {
+        eprintln!(
+            "cache: none (--recompute: every step re-evaluates the whole sequence, O(n²)); \
+             the cached mode would allocate {} for {ctx} tokens",
+            mb(session.cache_bytes().total())
+        );
+    } else {
+        eprintln!(
+            "cache: {} for {ctx} tokens at f32; prompt chunks of {} tokens",
+            describe_cache(&session.cache_bytes()),
+            args.ubatch
+        );
+    }
+    if cfg.temperature > 0.0 {
+        eprintln!(
+            "sampling: temp {} top-k {} top-p {} min-p {} repeat-penalty {} seed {}",
+            cfg.temperature, cfg.top_k, cfg.top_p, cfg.min_p, cfg.repeat_penalty, cfg.seed
+        );
+    } else {
+        eprintln!("sampling: greedy");
+    }
+    for &t in &ids {
+        sampler.accept(t);
+    }
+
+    let mut out = std::io::stdout().lock();
+    if !args.chat {
+        write!(out, "{prompt}")?;
+        out.flush()?;
+    }
+    let eos = tok.eos().unwrap_or(hp.eos);
+    let mut streamer = tok.streamer().skip_special(true);
+
+    let t0 = Instant::now();
+    let mut logits = session
+        .prefill(&ids)
+        .with_context(|| format!("{name}: prefill of {} tokens", ids.len()))?;
+    let prefill_ns = t0.elapsed().as_nanos();
+    let mut decode_ns = 0u128;
+    let mut decoded = 0usize;
+    let mut generated = 0usize;
+    let mut stop = "";
+    while generated < args.n_predict {
+        let next = sampler.sample(&logits).context("sampling")?;
+        if next == eos {
+            stop = " (end of text)";
+            break;
+        }
+        generated += 1;
+        if let Some(s) = streamer.push(next) {
+            write!(out, "{s}")?;
+            out.flush()?;
+        }
+        if generated == args.n_predict {
+            break;
+        }
+        if session.n_past() >= ctx {
+            stop = " (context full)";
+            break;
+        }
+        let t = Instant::now();
+        logits = session
+            .decode(next)
+            .with_context(|| format!("{name}: decoding at position {}", session.n_past()))?;
+        decode_ns += t.elapsed().as_nanos();
+        decoded += 1;
+    }
+    if let Some(s) = streamer.finish() {
+        write!(out, "{s}")?;
+    }
+    writeln!(out)?;
+    out.flush()?;
+    drop(out);
+
+    eprintln!(
+        "prefill: {} tokens in {:.1} ms ({}) | decode: {decoded} tokens in {:.1} ms ({}){stop}",
+        ids.len(),
+        ms(prefill_ns),
+        rate(ids.len(), prefill_ns),
+        ms(decode_ns),
+        rate(decoded, decode_ns),
+    );
+    let st = session.stats();
+    eprintln!(
+        "{}: {} graphs built in {:.1} ms, {} runs in {:.1} ms over {} positions (cache state \
+         {}, peak arena {})",
+        if args.recompute {
+            "recompute"
+        } else {
+            "cached"
+        },
+        st.graphs_built,
+        ms(u128::from(st.build_ns)),
+        st.runs,
+        ms(u128::from(st.run_ns)),
+        st.positions_evaluated,
+        mb(st.state_bytes as u64),
+        mb(st.peak_arena_bytes as u64)
+    );
+    if let Some(p) = session.take_profile() {
+        match profile_out {
+            Some(ProfileOutput::Json(path)) => std::fs::write(&path, p.to_json().to_string())
+                .with_context(|| format!("cannot write the profile {path}"))?,
+            Some(ProfileOutput::Trace(path)) => eprintln!(
+                "profile: trace:{path} is not written by run (one executor per step); the table:\n{}",
+                p.table()
+            ),
+            _ => eprintln!("{}", p.table()),
+        }
+    }
+    Ok(())
+}
