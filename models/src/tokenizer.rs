@@ -340,6 +340,13 @@ impl Tokenizer {
                 .find(|&(_, c)| c == ' ')
                 .map(|(i, _)| (&m[..i], &m[i + 1..]));
             match split {
+                // llama.cpp keeps merges whose parts are not tokens (they never fire); the
+                // `tokenizers` BPE builder rejects them, so they are dropped here
+                Some((a, b))
+                    if !b.is_empty()
+                        && !(vocab.contains_key(a)
+                            && vocab.contains_key(b)
+                            && vocab.contains_key(&format!("{a}{b}"))) => {}
                 Some((a, b)) if !b.is_empty() => merges.push((a.to_owned(), b.to_owned())),
                 _ => {
                     return Err(TokenizerError::BadMetadata {

@@ -264,7 +264,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
 
     // tokenize
-    let ids = if args.chat {
+    let mut ids = if args.chat {
         let tmpl = ChatTemplate::for_tokenizer(&tok);
         if tmpl.uses_fallback() {
             eprintln!(
@@ -284,6 +284,14 @@ pub fn run(args: &Args) -> Result<()> {
         tok.encode(&prompt, true)
     }
     .with_context(|| format!("{name}: tokenizing the prompt"))?;
+    if ids.is_empty() && !prompt.is_empty() {
+        // a vocabulary without byte tokens (e.g. the synthetic real-dimension GGUF) can leave
+        // nothing of the text: start from BOS rather than refuse
+        if let Some(bos) = tok.bos() {
+            eprintln!("warning: no token of the vocabulary matches the prompt; starting from BOS");
+            ids.push(bos);
+        }
+    }
     if ids.is_empty() {
         bail!("the prompt is empty");
     }
