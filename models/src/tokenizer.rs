@@ -342,11 +342,7 @@ impl Tokenizer {
             match split {
                 // llama.cpp keeps merges whose parts are not tokens (they never fire); the
                 // `tokenizers` BPE builder rejects them, so they are dropped here
-                Some((a, b))
-                    if !b.is_empty()
-                        && !(vocab.contains_key(a)
-                            && vocab.contains_key(b)
-                            && vocab.contains_key(&format!("{a}{b}"))) => {}
+                Some((a, b)) if !b.is_empty() && !merge_known(&vocab, a, b) => {}
                 Some((a, b)) if !b.is_empty() => merges.push((a.to_owned(), b.to_owned())),
                 _ => {
                     return Err(TokenizerError::BadMetadata {
@@ -745,6 +741,11 @@ impl<'a> TokenStreamer<'a> {
         self.pending.clear();
         Some(s)
     }
+}
+
+/// Whether both parts of a merge and their concatenation are tokens.
+fn merge_known(vocab: &Vocab, a: &str, b: &str) -> bool {
+    vocab.contains_key(a) && vocab.contains_key(b) && vocab.contains_key(&format!("{a}{b}"))
 }
 
 #[cfg(test)]
