@@ -35,6 +35,11 @@ const DEFAULT_CTX: usize = 4096;
 /// Arguments of `fathom run`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Do not read the dense (non-expert) weights into memory before the first token (large
+    /// GGUFs are otherwise paged in up front with a progress bar; routed experts are always
+    /// paged in on demand).
+    #[arg(long)]
+    no_preload: bool,
     /// Model: a .gguf file (the first shard of a split file) or a checkpoint directory
     /// (config.json + safetensors + tokenizer.json). Default: the tiny built-in model.
     #[arg(short = 'm', long)]
@@ -194,6 +199,9 @@ fn load(args: &Args) -> Result<Loaded> {
         let hp =
             Hparams::from_gguf(&file).with_context(|| format!("{shown}: bad hyperparameters"))?;
         let tok = Tokenizer::from_gguf(&file).with_context(|| format!("{shown}: tokenizer"))?;
+        if !args.no_preload {
+            preload(&file);
+        }
         let ctx = default_ctx(&hp, args.ctx)?;
         let s = Session::new(hp.clone(), GgufWeights::new(file), threads, ctx)
             .with_context(|| shown.to_string())?;
@@ -420,4 +428,48 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Files above this size get their dense weights paged in up front, with a progress bar.
+const PRELOAD_MIN_BYTES: u64 = 1 << 30;
+
+/// Touch every page of the non-expert tensors of a large memory-mapped GGUF (attention, HC,
+/// shared experts, embeddings, head: read for every token), showing progress on stderr, so the
+/// first token is not stalled by page faults. Routed experts (`*_exps`) stay demand-paged: a
+/// token touches only the few it routes to.
+fn preload(file: &GgufFile) {
+    let dense: Vec<_> = file
+        .tensors()
+        .iter()
+        .filter(|t| !t.name.contains("_exps"))
+        .collect();
+    let total: u64 = dense.iter().map(|t| t.n_bytes).sum();
+    let file_bytes: u64 = file.shards().iter().map(|s| s.bytes().len() as u64).sum();
+    if file_bytes < PRELOAD_MIN_BYTES || total == 0 {
+        return;
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let (mut done, mut shown, mut acc) = (0u64, u64::MAX, 0u8);
+    eprintln!();
+    for t in dense {
+        let Ok(bytes) = file.tensor_bytes(t) else {
+            continue;
+        };
+        for page in bytes.chunks(4096) {
+            acc ^= std::hint::black_box(page[0]);
+        }
+        done += t.n_bytes;
+        let pct = done * 100 / total;
+        if pct != shown {
+            shown = pct;
+            let bar = "=".repeat((pct / 4) as usize);
+            eprint!(
+                "\r  weights [{bar:<25}] {pct:>3}%  {:.2}/{:.2} GiB",
+                gib(done),
+                gib(total)
+            );
+        }
+    }
+    std::hint::black_box(acc);
+    eprint!("\n  ");
 }
