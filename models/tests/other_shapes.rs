@@ -242,3 +242,39 @@ fn batch_incremental_and_chunked_agree_on_other_shapes() {
         );
     }
 }
+
+#[test]
+fn missing_and_misshaped_tensors_are_named() {
+    let hp = hparams();
+    let mut shapes = tensors(&hp);
+    shapes.retain(|(n, _)| n != "blk.2.attn_kv.weight");
+    let mut w = Random {
+        shapes,
+        n_expert: hp.n_expert,
+    };
+    let e = Builder::new(&hp, &mut w, 3)
+        .unwrap()
+        .model(false)
+        .unwrap_err();
+    assert!(e.to_string().contains("blk.2.attn_kv.weight"), "{e}");
+
+    let mut shapes = tensors(&hp);
+    for (n, s) in shapes.iter_mut() {
+        if n == "blk.1.attn_q_b.weight" {
+            s[1] += 1;
+        }
+    }
+    let mut w = Random {
+        shapes,
+        n_expert: hp.n_expert,
+    };
+    let e = Builder::new(&hp, &mut w, 3)
+        .unwrap()
+        .model(false)
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("blk.1.attn_q_b.weight") && msg.contains("193"),
+        "{msg}"
+    );
+}
