@@ -40,20 +40,7 @@ fn shape(w: &TensorRef, x: &TensorRef) -> Shape {
 
 /// Quantize every activation row into `buf` (row `j` = flat activation row `j`).
 fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
-    let qa = s
-        .dot
-        .info()
-        .quantize_activation
-        .expect("every dot type has an activation quantizer");
-    if x.desc.dtype != DType::F32 {
-        // already converted by a shared QUANTIZE node: rows are contiguous dot-type rows
-        let n = buf.len().min(x.bytes().len());
-        buf[..n].copy_from_slice(&x.bytes()[..n]);
-        return;
-    }
-    for j in 0..s.t * s.batches {
-        qa(x.row_f32(j), &mut buf[j * s.qrow..(j + 1) * s.qrow]);
-    }
+    crate::quantize::activations_to(x, s.dot, s.t * s.batches, s.qrow, buf);
 }
 
 /// Weight row `n` of the batch matching activation batch `b`.

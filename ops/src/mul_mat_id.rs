@@ -74,20 +74,7 @@ fn route(ids: &TensorRef, s: &Shape, u: usize, t: usize) -> Route {
 
 /// Convert every activation row (flat row `t·B + b`) to the dot type into `buf`.
 fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
-    let qa = s
-        .dot
-        .info()
-        .quantize_activation
-        .expect("validated at build time");
-    if x.desc.dtype != DType::F32 {
-        // already converted by a shared QUANTIZE node: rows are contiguous dot-type rows
-        let n = buf.len().min(x.bytes().len());
-        buf[..n].copy_from_slice(&x.bytes()[..n]);
-        return;
-    }
-    for j in 0..s.b * s.t {
-        qa(x.row_f32(j), &mut buf[j * s.qrow..(j + 1) * s.qrow]);
-    }
+    crate::quantize::activations_to(x, s.dot, s.b * s.t, s.qrow, buf);
 }
 
 /// Row `n` of expert `e`.

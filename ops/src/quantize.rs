@@ -5,6 +5,24 @@ use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::quantize::Quantize;
 use quant::DType;
 
+/// Activation rows `0..n` of `x` in `dot` type, `qrow` bytes each, into `buf`: converted with
+/// the dot type's activation quantizer, or copied when `x` already holds converted rows (a
+/// shared QUANTIZE node) — the common prologue of MUL_MAT and MUL_MAT_ID.
+pub(crate) fn activations_to(x: &TensorRef, dot: DType, n: usize, qrow: usize, buf: &mut [u8]) {
+    if x.desc.dtype != DType::F32 {
+        let len = (n * qrow).min(x.bytes().len()).min(buf.len());
+        buf[..len].copy_from_slice(&x.bytes()[..len]);
+        return;
+    }
+    let qa = dot
+        .info()
+        .quantize_activation
+        .expect("validated at build time");
+    for j in 0..n {
+        qa(x.row_f32(j), &mut buf[j * qrow..(j + 1) * qrow]);
+    }
+}
+
 fn rows(op: &Quantize, cx: &KernelCx, dst: &TensorMut, x: &TensorRef) {
     let qa = op
         .dtype

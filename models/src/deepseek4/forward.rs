@@ -340,32 +340,7 @@ impl<'a, W: Weights> Builder<'a, W> {
             return Ok(None);
         }
         let coff = if ratio == 4 { 2 } else { 1 };
-        let d = self.hp.n_embd;
-        let wkv = self.w.get_shaped(
-            &mut self.g,
-            &format!("blk.{l}.{prefix}_kv.weight"),
-            &[d, coff * width],
-        )?;
-        let wgate = self.w.get_shaped(
-            &mut self.g,
-            &format!("blk.{l}.{prefix}_gate.weight"),
-            &[d, coff * width],
-        )?;
-        let ape = self.w.get_shaped(
-            &mut self.g,
-            &format!("blk.{l}.{prefix}_ape.weight"),
-            &[coff * width, ru],
-        )?;
-        let norm = self.w.get_shaped(
-            &mut self.g,
-            &format!("blk.{l}.{prefix}_norm.weight"),
-            &[width],
-        )?;
-        let kv = self.g.mul_mat(wkv, a)?; // {coff·width, T}
-        let z = self.g.mul_mat(wgate, a)?;
-        let slot = self.input_i32(input::ape_slot(ratio), t)?;
-        let ape_rows = self.g.get_rows(ape, slot)?; // {coff·width, T}: APE[p mod ratio]
-        let z = self.g.add(z, ape_rows)?;
+        let (kv, z, norm) = self.compressor_projections(l, a, prefix, width, ratio)?;
         let row = coff * width * 4; // bytes per token row of kv / z
                                     // slots of window w: [previous window's first half (CSA) |] this window's (second) half
         let cur = |g: &mut Graph, src: TensorId| {
@@ -407,6 +382,37 @@ impl<'a, W: Weights> Builder<'a, W> {
         let rope = self.rope(l, width - self.hp.n_rot, false);
         let r = self.g.rope(normed, cpos, rope)?;
         Ok(Some(self.g.reshape(r, &[width, nw])?))
+    }
+
+    /// The projections every compressor starts from (spec §4.5–4.7): `A = W_kv·a`,
+    /// `Z = W_gate·a + APE[p mod ratio]` (both `{coff·width, T}`), and its norm weight.
+    fn compressor_projections(
+        &mut self,
+        l: usize,
+        a: TensorId,
+        prefix: &str,
+        width: usize,
+        ratio: u32,
+    ) -> Result<(TensorId, TensorId, TensorId), ForwardError> {
+        let coff = if ratio == 4 { 2 } else { 1 };
+        let (d, ru) = (self.hp.n_embd, ratio as usize);
+        let name = |n: &str| format!("blk.{l}.{prefix}_{n}.weight");
+        let wkv = self
+            .w
+            .get_shaped(&mut self.g, &name("kv"), &[d, coff * width])?;
+        let wgate = self
+            .w
+            .get_shaped(&mut self.g, &name("gate"), &[d, coff * width])?;
+        let ape = self
+            .w
+            .get_shaped(&mut self.g, &name("ape"), &[coff * width, ru])?;
+        let norm = self.w.get_shaped(&mut self.g, &name("norm"), &[width])?;
+        let kv = self.g.mul_mat(wkv, a)?;
+        let z = self.g.mul_mat(wgate, a)?;
+        let slot = self.input_i32(input::ape_slot(ratio), self.t)?;
+        let ape_rows = self.g.get_rows(ape, slot)?; // APE[p mod ratio] per token
+        let z = self.g.add(z, ape_rows)?;
+        Ok((kv, z, norm))
     }
 
     /// Attention of layer `l` (spec §4.4): `a {D, T}` (attn_norm output) → `{D, T}`.
@@ -499,11 +505,25 @@ impl<'a, W: Weights> Builder<'a, W> {
         nw: usize,
         ratio: u32,
     ) -> Result<TensorId, ForwardError> {
+        let keys = self
+            .compressor(l, a, "indexer_compressor", self.hp.idx_dim, ratio)?
+            .ok_or_else(|| ForwardError::Unsupported("indexer without entries".into()))?;
+        self.indexer_select(l, a, qr, keys, nw, ratio)
+    }
+
+    /// The Lightning Indexer's query, head weights and top-k over `keys {dI, n}` (spec §4.6),
+    /// returned as an additive mask `{n, T}` over those entries.
+    pub(super) fn indexer_select(
+        &mut self,
+        l: usize,
+        a: TensorId,
+        qr: TensorId,
+        keys: TensorId,
+        n: usize,
+        ratio: u32,
+    ) -> Result<TensorId, ForwardError> {
         let hp = self.hp;
         let (di, hi, t) = (hp.idx_dim, hp.idx_heads, self.t);
-        let keys = self
-            .compressor(l, a, "indexer_compressor", di, ratio)?
-            .ok_or_else(|| ForwardError::Unsupported("indexer without entries".into()))?;
         let wq = self.w.get_shaped(
             &mut self.g,
             &format!("blk.{l}.indexer.attn_q_b.weight"),
@@ -523,7 +543,7 @@ impl<'a, W: Weights> Builder<'a, W> {
         let hw = self.g.scale(hw, 1.0 / ((di * hi) as f32).sqrt(), 0.0)?;
         let nvis = self.input_i32(input::n_visible(ratio), t)?;
         let ids = self.g.dsa_indexer(q, keys, hw, nvis, hp.idx_topk)?;
-        Ok(self.g.index_mask(ids, nw)?)
+        Ok(self.g.index_mask(ids, n)?)
     }
 
     /// The MoE block of layer `l` (spec §4.9): `f {D, T}` (ffn_norm output) → `{D, T}`.

@@ -137,27 +137,7 @@ impl<W: Weights> Builder<'_, W> {
         } else {
             let keys =
                 self.compressor_cached(l, a, "indexer_compressor", "idx", hp.idx_dim, ratio)?;
-            let (di, hi) = (hp.idx_dim, hp.idx_heads);
-            let wq = self.w.get_shaped(
-                &mut self.g,
-                &format!("blk.{l}.indexer.attn_q_b.weight"),
-                &[hp.q_lora_rank, hi * di],
-            )?;
-            let wp = self.w.get_shaped(
-                &mut self.g,
-                &format!("blk.{l}.indexer.proj.weight"),
-                &[hp.n_embd, hi],
-            )?;
-            let q = self.g.mul_mat(wq, qr)?;
-            let q = self.g.reshape(q, &[di, hi, t])?;
-            let q = self
-                .g
-                .rope(q, self.pos, self.rope(l, di - hp.n_rot, false))?;
-            let hw = self.g.mul_mat(wp, a)?;
-            let hw = self.g.scale(hw, 1.0 / ((di * hi) as f32).sqrt(), 0.0)?;
-            let nvis = self.input_i32(input::n_visible(ratio), t)?;
-            let ids = self.g.dsa_indexer(q, keys, hw, nvis, hp.idx_topk)?;
-            self.g.index_mask(ids, cap)?
+            self.indexer_select(l, a, qr, keys, cap, ratio)?
         };
         let keys = self.g.concat(win, comp, 1)?;
         let mask = self.g.concat(self.swa_mask, cmask, 0)?;
@@ -176,32 +156,7 @@ impl<W: Weights> Builder<'_, W> {
     ) -> Result<TensorId, ForwardError> {
         let (t, ru, c) = (self.t, ratio as usize, coff(ratio));
         let nwmax = t.div_ceil(ru);
-        let d = self.hp.n_embd;
-        let wkv = self.w.get_shaped(
-            &mut self.g,
-            &format!("blk.{l}.{prefix}_kv.weight"),
-            &[d, c * width],
-        )?;
-        let wgate = self.w.get_shaped(
-            &mut self.g,
-            &format!("blk.{l}.{prefix}_gate.weight"),
-            &[d, c * width],
-        )?;
-        let ape = self.w.get_shaped(
-            &mut self.g,
-            &format!("blk.{l}.{prefix}_ape.weight"),
-            &[c * width, ru],
-        )?;
-        let norm = self.w.get_shaped(
-            &mut self.g,
-            &format!("blk.{l}.{prefix}_norm.weight"),
-            &[width],
-        )?;
-        let av = self.g.mul_mat(wkv, a)?; // {c·width, T}
-        let z = self.g.mul_mat(wgate, a)?;
-        let slot = self.input_i32(input::ape_slot(ratio), t)?;
-        let ape_rows = self.g.get_rows(ape, slot)?;
-        let z = self.g.add(z, ape_rows)?;
+        let (av, z, norm) = self.compressor_projections(l, a, prefix, width, ratio)?;
         let ring_a = self.layout().get(&format!("l{l}.{state}_a"))?;
         let ring_z = self.layout().get(&format!("l{l}.{state}_z"))?;
         let cache = self.layout().get(&format!("l{l}.{state}"))?;
