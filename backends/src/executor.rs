@@ -37,15 +37,19 @@ impl Default for ExecConfig {
     /// One thread per physical core, pinned. `FATHOM_CPUS=0-7,16` pins to that CPU list
     /// instead and, unless a thread count is given explicitly, uses one thread per listed CPU.
     fn default() -> Self {
-        let cpus = std::env::var("FATHOM_CPUS").ok().and_then(|v| match crate::topology::parse_cpu_list(&v) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                eprintln!("fathom: ignoring FATHOM_CPUS: {e}");
-                None
+        let cpus = std::env::var("FATHOM_CPUS").ok().and_then(|v| {
+            match crate::topology::parse_cpu_list(&v) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    eprintln!("fathom: ignoring FATHOM_CPUS: {e}");
+                    None
+                }
             }
         });
         ExecConfig {
-            threads: cpus.as_ref().map_or_else(crate::topology::physical_cores, Vec::len),
+            threads: cpus
+                .as_ref()
+                .map_or_else(crate::topology::physical_cores, Vec::len),
             cpus,
             pin: true,
             elide_barriers: true,
