@@ -17,6 +17,7 @@
 
 pub mod error;
 pub mod graph;
+pub mod knobs;
 pub mod op;
 pub mod plan;
 pub mod tensor;

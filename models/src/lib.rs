@@ -3,6 +3,7 @@
 pub mod chat;
 pub mod deepseek4;
 pub mod gguf;
+pub mod moe_config;
 pub mod safetensors;
 pub mod sampling;
 pub mod session;

@@ -384,6 +384,7 @@ pub struct Session {
     stats: SessionStats,
     profile: Option<ProfileAcc>,
     profile_taken: bool,
+    moe_knobs: Option<std::sync::Arc<graph::knobs::MoeKnobs>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -436,6 +437,7 @@ impl Session {
             stats: SessionStats::default(),
             profile,
             profile_taken: false,
+            moe_knobs: None,
         })
     }
 
@@ -447,6 +449,15 @@ impl Session {
     ) -> Result<Session, Box<dyn std::error::Error + Send + Sync>> {
         let hp = Hparams::from_gguf(&file)?;
         Ok(Session::new(hp, GgufWeights::new(file), threads, ctx)?)
+    }
+
+    /// Route learned-router layers through live MoE knobs (issue 6). Changing the knobs
+    /// between tokens takes effect at the next token without rebuilding anything; the graphs
+    /// built so far are dropped once, here, so every later graph reads the knobs.
+    pub fn set_moe_knobs(&mut self, knobs: std::sync::Arc<graph::knobs::MoeKnobs>) {
+        self.moe_knobs = Some(knobs);
+        self.execs.clear();
+        self.reset();
     }
 
     /// Switch the evaluation mode; the sequence is reset.
@@ -592,7 +603,12 @@ impl Session {
             Mode::Cached => Builder::new_cached(&self.hp, &mut self.weights, t, self.ctx),
             Mode::Recompute => Builder::new(&self.hp, &mut self.weights, t),
         };
-        let mut g = b.map_err(fwd)?.model(false).map_err(fwd)?;
+        let b = b.map_err(fwd)?;
+        let b = match &self.moe_knobs {
+            Some(k) => b.with_moe_knobs(k.clone()),
+            None => b,
+        };
+        let mut g = b.model(false).map_err(fwd)?;
         let logits = g
             .outputs()
             .iter()

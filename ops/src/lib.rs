@@ -22,6 +22,7 @@ mod hadamard;
 mod index_mask;
 mod indexer;
 mod mhc;
+mod moe_route;
 mod mul_mat;
 mod mul_mat_id;
 mod norm;

@@ -22,6 +22,7 @@ pub mod hadamard;
 pub mod index_mask;
 pub mod indexer;
 pub mod mhc;
+pub mod moe_route;
 pub mod mul_mat;
 pub mod mul_mat_id;
 pub mod norm;
@@ -100,6 +101,8 @@ macro_rules! for_each_op {
             MulMat => $crate::op::mul_mat::MulMat,
             Quantize => $crate::op::quantize::Quantize,
             SetRows => $crate::op::set_rows::SetRows,
+            MoeRoute => $crate::op::moe_route::MoeRoute,
+            MaskIds => $crate::op::moe_route::MaskIds,
             Rope => $crate::op::rope::Rope,
             SoftMax => $crate::op::softmax::SoftMax,
             FlashAttnExt => $crate::op::flash_attn::FlashAttnExt,

@@ -182,6 +182,8 @@ pub struct Builder<'a, W: Weights> {
     inputs: std::collections::HashMap<String, TensorId>,
     /// Cached (decode) mode: context capacity and the declared state tensors.
     cache: Option<cached::CacheLayout>,
+    /// Live MoE settings read by the graph at run time (issue 6); `None`: the model's routing.
+    moe_knobs: Option<std::sync::Arc<graph::knobs::MoeKnobs>>,
 }
 
 mod cached;
@@ -245,7 +247,15 @@ impl<'a, W: Weights> Builder<'a, W> {
             consts: Default::default(),
             inputs: Default::default(),
             cache,
+            moe_knobs: None,
         })
+    }
+
+    /// Route learned-router layers through live MoE knobs (top-k, tail, rescale), read at run
+    /// time so they can change between tokens without a rebuild.
+    pub fn with_moe_knobs(mut self, knobs: std::sync::Arc<graph::knobs::MoeKnobs>) -> Self {
+        self.moe_knobs = Some(knobs);
+        self
     }
 
     fn input_i32(&mut self, name: String, n: usize) -> Result<TensorId, ForwardError> {
@@ -587,7 +597,13 @@ impl<'a, W: Weights> Builder<'a, W> {
             let sum = self.g.clamp(sum, 6.103_515_6e-5, f32::INFINITY)?; // llama.cpp's floor (§4.9)
             gw = self.g.div(gw, sum)?;
         }
-        let gw = self.g.scale(gw, hp.routed_scale, 0.0)?;
+        let mut gw = self.g.scale(gw, hp.routed_scale, 0.0)?;
+        let mut sel = sel;
+        // live MoE control (issue 6): learned-router layers only; hash layers keep every expert
+        if let (Some(knobs), false) = (self.moe_knobs.clone(), hp.is_hash_layer(l)) {
+            gw = self.g.moe_route(gw, l, knobs)?;
+            sel = self.g.mask_ids(sel, gw)?;
+        }
         let gw = self.g.reshape(gw, &[1, k, t])?;
 
         let w1 = w(self, "ffn_gate_exps.weight", &[d, ff, e])?;

@@ -87,6 +87,10 @@ pub struct Args {
     /// for every token (O(n²); the path used before the caches existed).
     #[arg(long)]
     recompute: bool,
+    /// Live MoE configuration (TOML, or the seed's 32-byte `.bin` form), re-checked between
+    /// tokens; without a value `/tmp/dsv4_moe_cfg.bin`. Also `FATHOM_MOE_CONFIG`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "/tmp/dsv4_moe_cfg.bin")]
+    moe_config: Option<PathBuf>,
 }
 
 /// What was loaded.
@@ -270,6 +274,38 @@ pub fn run(args: &Args) -> Result<()> {
     if args.recompute {
         session.set_mode(Mode::Recompute);
     }
+    // live MoE control: knobs read by the graph at run time, the file polled once per token
+    let moe_path = args
+        .moe_config
+        .clone()
+        .or_else(|| std::env::var_os("FATHOM_MOE_CONFIG").map(PathBuf::from));
+    let mut moe = moe_path.map(|p| {
+        let knobs = std::sync::Arc::new(graph::knobs::MoeKnobs::new(hp.n_layer));
+        session.set_moe_knobs(knobs.clone());
+        eprintln!(
+            "moe: watching {} (model routing until it exists)",
+            p.display()
+        );
+        (models::moe_config::MoeWatcher::new(p), knobs)
+    });
+    let mut poll_moe = |hp: &Hparams| {
+        if let Some((w, knobs)) = moe.as_mut() {
+            match w.poll(hp, knobs) {
+                Some(models::moe_config::MoeEvent::Applied(c)) => {
+                    eprintln!("\nmoe: {} now in force: {c}", w.path().display())
+                }
+                Some(models::moe_config::MoeEvent::Rejected(e)) => {
+                    eprintln!("\nmoe: rejected, keeping the last good configuration: {e}")
+                }
+                Some(models::moe_config::MoeEvent::Removed) => eprintln!(
+                    "\nmoe: {} removed, back to the model's own routing",
+                    w.path().display()
+                ),
+                None => {}
+            }
+        }
+    };
+    poll_moe(&hp);
 
     // tokenize
     let mut ids = if args.chat {
@@ -377,6 +413,7 @@ pub fn run(args: &Args) -> Result<()> {
             stop = " (context full)";
             break;
         }
+        poll_moe(&hp);
         let t = Instant::now();
         logits = session
             .decode(next)

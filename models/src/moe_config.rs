@@ -1,0 +1,297 @@
+//! The live MoE configuration file (issue 6): TOML, or the seed's 32-byte binary form, checked
+//! between tokens and applied to the graph's [`MoeKnobs`] with no rebuild.
+//!
+//! TOML fields (all optional; an empty file is the model's own routing):
+//! - `top_k` (1…K): experts kept per token in the learned-router layers of `layers`;
+//! - `layers` (`[start, end)` of layer indices): where `top_k` applies (default: all);
+//! - `outer_top_k` (1…K): top-k for learned-router layers outside `layers` (default: K);
+//! - `rescale` (`"none" | "l1" | "l2"`, default `"l2"`): rescaling of the kept weights;
+//! - `min_weight` (≥ 0): adaptive tail — drop kept experts below this weight (of the model's
+//!   `routed_scale` total), never going below `min_k` (default 1);
+//! - `swiglu_keep_experts`, `swiglu_keep_shared` (0…128, 0 = no skipping): gate-first SwiGLU
+//!   row skipping — parsed and validated, **not applied yet** (the kernels run every row).
+//!
+//! Binary form (a file ending in `.bin`): eight little-endian i32
+//! `[top_k, outer_top_k, min_weight×1000, layer_start, layer_end_exclusive, rescale (0 none,
+//! 1 l2, 2 l1), swiglu_keep_experts, swiglu_keep_shared]`.
+//!
+//! Hash-routed layers always keep all their experts. A file that does not parse, has
+//! out-of-range values, or is torn (a `.bin` shorter or longer than 32 bytes) is rejected as a
+//! whole; the [`MoeWatcher`] keeps the last good configuration and reports once.
+
+use crate::deepseek4::Hparams;
+use graph::knobs::{LayerMoe, MoeKnobs, Rescale};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Errors of a configuration file.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum MoeConfigError {
+    /// The file could not be read.
+    #[error("{path}: {msg}")]
+    Io {
+        /// File.
+        path: String,
+        /// OS error.
+        msg: String,
+    },
+    /// Not valid TOML / not 32 bytes.
+    #[error("{path}: {msg}")]
+    Parse {
+        /// File.
+        path: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A value out of range for this model.
+    #[error("{path}: '{field}' = {value}: {msg}")]
+    Range {
+        /// File.
+        path: String,
+        /// Field name.
+        field: &'static str,
+        /// The value.
+        value: String,
+        /// The allowed range.
+        msg: String,
+    },
+}
+
+/// A parsed configuration (before it is resolved per layer).
+#[derive(Debug, Clone, PartialEq, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeConfig {
+    /// Experts kept in the layers of `layers`.
+    pub top_k: Option<u32>,
+    /// `[start, end)` of layers where `top_k` applies.
+    pub layers: Option<[u32; 2]>,
+    /// Experts kept in learned-router layers outside `layers`.
+    pub outer_top_k: Option<u32>,
+    /// `none`, `l1` or `l2`.
+    pub rescale: Option<String>,
+    /// Adaptive-tail threshold.
+    pub min_weight: Option<f32>,
+    /// Adaptive-tail floor.
+    pub min_k: Option<u32>,
+    /// SwiGLU rows kept per 128 (routed experts).
+    pub swiglu_keep_experts: Option<u32>,
+    /// SwiGLU rows kept per 128 (shared expert).
+    pub swiglu_keep_shared: Option<u32>,
+}
+
+impl MoeConfig {
+    /// Parse TOML text.
+    pub fn from_toml(text: &str, path: &str) -> Result<MoeConfig, MoeConfigError> {
+        toml::from_str(text).map_err(|e| MoeConfigError::Parse {
+            path: path.into(),
+            msg: e.to_string(),
+        })
+    }
+
+    /// Parse the seed's 32-byte binary form.
+    pub fn from_bin(bytes: &[u8], path: &str) -> Result<MoeConfig, MoeConfigError> {
+        if bytes.len() != 32 {
+            return Err(MoeConfigError::Parse {
+                path: path.into(),
+                msg: format!(
+                    "{} bytes, the binary form has exactly 32 (torn or wrong file)",
+                    bytes.len()
+                ),
+            });
+        }
+        let v: Vec<i32> = bytes
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let nonneg = |i: usize, field: &'static str| -> Result<u32, MoeConfigError> {
+            u32::try_from(v[i]).map_err(|_| MoeConfigError::Range {
+                path: path.into(),
+                field,
+                value: v[i].to_string(),
+                msg: "must be ≥ 0".into(),
+            })
+        };
+        let rescale = match v[5] {
+            0 => "none",
+            1 => "l2",
+            2 => "l1",
+            x => {
+                return Err(MoeConfigError::Range {
+                    path: path.into(),
+                    field: "rescale",
+                    value: x.to_string(),
+                    msg: "0 none, 1 l2, 2 l1".into(),
+                })
+            }
+        };
+        let opt = |x: u32| (x > 0).then_some(x);
+        Ok(MoeConfig {
+            top_k: opt(nonneg(0, "top_k")?),
+            outer_top_k: opt(nonneg(1, "outer_top_k")?),
+            min_weight: Some(nonneg(2, "min_weight×1000")? as f32 / 1000.0),
+            layers: Some([nonneg(3, "layer_start")?, nonneg(4, "layer_end_exclusive")?]),
+            rescale: Some(rescale.into()),
+            min_k: None,
+            swiglu_keep_experts: opt(nonneg(6, "swiglu_keep_experts")?),
+            swiglu_keep_shared: opt(nonneg(7, "swiglu_keep_shared")?),
+        })
+    }
+
+    /// Read a file: `.bin` → binary form, anything else TOML.
+    pub fn read(path: &Path) -> Result<MoeConfig, MoeConfigError> {
+        let shown = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| MoeConfigError::Io {
+            path: shown.clone(),
+            msg: e.to_string(),
+        })?;
+        if path.extension().is_some_and(|e| e == "bin") {
+            return MoeConfig::from_bin(&bytes, &shown);
+        }
+        let text = String::from_utf8(bytes).map_err(|_| MoeConfigError::Parse {
+            path: shown.clone(),
+            msg: "not UTF-8 text".into(),
+        })?;
+        MoeConfig::from_toml(&text, &shown)
+    }
+
+    /// Validate against `hp` and resolve to one setting per layer.
+    pub fn resolve(&self, hp: &Hparams, path: &str) -> Result<Vec<LayerMoe>, MoeConfigError> {
+        let k = hp.n_expert_used as u32;
+        let range = |field: &'static str, value: String, msg: String| MoeConfigError::Range {
+            path: path.into(),
+            field,
+            value,
+            msg,
+        };
+        for (field, v) in [("top_k", self.top_k), ("outer_top_k", self.outer_top_k)] {
+            if let Some(x) = v {
+                if x == 0 || x > k {
+                    return Err(range(field, x.to_string(), format!("1..={k}")));
+                }
+            }
+        }
+        let rescale = match self.rescale.as_deref() {
+            None | Some("l2") => Rescale::L2,
+            Some("l1") => Rescale::L1,
+            Some("none") => Rescale::None,
+            Some(x) => return Err(range("rescale", x.into(), "none | l1 | l2".into())),
+        };
+        let min_weight = self.min_weight.unwrap_or(0.0);
+        if !(min_weight.is_finite() && min_weight >= 0.0) {
+            return Err(range("min_weight", min_weight.to_string(), "≥ 0".into()));
+        }
+        let min_k = self.min_k.unwrap_or(1);
+        if min_k == 0 || min_k > k {
+            return Err(range("min_k", min_k.to_string(), format!("1..={k}")));
+        }
+        for (field, v) in [
+            ("swiglu_keep_experts", self.swiglu_keep_experts),
+            ("swiglu_keep_shared", self.swiglu_keep_shared),
+        ] {
+            if let Some(x) = v {
+                if x > 128 {
+                    return Err(range(field, x.to_string(), "0..=128".into()));
+                }
+            }
+        }
+        let [start, end] = self.layers.unwrap_or([0, hp.n_layer as u32]);
+        if start > end {
+            return Err(range(
+                "layers",
+                format!("[{start}, {end}]"),
+                "start ≤ end".into(),
+            ));
+        }
+        let keep = |x: Option<u32>| x.filter(|&v| v < 128).unwrap_or(0);
+        Ok((0..hp.n_layer)
+            .map(|l| {
+                if hp.is_hash_layer(l) {
+                    return LayerMoe::MODEL;
+                }
+                let inside = (l as u32) >= start && (l as u32) < end;
+                let top_k = if inside { self.top_k } else { self.outer_top_k }.unwrap_or(0);
+                LayerMoe {
+                    top_k,
+                    rescale,
+                    min_weight: if inside { min_weight } else { 0.0 },
+                    min_k,
+                    keep_experts: keep(self.swiglu_keep_experts),
+                    keep_shared: keep(self.swiglu_keep_shared),
+                }
+            })
+            .collect())
+    }
+}
+
+/// Apply resolved settings to the knobs.
+pub fn apply(knobs: &MoeKnobs, layers: &[LayerMoe]) {
+    for (l, m) in layers.iter().enumerate() {
+        knobs.set(l, *m);
+    }
+}
+
+/// What a poll found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MoeEvent {
+    /// A new configuration is in force (its text form for the log).
+    Applied(String),
+    /// The file changed but was rejected; the last good configuration stays.
+    Rejected(String),
+    /// The file disappeared: back to the model's own routing.
+    Removed,
+}
+
+/// Watches a configuration file: at most one `stat` per call, re-read only when the
+/// modification time or size changed.
+#[derive(Debug)]
+pub struct MoeWatcher {
+    path: PathBuf,
+    seen: Option<(SystemTime, u64)>,
+    present: bool,
+}
+
+impl MoeWatcher {
+    /// Watch `path` (it need not exist yet).
+    pub fn new(path: impl Into<PathBuf>) -> MoeWatcher {
+        MoeWatcher {
+            path: path.into(),
+            seen: None,
+            present: false,
+        }
+    }
+    /// The watched path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// Check the file once (call between tokens) and update `knobs` when it changed.
+    pub fn poll(&mut self, hp: &Hparams, knobs: &MoeKnobs) -> Option<MoeEvent> {
+        let meta = std::fs::metadata(&self.path).ok();
+        let Some(meta) = meta else {
+            if self.present {
+                self.present = false;
+                self.seen = None;
+                apply(knobs, &vec![LayerMoe::MODEL; hp.n_layer]);
+                return Some(MoeEvent::Removed);
+            }
+            return None;
+        };
+        let stamp = (
+            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            meta.len(),
+        );
+        if self.seen == Some(stamp) {
+            return None;
+        }
+        self.seen = Some(stamp);
+        self.present = true;
+        let shown = self.path.display().to_string();
+        match MoeConfig::read(&self.path).and_then(|c| c.resolve(hp, &shown).map(|r| (c, r))) {
+            Ok((c, layers)) => {
+                apply(knobs, &layers);
+                Some(MoeEvent::Applied(format!("{c:?}")))
+            }
+            Err(e) => Some(MoeEvent::Rejected(e.to_string())),
+        }
+    }
+}

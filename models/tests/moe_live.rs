@@ -1,0 +1,189 @@
+//! Live MoE control (issue 6, first part): configuration files (TOML and the seed's 32-byte
+//! binary form), rejection of invalid and torn files with fallback to the last good one, the
+//! exactness of the model's own configuration, and a switch during one generation that takes
+//! effect at the next token without rebuilding a graph.
+
+use fathom_models::deepseek4::{GgufWeights, Hparams};
+use fathom_models::gguf::GgufFile;
+use fathom_models::moe_config::{MoeConfig, MoeEvent, MoeWatcher};
+use fathom_models::session::Session;
+use graph::knobs::{LayerMoe, MoeKnobs, Rescale};
+use std::sync::Arc;
+
+fn fx(p: &str) -> String {
+    format!("{}/tests/fixtures/{p}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn model() -> (Arc<GgufFile>, Hparams) {
+    let f = Arc::new(GgufFile::open(fx("dsv4-tiny/dsv4-tiny-Q8_0.gguf")).unwrap());
+    let hp = Hparams::from_gguf(&f).unwrap();
+    (f, hp)
+}
+
+#[test]
+fn toml_and_binary_forms_resolve_per_layer() {
+    let (_, hp) = model(); // 6 layers, hash layers 0..3, top-6 of 16
+    let c = MoeConfig::from_toml("top_k = 4\nlayers = [3, 5]\nouter_top_k = 5\nrescale = \"l1\"\nmin_weight = 0.05\nmin_k = 2\n", "t.toml").unwrap();
+    let r = c.resolve(&hp, "t.toml").unwrap();
+    assert_eq!(r[0], LayerMoe::MODEL, "hash layers keep every expert");
+    assert_eq!(r[2], LayerMoe::MODEL);
+    assert_eq!(
+        (r[3].top_k, r[3].rescale, r[3].min_weight, r[3].min_k),
+        (4, Rescale::L1, 0.05, 2)
+    );
+    assert_eq!(
+        (r[5].top_k, r[5].min_weight),
+        (5, 0.0),
+        "outside `layers`: outer_top_k, no tail"
+    );
+    let bin: Vec<u8> = [5i32, 5, 0, 3, 43, 1, 80, 80]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let c = MoeConfig::from_bin(&bin, "cfg.bin").unwrap();
+    assert_eq!(
+        (
+            c.top_k,
+            c.outer_top_k,
+            c.rescale.as_deref(),
+            c.swiglu_keep_experts
+        ),
+        (Some(5), Some(5), Some("l2"), Some(80))
+    );
+    let r = c.resolve(&hp, "cfg.bin").unwrap();
+    assert_eq!(
+        (r[4].top_k, r[4].rescale, r[4].keep_experts),
+        (5, Rescale::L2, 80)
+    );
+}
+
+#[test]
+fn invalid_and_torn_files_are_rejected_with_named_fields() {
+    let (_, hp) = model();
+    let bad = |text: &str| {
+        MoeConfig::from_toml(text, "x.toml")
+            .and_then(|c| c.resolve(&hp, "x.toml"))
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(bad("top_k = 7").contains("top_k"));
+    assert!(bad("top_k = 0").contains("top_k"));
+    assert!(bad("rescale = \"l3\"").contains("rescale"));
+    assert!(bad("min_weight = -1.0").contains("min_weight"));
+    assert!(bad("swiglu_keep_shared = 129").contains("swiglu_keep_shared"));
+    assert!(bad("layers = [5, 2]").contains("layers"));
+    assert!(
+        bad("tpo_k = 3").contains("tpo_k"),
+        "unknown fields are errors"
+    );
+    assert!(bad("top_k = ").contains("x.toml"));
+    let e = MoeConfig::from_bin(&[1, 0, 0, 0, 5], "cfg.bin")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("torn") && e.contains("cfg.bin"), "{e}");
+}
+
+#[test]
+fn watcher_keeps_last_good_and_falls_back_when_removed() {
+    let (_, hp) = model();
+    let dir = std::env::temp_dir().join(format!("fathom-moe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("moe.toml");
+    let knobs = MoeKnobs::new(hp.n_layer);
+    let mut w = MoeWatcher::new(&path);
+    assert_eq!(w.poll(&hp, &knobs), None, "no file: nothing happens");
+    std::fs::write(&path, "top_k = 3\n").unwrap();
+    assert!(matches!(w.poll(&hp, &knobs), Some(MoeEvent::Applied(_))));
+    assert_eq!(knobs.get(4).top_k, 3);
+    assert_eq!(w.poll(&hp, &knobs), None, "unchanged file: not re-read");
+    std::fs::write(
+        &path,
+        "top_k = 3\nrescale = \"bogus\"   # a longer, broken file\n",
+    )
+    .unwrap();
+    assert!(matches!(w.poll(&hp, &knobs), Some(MoeEvent::Rejected(m)) if m.contains("rescale")));
+    assert_eq!(
+        knobs.get(4).top_k,
+        3,
+        "the last good configuration stays in force"
+    );
+    assert_eq!(w.poll(&hp, &knobs), None, "one message, not one per token");
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(w.poll(&hp, &knobs), Some(MoeEvent::Removed));
+    assert_eq!(knobs.get(4), LayerMoe::MODEL);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn greedy(
+    s: &mut Session,
+    prompt: &[u32],
+    n: usize,
+    mut between: impl FnMut(usize),
+) -> Vec<Vec<f32>> {
+    let mut out = vec![s.prefill(prompt).unwrap()];
+    for i in 0..n {
+        between(i);
+        let last = out.last().unwrap();
+        let next = last
+            .iter()
+            .enumerate()
+            .fold(0, |b, (j, &v)| if v > last[b] { j } else { b }) as u32;
+        out.push(s.decode(next).unwrap());
+    }
+    out
+}
+
+#[test]
+fn model_configuration_is_bit_identical_and_live_switch_needs_no_rebuild() {
+    let (f, hp) = model();
+    let prompt: Vec<u32> = vec![0, 266, 85, 329, 66, 356, 329];
+    let mut plain = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
+    let want = greedy(&mut plain, &prompt, 6, |_| {});
+
+    let knobs = Arc::new(MoeKnobs::new(hp.n_layer));
+    let mut s = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
+    s.set_moe_knobs(knobs.clone());
+    let same = greedy(&mut s, &prompt, 6, |_| {});
+    for (a, b) in same.iter().zip(&want) {
+        assert_eq!(
+            a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            b.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            "identity configuration changed the logits"
+        );
+    }
+
+    // switch to top-2 (L2) in every learned-router layer after the third decode step
+    s.reset();
+    let built_before = s.stats().graphs_built;
+    let top2 = LayerMoe {
+        top_k: 2,
+        ..LayerMoe::MODEL
+    };
+    let got = greedy(&mut s, &prompt, 6, |i| {
+        if i == 3 {
+            for l in 0..hp.n_layer {
+                if !hp.is_hash_layer(l) {
+                    knobs.set(l, top2);
+                }
+            }
+        }
+    });
+    assert_eq!(
+        s.stats().graphs_built,
+        built_before,
+        "no graph was rebuilt for the switch"
+    );
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for i in 0..=3 {
+        assert_eq!(
+            bits(&got[i]),
+            bits(&want[i]),
+            "step {i}: before the switch nothing changes"
+        );
+    }
+    assert_ne!(
+        bits(&got[4]),
+        bits(&want[4]),
+        "the switch takes effect at the next token"
+    );
+}
