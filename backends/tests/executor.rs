@@ -173,3 +173,34 @@ fn profiler_table_and_json() {
     let mm = ops.iter().find(|o| o["op"] == "MUL_MAT").unwrap();
     assert_eq!(mm["calls"], 2);
 }
+
+#[test]
+fn masked_matmul_never_reads_masked_weight_rows() {
+    // row 1 of the weight is NaN: if it were read, the output would be NaN
+    let mut g = Graph::new();
+    let mut w = [0.5f32; 3 * 8];
+    w[8..16].fill(f32::NAN);
+    let wb: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let wid = g
+        .weight(
+            "w",
+            TensorDesc::f32(&[8, 3]).unwrap(),
+            graph::WeightData::from_vec(wb),
+        )
+        .unwrap();
+    let x = g.input("x", TensorDesc::f32(&[8, 2]).unwrap()).unwrap();
+    let m = g.input("m", TensorDesc::f32(&[3, 2]).unwrap()).unwrap();
+    let y = g.mul_mat_masked(wid, x, m).unwrap();
+    g.output("out", y).unwrap();
+    for threads in [1, 2] {
+        let mut e = Executor::new(g.clone(), cfg(threads, true, false));
+        e.set_input_f32("x", &[1.0; 16]).unwrap();
+        e.set_input_f32("m", &[1.0, 0.0, 2.0, 1.0, 0.0, 1.0])
+            .unwrap();
+        e.run();
+        assert_eq!(
+            e.output_f32("out").unwrap(),
+            vec![4.0, 0.0, 4.0, 4.0, 0.0, 4.0]
+        );
+    }
+}

@@ -8,8 +8,9 @@
 //! - `rescale` (`"none" | "l1" | "l2"`, default `"l2"`): rescaling of the kept weights;
 //! - `min_weight` (≥ 0): adaptive tail — drop kept experts below this weight (of the model's
 //!   `routed_scale` total), never going below `min_k` (default 1);
-//! - `swiglu_keep_experts`, `swiglu_keep_shared` (0…128, 0 = no skipping): gate-first SwiGLU
-//!   row skipping — parsed and validated, **not applied yet** (the kernels run every row).
+//! - `swiglu_keep_experts`, `swiglu_keep_shared` (0…128, 0 or 128 = no skipping): gate-first
+//!   SwiGLU row skipping per 128-row stratum in the learned-router layers (see
+//!   `graph::op::swiglu_select`).
 //!
 //! Binary form (a file ending in `.bin`): eight little-endian i32
 //! `[top_k, outer_top_k, min_weight×1000, layer_start, layer_end_exclusive, rescale (0 none,

@@ -187,3 +187,51 @@ fn model_configuration_is_bit_identical_and_live_switch_needs_no_rebuild() {
         "the switch takes effect at the next token"
     );
 }
+
+#[test]
+fn swiglu_row_skipping_changes_logits_and_keep_all_is_exact() {
+    let (f, hp) = model();
+    let prompt: Vec<u32> = vec![0, 266, 85, 329, 66];
+    let run = |m: Option<LayerMoe>| {
+        let mut s = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
+        if let Some(m) = m {
+            let knobs = Arc::new(MoeKnobs::new(hp.n_layer));
+            for l in 0..hp.n_layer {
+                knobs.set(l, m);
+            }
+            s.set_moe_knobs(knobs);
+        }
+        s.prefill(&prompt)
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect::<Vec<_>>()
+    };
+    let base = run(None);
+    assert_eq!(
+        run(Some(LayerMoe {
+            keep_experts: 128,
+            keep_shared: 128,
+            ..LayerMoe::MODEL
+        })),
+        base,
+        "keep 128 is exact"
+    );
+    // the fixture's expert width is 32 < 128: a partial stratum keeps ceil(keep·32/128) rows
+    assert_ne!(
+        run(Some(LayerMoe {
+            keep_experts: 64,
+            ..LayerMoe::MODEL
+        })),
+        base,
+        "routed skipping changes the result"
+    );
+    assert_ne!(
+        run(Some(LayerMoe {
+            keep_shared: 64,
+            ..LayerMoe::MODEL
+        })),
+        base,
+        "shared skipping changes the result"
+    );
+}

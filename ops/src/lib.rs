@@ -32,6 +32,7 @@ mod set_rows;
 mod softmax;
 mod sum_rows;
 mod swiglu;
+mod swiglu_select;
 mod topk;
 mod unary;
 mod view;

@@ -54,15 +54,16 @@ fn weight_row<'a>(w: &TensorRef<'a>, x: &TensorRef, b: usize, n: usize) -> &'a [
     &w.bytes()[off..off + w.desc.row_bytes()]
 }
 
+/// Output rows `rows` of batch `b` for every activation column (`srcs` = `[w, x, mask?]`).
 fn compute(
-    w: &TensorRef,
-    x: &TensorRef,
+    srcs: &[TensorRef],
     s: &Shape,
     q: &[u8],
     dst: &TensorMut,
     b: usize,
     rows: std::ops::Range<usize>,
 ) {
+    let (w, x, mask) = (&srcs[0], &srcs[1], srcs.get(2));
     let dot = w
         .desc
         .dtype
@@ -73,8 +74,13 @@ fn compute(
         let j = b * s.t + t;
         let qa = &q[j * s.qrow..(j + 1) * s.qrow];
         let out = dst.row_range_f32_mut(j, rows.clone());
+        let m = mask.map(|m| m.row_f32(j));
         for (o, n) in out.iter_mut().zip(rows.clone()) {
-            *o = dot(s.k, weight_row(w, x, b, n), qa);
+            *o = if m.is_some_and(|m| m[n] == 0.0) {
+                0.0
+            } else {
+                dot(s.k, weight_row(w, x, b, n), qa)
+            };
         }
     }
 }
@@ -86,7 +92,7 @@ impl CpuKernel for MulMat {
         let q = cx.scratch.bytes(s.qrow * s.t * s.batches);
         quantize_all(x, &s, q);
         for b in 0..s.batches {
-            compute(w, x, &s, q, dst, b, 0..s.n);
+            compute(srcs, &s, q, dst, b, 0..s.n);
         }
     }
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
@@ -105,7 +111,7 @@ impl CpuKernel for MulMat {
             for item in items {
                 let (b, c) = (item / nchunks, item % nchunks);
                 let rows = c * CHUNK..((c + 1) * CHUNK).min(s.n);
-                compute(w, x, &s, &scratch, dst, b, rows);
+                compute(srcs, &s, &scratch, dst, b, rows);
             }
         }
         cx.scratch.bytes = scratch;

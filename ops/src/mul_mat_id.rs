@@ -173,8 +173,13 @@ impl CpuKernel for MulMatId {
                 }
                 let Route::Expert(e) = r else { unreachable!() };
                 let qa = act(q, &s, j);
+                let mask = srcs.get(3).map(|m| m.row_f32(j));
                 for (n, o) in dst.row_f32_mut(j).iter_mut().enumerate() {
-                    *o = dot(s.k, weight_row(w, e, n), qa);
+                    *o = if mask.is_some_and(|m| m[n] == 0.0) {
+                        0.0
+                    } else {
+                        dot(s.k, weight_row(w, e, n), qa)
+                    };
                 }
             }
         }
@@ -214,9 +219,14 @@ impl CpuKernel for MulMatId {
                 for &j in group {
                     let j = j as usize;
                     let qa = act(q, &s, j);
+                    let mask = srcs.get(3).map(|m| m.row_f32(j));
                     let out = dst.row_range_f32_mut(j, cols.clone());
                     for (o, n) in out.iter_mut().zip(cols.clone()) {
-                        *o = dot(s.k, weight_row(w, e, n), qa);
+                        *o = if mask.is_some_and(|m| m[n] == 0.0) {
+                            0.0
+                        } else {
+                            dot(s.k, weight_row(w, e, n), qa)
+                        };
                     }
                 }
             }

@@ -32,6 +32,7 @@ pub mod set_rows;
 pub mod softmax;
 pub mod sum_rows;
 pub mod swiglu;
+pub mod swiglu_select;
 pub mod topk;
 pub mod unary;
 pub mod view;
@@ -103,6 +104,7 @@ macro_rules! for_each_op {
             SetRows => $crate::op::set_rows::SetRows,
             MoeRoute => $crate::op::moe_route::MoeRoute,
             MaskIds => $crate::op::moe_route::MaskIds,
+            SwigluSelect => $crate::op::swiglu_select::SwigluSelect,
             Rope => $crate::op::rope::Rope,
             SoftMax => $crate::op::softmax::SoftMax,
             FlashAttnExt => $crate::op::flash_attn::FlashAttnExt,

@@ -6,7 +6,7 @@
 //! the dot type from QUANTIZE); [`Graph::mul_mat`] inserts that shared conversion itself. Weight batches broadcast over activation batches
 //! (`b2 % B2 == 0`, `b3 % B3 == 0`).
 
-use super::{want_srcs, OpDef};
+use super::OpDef;
 use crate::error::{shape_err, GraphError};
 use crate::graph::{Graph, TensorId};
 use crate::tensor::TensorDesc;
@@ -19,7 +19,12 @@ pub struct MulMat;
 impl OpDef for MulMat {
     const NAME: &'static str = "MUL_MAT";
     fn infer(&self, srcs: &[&TensorDesc]) -> Result<TensorDesc, GraphError> {
-        want_srcs(Self::NAME, srcs, 2)?;
+        if srcs.len() != 2 && srcs.len() != 3 {
+            return Err(shape_err(
+                Self::NAME,
+                "expects w, x and an optional row mask",
+            ));
+        }
         let (w, x) = (srcs[0], srcs[1]);
         if w.dtype.info().vec_dot.is_none() {
             return Err(shape_err(
@@ -51,7 +56,20 @@ impl OpDef for MulMat {
                 ),
             ));
         }
-        TensorDesc::f32(&[w.ne[1], x.ne[1], x.ne[2], x.ne[3]])
+        let out = TensorDesc::f32(&[w.ne[1], x.ne[1], x.ne[2], x.ne[3]])?;
+        if let Some(m) = srcs.get(2) {
+            if m.dtype != DType::F32 || m.ne != out.ne || !m.rows_contiguous() {
+                return Err(shape_err(
+                    Self::NAME,
+                    format!(
+                        "row mask must be f32 {}, got {}",
+                        out.shape_str(),
+                        m.shape_str()
+                    ),
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -60,5 +78,16 @@ impl Graph {
     pub fn mul_mat(&mut self, w: TensorId, x: TensorId) -> Result<TensorId, GraphError> {
         let x = self.activation_for(w, x)?;
         self.op(MulMat, &[w, x])
+    }
+    /// `W·x` computing only the output elements whose `mask` entry is non-zero (the others are
+    /// 0 and their weight rows are not read): gate-first SwiGLU row skipping.
+    pub fn mul_mat_masked(
+        &mut self,
+        w: TensorId,
+        x: TensorId,
+        mask: TensorId,
+    ) -> Result<TensorId, GraphError> {
+        let x = self.activation_for(w, x)?;
+        self.op(MulMat, &[w, x, mask])
     }
 }

@@ -7,6 +7,9 @@
 //!
 //! `out[:, u, t] = W[ids[u, t]] · x[:, u mod B, t]`
 //!
+//! An optional fourth source, an f32 row mask shaped like the output, restricts the work to
+//! the rows where it is non-zero (others are 0, their weight rows never read).
+//!
 //! `B` must divide `n_used` (ggml's broadcast rule): `B = 1` feeds the same activation row to all
 //! of a token's experts (gate/up projections), `B = n_used` one row per selected expert (down
 //! projection). As in MUL_MAT, activation rows are converted to the weight type's dot type.
@@ -15,7 +18,7 @@
 //! asserts `0 ≤ id < E`): `id = −1` means "skip" and yields a zero output row; any other id
 //! outside `0..E` yields a NaN row — never an out-of-bounds read.
 
-use super::{want_srcs, OpDef};
+use super::OpDef;
 use crate::error::{shape_err, GraphError};
 use crate::graph::{Graph, TensorId};
 use crate::tensor::TensorDesc;
@@ -28,7 +31,12 @@ pub struct MulMatId;
 impl OpDef for MulMatId {
     const NAME: &'static str = "MUL_MAT_ID";
     fn infer(&self, srcs: &[&TensorDesc]) -> Result<TensorDesc, GraphError> {
-        want_srcs(Self::NAME, srcs, 3)?;
+        if srcs.len() != 3 && srcs.len() != 4 {
+            return Err(shape_err(
+                Self::NAME,
+                "expects w, x, ids and an optional row mask",
+            ));
+        }
         let (w, x, ids) = (srcs[0], srcs[1], srcs[2]);
         let Some(dot) = w
             .dtype
@@ -90,7 +98,20 @@ impl OpDef for MulMatId {
                 format!("K = {} is not a whole number of {dot} blocks", x.ne[0]),
             ));
         }
-        TensorDesc::f32(&[w.ne[1], n_used, t])
+        let out = TensorDesc::f32(&[w.ne[1], n_used, t])?;
+        if let Some(m) = srcs.get(3) {
+            if m.dtype != DType::F32 || m.ne != out.ne || !m.rows_contiguous() {
+                return Err(shape_err(
+                    Self::NAME,
+                    format!(
+                        "row mask must be f32 {}, got {}",
+                        out.shape_str(),
+                        m.shape_str()
+                    ),
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -104,5 +125,17 @@ impl Graph {
     ) -> Result<TensorId, GraphError> {
         let x = self.activation_for(w, x)?;
         self.op(MulMatId, &[w, x, ids])
+    }
+    /// MUL_MAT_ID that computes only the output rows whose `mask` entry is non-zero (the
+    /// others are 0 and their weight rows are not read): gate-first SwiGLU row skipping.
+    pub fn mul_mat_id_masked(
+        &mut self,
+        w: TensorId,
+        x: TensorId,
+        ids: TensorId,
+        mask: TensorId,
+    ) -> Result<TensorId, GraphError> {
+        let x = self.activation_for(w, x)?;
+        self.op(MulMatId, &[w, x, ids, mask])
     }
 }

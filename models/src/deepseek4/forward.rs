@@ -611,8 +611,21 @@ impl<'a, W: Weights> Builder<'a, W> {
         let w2 = w(self, "ffn_down_exps.weight", &[ff, d, e])?;
         let f3 = self.g.reshape(f, &[d, 1, t])?;
         let gate = self.g.mul_mat_id(w1, f3, sel)?; // {I, K, T}
-        let up = self.g.mul_mat_id(w3, f3, sel)?;
-        let hidden = self.g.swiglu(gate, up, Some(hp.swiglu_limit[l]))?;
+        let limit = Some(hp.swiglu_limit[l]);
+        let hidden = match self.moe_knobs.clone() {
+            // gate-first row skipping (issue 6): rows outside each stratum's keep are not
+            // computed in W_up (not read), kept rows are rescaled; keep 0 = every row, exactly
+            Some(knobs) if !hp.is_hash_layer(l) => {
+                let rs = self.g.swiglu_select(gate, l, knobs, false, limit)?;
+                let up = self.g.mul_mat_id_masked(w3, f3, sel, rs)?;
+                let h = self.g.swiglu(gate, up, limit)?;
+                self.g.mul(h, rs)?
+            }
+            _ => {
+                let up = self.g.mul_mat_id(w3, f3, sel)?;
+                self.g.swiglu(gate, up, limit)?
+            }
+        };
         let y = self.g.mul_mat_id(w2, hidden, sel)?; // {D, K, T}
         let y = self.g.mul(y, gw)?;
         let y = self.g.permute(y, [1, 0, 2, 3])?; // {K, D, T}
@@ -630,8 +643,19 @@ impl<'a, W: Weights> Builder<'a, W> {
             .w
             .get(&mut self.g, &format!("blk.{l}.ffn_down_shexp.weight"))?;
         let sg = self.g.mul_mat(ws1, f)?;
-        let su = self.g.mul_mat(ws3, f)?;
-        let sh = self.g.swiglu(sg, su, Some(hp.swiglu_limit_shared[l]))?;
+        let limit = Some(hp.swiglu_limit_shared[l]);
+        let sh = match self.moe_knobs.clone() {
+            Some(knobs) if !hp.is_hash_layer(l) => {
+                let rs = self.g.swiglu_select(sg, l, knobs, true, limit)?;
+                let su = self.g.mul_mat_masked(ws3, f, rs)?;
+                let h = self.g.swiglu(sg, su, limit)?;
+                self.g.mul(h, rs)?
+            }
+            _ => {
+                let su = self.g.mul_mat(ws3, f)?;
+                self.g.swiglu(sg, su, limit)?
+            }
+        };
         let sh = self.g.mul_mat(ws2, sh)?;
         Ok(self.g.add(r, sh)?)
     }
