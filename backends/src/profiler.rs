@@ -3,7 +3,9 @@
 //! Switched on by `FATHOM_PROFILE_OPS` (or `LLAMA_PROFILE_OPS`, for people coming from the
 //! seed's patched llama.cpp):
 //! - `1`: when the executor is dropped, print a table per op and tensor types to stderr —
-//!   `| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s |`;
+//!   `| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s |
+//!   experts/tok |` (the last column: routed-expert evaluations per token of MUL_MAT_ID —
+//!   gate, up and down each count — so live MoE changes are visible);
 //! - `json:PATH`: write the same rows as JSON;
 //! - `trace:PATH`: write a Chrome trace (`chrome://tracing`, Perfetto) with one timeline per
 //!   thread.
@@ -69,6 +71,8 @@ struct StepInfo {
     types: String,
     name: String,
     weight_bytes: u64,
+    /// MUL_MAT_ID's running count of expert evaluations (read after each run).
+    evaluated: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// One row of the profile.
@@ -84,6 +88,9 @@ pub struct ProfileRow {
     pub ns: u64,
     /// Weight bytes streamed (matmuls).
     pub bytes: u64,
+    /// Routed-expert evaluations (MUL_MAT_ID: valid (slot, token) pairs; dropped experts do
+    /// not count), summed over the rows' nodes and runs.
+    pub experts: u64,
 }
 
 const MAX_TRACE_EVENTS: usize = 2_000_000;
@@ -94,6 +101,8 @@ pub struct Profiler {
     steps: Vec<StepInfo>,
     ns: Vec<u64>,
     calls: Vec<u64>,
+    experts: Vec<u64>,
+    experts_seen: Vec<u64>,
     runs: u64,
     tokens: u64,
     threads: usize,
@@ -125,11 +134,16 @@ impl Profiler {
                     graph::OpKind::MulMat => g.desc(srcs[0]).nbytes() as u64,
                     _ => 0,
                 };
+                let evaluated = match op {
+                    graph::Op::MulMatId(m) => Some(m.evaluated.clone()),
+                    _ => None,
+                };
                 StepInfo {
                     op: op.name(),
                     types,
                     name: node.name.clone().unwrap_or_default(),
                     weight_bytes,
+                    evaluated,
                 }
             })
             .collect();
@@ -138,6 +152,8 @@ impl Profiler {
             steps,
             ns: vec![0; n],
             calls: vec![0; n],
+            experts: vec![0; n],
+            experts_seen: vec![0; n],
             runs: 0,
             tokens: 0,
             threads,
@@ -174,6 +190,11 @@ impl Profiler {
                 self.ns[s] += hi[s] - lo[s];
                 self.calls[s] += 1;
             }
+            if let Some(c) = &self.steps[s].evaluated {
+                let now = c.load(std::sync::atomic::Ordering::Relaxed);
+                self.experts[s] += now.saturating_sub(self.experts_seen[s]);
+                self.experts_seen[s] = now;
+            }
         }
         self.run_offset += run_end + 1000;
         self.runs += 1;
@@ -189,6 +210,7 @@ impl Profiler {
     pub fn reset(&mut self) {
         self.ns.iter_mut().for_each(|v| *v = 0);
         self.calls.iter_mut().for_each(|v| *v = 0);
+        self.experts.iter_mut().for_each(|v| *v = 0);
         self.runs = 0;
         self.tokens = 0;
         self.trace.clear();
@@ -213,7 +235,9 @@ impl Profiler {
                 calls: 0,
                 ns: 0,
                 bytes: 0,
+                experts: 0,
             });
+            r.experts += self.experts[i];
             r.calls += self.calls[i];
             r.ns += self.ns[i];
             r.bytes += s.weight_bytes * self.calls[i];
@@ -237,9 +261,9 @@ impl Profiler {
             self.elided
         );
         s.push_str(
-            "| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s |\n",
+            "| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s | experts/tok |\n",
         );
-        s.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
+        s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
         for r in &rows {
             let ms = r.ns as f64 / 1e6;
             let gbs = if r.bytes > 0 && r.ns > 0 {
@@ -247,8 +271,13 @@ impl Profiler {
             } else {
                 "".into()
             };
+            let experts = if r.op == "MUL_MAT_ID" {
+                format!("{:.2}", r.experts as f64 / tok)
+            } else {
+                String::new()
+            };
             s.push_str(&format!(
-                "| {} | {} | {} | {:.1} | {:.3} | {:.4} | {:.1}% | {} |\n",
+                "| {} | {} | {} | {:.1} | {:.3} | {:.4} | {:.1}% | {} | {} |\n",
                 r.op,
                 r.types,
                 r.calls,
@@ -256,11 +285,12 @@ impl Profiler {
                 ms,
                 ms / tok,
                 100.0 * r.ns as f64 / total as f64,
-                gbs
+                gbs,
+                experts
             ));
         }
         s.push_str(&format!(
-            "| total | | | | {:.3} | {:.4} | 100% | |\n",
+            "| total | | | | {:.3} | {:.4} | 100% | | |\n",
             total as f64 / 1e6,
             total as f64 / 1e6 / tok
         ));
@@ -278,6 +308,7 @@ impl Profiler {
                     "op": r.op, "types": r.types, "calls": r.calls, "calls_per_tok": r.calls as f64 / tok,
                     "ms": r.ns as f64 / 1e6, "ms_per_tok": r.ns as f64 / 1e6 / tok,
                     "gbs": if r.ns > 0 && r.bytes > 0 { r.bytes as f64 / r.ns as f64 } else { 0.0 },
+                    "experts_per_tok": r.experts as f64 / tok,
                 })
             })
             .collect();

@@ -206,6 +206,8 @@ pub struct ProfileEntry {
     pub ns: u64,
     /// Weight bytes streamed (matmuls).
     pub bytes: u64,
+    /// Routed-expert evaluations (MUL_MAT_ID).
+    pub experts: u64,
 }
 
 /// Per-op timings folded over every executor a session built.
@@ -233,10 +235,15 @@ impl ProfileSummary {
             self.runs, self.tokens, self.threads, self.graphs
         );
         s.push_str(
-            "| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s |\n",
+            "| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s | experts/tok |\n",
         );
-        s.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
+        s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
         for r in &self.rows {
+            let experts = if r.op == "MUL_MAT_ID" {
+                format!("{:.2}", r.experts as f64 / tok)
+            } else {
+                String::new()
+            };
             let ms = r.ns as f64 / 1e6;
             let gbs = if r.bytes > 0 && r.ns > 0 {
                 format!("{:.2}", r.bytes as f64 / r.ns as f64)
@@ -244,7 +251,7 @@ impl ProfileSummary {
                 String::new()
             };
             s.push_str(&format!(
-                "| {} | {} | {} | {:.1} | {:.3} | {:.4} | {:.1}% | {} |\n",
+                "| {} | {} | {} | {:.1} | {:.3} | {:.4} | {:.1}% | {} | {} |\n",
                 r.op,
                 r.types,
                 r.calls,
@@ -252,11 +259,12 @@ impl ProfileSummary {
                 ms,
                 ms / tok,
                 100.0 * r.ns as f64 / total as f64,
-                gbs
+                gbs,
+                experts
             ));
         }
         s.push_str(&format!(
-            "| total | | | | {:.3} | {:.4} | 100% | |\n",
+            "| total | | | | {:.3} | {:.4} | 100% | | |\n",
             total as f64 / 1e6,
             total as f64 / 1e6 / tok
         ));
@@ -309,7 +317,9 @@ impl ProfileAcc {
                     calls: 0,
                     ns: 0,
                     bytes: 0,
+                    experts: 0,
                 });
+            e.experts += r.experts;
             e.calls += r.calls;
             e.ns += r.ns;
             e.bytes += r.bytes;

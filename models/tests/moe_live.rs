@@ -235,3 +235,43 @@ fn swiglu_row_skipping_changes_logits_and_keep_all_is_exact() {
         "shared skipping changes the result"
     );
 }
+
+#[test]
+fn expert_count_per_token_changes_at_the_next_token() {
+    let (f, hp) = model();
+    let knobs = Arc::new(MoeKnobs::new(hp.n_layer));
+    let mut s = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
+    s.set_moe_knobs(knobs.clone());
+    s.set_profile(true);
+    let experts = |s: &mut Session| -> u64 {
+        s.take_profile()
+            .unwrap()
+            .rows
+            .iter()
+            .filter(|r| r.op == "MUL_MAT_ID")
+            .map(|r| r.experts)
+            .sum()
+    };
+    s.prefill(&[0, 266, 85]).unwrap();
+    let after_prefill = experts(&mut s);
+    s.decode(329).unwrap();
+    let one_token = experts(&mut s) - after_prefill;
+    // 6 layers × 6 experts × 3 projections (gate, up, down)
+    assert_eq!(one_token, 6 * 6 * 3);
+    for l in 0..hp.n_layer {
+        if !hp.is_hash_layer(l) {
+            knobs.set(
+                l,
+                LayerMoe {
+                    top_k: 2,
+                    ..LayerMoe::MODEL
+                },
+            );
+        }
+    }
+    let before = experts(&mut s);
+    s.decode(66).unwrap();
+    let switched = experts(&mut s) - before;
+    // hash layers 0..3 keep 6, learned layers 3..6 now run 2
+    assert_eq!(switched, (3 * 6 + 3 * 2) * 3);
+}

@@ -164,6 +164,11 @@ impl CpuKernel for MulMatId {
             .expect("validated at build time");
         let q = cx.scratch.bytes(s.qrow * s.b * s.t);
         quantize_all(x, &s, q);
+        let valid = (0..s.t * s.n_used)
+            .filter(|&j| matches!(route(ids, &s, j % s.n_used, j / s.n_used), Route::Expert(_)))
+            .count();
+        self.evaluated
+            .fetch_add(valid as u64, std::sync::atomic::Ordering::Relaxed);
         for t in 0..s.t {
             for u in 0..s.n_used {
                 let j = t * s.n_used + u;
@@ -207,6 +212,10 @@ impl CpuKernel for MulMatId {
         let (q, rest) = buf.split_at_mut(qbytes);
         let (_, mem, _) = bytemuck::pod_align_to_mut::<u8, u32>(rest);
         let bk = bucket(ids, &s, &mut mem[..bucket_len(&s)]);
+        if cx.ith == 0 {
+            self.evaluated
+                .fetch_add(bk.rows.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         quantize_all(x, &s, q);
         let nchunks = s.n.div_ceil(CHUNK);
         let total = bk.active.len() * nchunks;
@@ -370,9 +379,9 @@ mod tests {
                 scratch: &mut scratch,
             };
             if i == 0 {
-                MulMatId.reference(&mut cx, &dst, &srcs);
+                MulMatId::new().reference(&mut cx, &dst, &srcs);
             } else {
-                MulMatId.forward(&mut cx, &dst, &srcs);
+                MulMatId::new().forward(&mut cx, &dst, &srcs);
             }
             *r = bytemuck::cast_slice(&out).to_vec();
         }

@@ -26,7 +26,26 @@ use quant::DType;
 
 /// Expert-indexed matrix product with weights first.
 #[derive(Debug, Clone)]
-pub struct MulMatId;
+pub struct MulMatId {
+    /// Expert evaluations performed so far: valid `(slot, token)` pairs summed over runs (the
+    /// profiler's routed-experts-per-token column reads it; dropped experts do not count).
+    pub evaluated: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl MulMatId {
+    /// A new node's parameters.
+    pub fn new() -> MulMatId {
+        MulMatId {
+            evaluated: Default::default(),
+        }
+    }
+}
+
+impl Default for MulMatId {
+    fn default() -> Self {
+        MulMatId::new()
+    }
+}
 
 impl OpDef for MulMatId {
     const NAME: &'static str = "MUL_MAT_ID";
@@ -124,7 +143,7 @@ impl Graph {
         ids: TensorId,
     ) -> Result<TensorId, GraphError> {
         let x = self.activation_for(w, x)?;
-        self.op(MulMatId, &[w, x, ids])
+        self.op(MulMatId::new(), &[w, x, ids])
     }
     /// MUL_MAT_ID that computes only the output rows whose `mask` entry is non-zero (the
     /// others are 0 and their weight rows are not read): gate-first SwiGLU row skipping.
@@ -136,6 +155,6 @@ impl Graph {
         mask: TensorId,
     ) -> Result<TensorId, GraphError> {
         let x = self.activation_for(w, x)?;
-        self.op(MulMatId, &[w, x, ids, mask])
+        self.op(MulMatId::new(), &[w, x, ids, mask])
     }
 }
