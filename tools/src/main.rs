@@ -36,6 +36,9 @@ enum Command {
     /// Generate text from a prompt, streaming it as it is produced, then print prefill and
     /// decode speeds; with no -m, the tiny model built into the binary.
     Run(cmd::run::Args),
+    /// Compare two MoE configurations (or `none`, the model's own routing) over a text: mean
+    /// and max KL, top-10 KL, cosine similarity, ΔPPL, top-1/top-3 agreement and decode speed.
+    Kl(cmd::kl::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         Command::TestOps(args) => cmd::test_ops::run(&args),
         Command::Logits(args) => cmd::logits::run(&args),
         Command::Run(args) => cmd::run::run(&args),
+        Command::Kl(args) => cmd::kl::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

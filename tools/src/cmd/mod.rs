@@ -1,6 +1,7 @@
 //! The `fathom` subcommands, one module each.
 
 pub mod inspect;
+pub mod kl;
 pub mod logits;
 pub mod run;
 pub mod test_ops;
