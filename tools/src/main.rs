@@ -33,6 +33,9 @@ enum Command {
     /// Write the logits of every position (`logits`, F32 `[n_tokens, n_vocab]`) to a
     /// safetensors file.
     Logits(cmd::logits::Args),
+    /// Prefill and decode throughput like llama-bench (`--json` for llama-bench's fields plus
+    /// bytes per token and the fraction of measured memory bandwidth).
+    Bench(cmd::bench::Args),
     /// Generate text from a prompt, streaming it as it is produced, then print prefill and
     /// decode speeds; with no -m, the tiny model built into the binary.
     Run(cmd::run::Args),
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => cmd::inspect::run(&args),
         Command::TestOps(args) => cmd::test_ops::run(&args),
         Command::Logits(args) => cmd::logits::run(&args),
+        Command::Bench(args) => cmd::bench::run(&args),
         Command::Run(args) => cmd::run::run(&args),
         Command::Kl(args) => cmd::kl::run(&args),
     };

@@ -1,5 +1,6 @@
 //! The `fathom` subcommands, one module each.
 
+pub mod bench;
 pub mod inspect;
 pub mod kl;
 pub mod logits;

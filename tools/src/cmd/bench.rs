@@ -1,0 +1,287 @@
+//! `fathom bench`: prefill and decode throughput like llama-bench (mean ± sd over `-r`
+//! repetitions), plus for decode the weight bytes a token touches and the fraction of the
+//! machine's measured memory bandwidth that represents (`--membw` measures it alone).
+//!
+//! - prefill test `pp<N>`: a fresh sequence, N random tokens in `--ubatch` chunks, timed;
+//! - decode test `tg<N>`: a fresh sequence, one token of prefill, then N timed decode steps.
+//!
+//! Bytes per decode token: every dense weight once, one row of the token embedding, and of
+//! each routed-expert stack only `n_expert_used` experts' share — the bytes a memory-bound
+//! decoder must stream per token. `floor_fraction` = bytes/token × tok/s ÷ bandwidth.
+
+use anyhow::{bail, Context, Result};
+use models::gguf::GgufFile;
+use models::session::Session;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Arguments of `fathom bench`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Model (.gguf, first shard of a split file). Not needed with `--membw` alone.
+    #[arg(short = 'm', long)]
+    model: Option<PathBuf>,
+    /// Prompt lengths to test, comma separated (0 = none).
+    #[arg(short = 'p', long, value_delimiter = ',', default_value = "64,512")]
+    prompt: Vec<usize>,
+    /// Generation lengths to test, comma separated (0 = none).
+    #[arg(short = 'n', long, value_delimiter = ',', default_value = "32")]
+    gen: Vec<usize>,
+    /// Threads (default: one per physical core).
+    #[arg(short = 't', long)]
+    threads: Option<usize>,
+    /// Repetitions per test.
+    #[arg(short = 'r', long, default_value_t = 3)]
+    reps: usize,
+    /// Prompt chunk size.
+    #[arg(short = 'u', long, default_value_t = 128)]
+    ubatch: usize,
+    /// Print one JSON array (llama-bench field names plus ours).
+    #[arg(long)]
+    json: bool,
+    /// Measure the memory bandwidth (and, without -m, only that).
+    #[arg(long)]
+    membw: bool,
+}
+
+/// Weight bytes one decode token reads (see the module doc).
+pub fn bytes_per_token(file: &GgufFile, n_expert: usize, n_used: usize) -> u64 {
+    file.tensors()
+        .iter()
+        .map(|t| {
+            if t.name.contains("_exps") {
+                t.n_bytes / n_expert.max(1) as u64 * n_used as u64
+            } else if t.name == "token_embd.weight" {
+                let rows = t.ne.get(1).copied().unwrap_or(1).max(1);
+                t.n_bytes / rows
+            } else {
+                t.n_bytes
+            }
+        })
+        .sum()
+}
+
+/// Sustained read bandwidth in GB/s: `threads` threads each sum a disjoint part of a
+/// buffer much larger than the last-level cache, best of 3 passes.
+pub fn measure_membw(threads: usize) -> f64 {
+    const BYTES: usize = 1 << 30;
+    let buf: Vec<u64> = vec![1; BYTES / 8];
+    let mut best = 0f64;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        let sums: Vec<u64> = std::thread::scope(|s| {
+            let per = buf.len().div_ceil(threads.max(1));
+            let hs: Vec<_> = buf
+                .chunks(per)
+                .map(|c| {
+                    s.spawn(move || {
+                        // four independent accumulators keep the loads in flight
+                        let (mut a, mut b, mut x, mut y) = (0u64, 0u64, 0u64, 0u64);
+                        for q in c.chunks_exact(4) {
+                            a = a.wrapping_add(q[0]);
+                            b = b.wrapping_add(q[1]);
+                            x = x.wrapping_add(q[2]);
+                            y = y.wrapping_add(q[3]);
+                        }
+                        a ^ b ^ x ^ y
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(0)).collect()
+        });
+        std::hint::black_box(sums);
+        best = best.max(BYTES as f64 / t0.elapsed().as_secs_f64() / 1e9);
+    }
+    best
+}
+
+struct Row {
+    test: String,
+    n_prompt: usize,
+    n_gen: usize,
+    samples: Vec<f64>,
+}
+
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let n = v.len().max(1) as f64;
+    let m = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 {
+        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (m, var.sqrt())
+}
+
+fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % vocab.max(1) as u64) as u32
+        })
+        .collect()
+}
+
+/// Run the command (a closed stdout, e.g. `| head`, ends it quietly).
+pub fn run(args: &Args) -> Result<()> {
+    match run_inner(args) {
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(())
+        }
+        r => r,
+    }
+}
+
+fn run_inner(args: &Args) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let threads = args
+        .threads
+        .unwrap_or_else(backends::topology::physical_cores)
+        .max(1);
+    let Some(path) = &args.model else {
+        if !args.membw {
+            bail!("give -m MODEL (or --membw to measure the memory bandwidth only)");
+        }
+        let bw = measure_membw(threads);
+        if args.json {
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!([{ "test": "membw", "n_threads": threads, "membw_gbs": bw }])
+            )?;
+        } else {
+            writeln!(
+                out,
+                "memory bandwidth: {bw:.2} GB/s ({threads} threads, 1 GiB read, best of 3)"
+            )?;
+        }
+        return Ok(());
+    };
+    if args.reps == 0 {
+        bail!("-r must be at least 1");
+    }
+    let file =
+        Arc::new(GgufFile::open(path).with_context(|| format!("cannot open {}", path.display()))?);
+    let hp = models::deepseek4::Hparams::from_gguf(&file)
+        .with_context(|| format!("{}: bad hyperparameters", path.display()))?;
+    let size: u64 = file.tensors().iter().map(|t| t.n_bytes).sum();
+    let bpt = bytes_per_token(&file, hp.n_expert, hp.n_expert_used);
+    let want_decode = args.gen.iter().any(|&n| n > 0);
+    let bw = (args.membw || want_decode).then(|| measure_membw(threads));
+    let ctx = args
+        .prompt
+        .iter()
+        .chain(args.gen.iter())
+        .copied()
+        .max()
+        .unwrap_or(1)
+        + 2;
+    let mut session = Session::from_gguf(file.clone(), threads, ctx)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    session.set_ubatch(args.ubatch);
+    let mut rows = Vec::new();
+    for &p in args.prompt.iter().filter(|&&p| p > 0) {
+        let toks = tokens(p, hp.n_vocab, p as u64);
+        session.reset();
+        session.prefill(&toks)?; // warm-up: builds the chunk graphs, pages weights in
+        let mut samples = Vec::new();
+        for _ in 0..args.reps {
+            session.reset();
+            let t0 = Instant::now();
+            session.prefill(&toks)?;
+            samples.push(p as f64 / t0.elapsed().as_secs_f64());
+        }
+        rows.push(Row {
+            test: format!("pp{p}"),
+            n_prompt: p,
+            n_gen: 0,
+            samples,
+        });
+    }
+    for &n in args.gen.iter().filter(|&&n| n > 0) {
+        let first = tokens(1, hp.n_vocab, 7);
+        let mut samples = Vec::new();
+        for rep in 0..=args.reps {
+            session.reset();
+            let mut logits = session.prefill(&first)?;
+            let t0 = Instant::now();
+            for _ in 0..n {
+                let next = logits
+                    .iter()
+                    .enumerate()
+                    .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b })
+                    as u32;
+                logits = session.decode(next)?;
+            }
+            if rep > 0 {
+                samples.push(n as f64 / t0.elapsed().as_secs_f64()); // rep 0 warms up
+            }
+        }
+        rows.push(Row {
+            test: format!("tg{n}"),
+            n_prompt: 0,
+            n_gen: n,
+            samples,
+        });
+    }
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if args.json {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                let (avg, sd) = mean_sd(&r.samples);
+                let decode = r.n_gen > 0;
+                serde_json::json!({
+                    "model_filename": name, "model_size": size, "n_threads": threads,
+                    "n_prompt": r.n_prompt, "n_gen": r.n_gen, "test": r.test,
+                    "avg_ts": avg, "stddev_ts": sd, "samples_ts": r.samples,
+                    "bytes_per_token": if decode { Some(bpt) } else { None },
+                    "membw_gbs": bw,
+                    "floor_fraction": match (decode, bw) { (true, Some(bw)) => Some(bpt as f64 * avg / 1e9 / bw), _ => None },
+                })
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "| model | size | threads | test | t/s | GB/s of weights | % of {} |",
+        bw.map_or("bandwidth".into(), |b| format!("{b:.1} GB/s"))
+    )?;
+    writeln!(out, "|---|---:|---:|---|---:|---:|---:|")?;
+    for r in &rows {
+        let (avg, sd) = mean_sd(&r.samples);
+        let (gbs, frac) = if r.n_gen > 0 {
+            let g = bpt as f64 * avg / 1e9;
+            (
+                format!("{g:.2}"),
+                bw.map_or(String::new(), |b| format!("{:.1}%", 100.0 * g / b)),
+            )
+        } else {
+            (String::new(), String::new())
+        };
+        writeln!(
+            out,
+            "| {name} | {:.2} GiB | {threads} | {} | {avg:.2} ± {sd:.2} | {gbs} | {frac} |",
+            size as f64 / (1u64 << 30) as f64,
+            r.test
+        )?;
+    }
+    eprintln!(
+        "decode reads {:.1} MiB of weights per token",
+        bpt as f64 / (1u64 << 20) as f64
+    );
+    Ok(())
+}

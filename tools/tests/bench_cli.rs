@@ -1,0 +1,72 @@
+//! `fathom bench`: llama-bench-shaped JSON with our extra fields, and `--membw` alone.
+
+use std::process::Command;
+
+fn fathom() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fathom"))
+}
+
+#[test]
+fn json_has_llama_bench_fields_and_ours() {
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/tests/fixtures/dsv4-tiny/dsv4-tiny-Q8_0.gguf"
+    );
+    let out = fathom()
+        .args([
+            "bench", "-m", model, "-p", "8", "-n", "3", "-t", "2", "-r", "2", "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        for f in [
+            "n_prompt",
+            "n_gen",
+            "n_threads",
+            "avg_ts",
+            "stddev_ts",
+            "bytes_per_token",
+            "membw_gbs",
+            "floor_fraction",
+        ] {
+            assert!(r.get(f).is_some(), "field {f} missing in {r}");
+        }
+        assert!(r["avg_ts"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["samples_ts"].as_array().unwrap().len(), 2);
+    }
+    assert_eq!(rows[0]["n_prompt"], 8);
+    assert_eq!(rows[1]["n_gen"], 3);
+    assert!(
+        rows[1]["bytes_per_token"].as_u64().unwrap() > 1_000_000,
+        "the tiny Q8_0 model reads ~3.7 MB per token"
+    );
+    let f = rows[1]["floor_fraction"].as_f64().unwrap();
+    assert!(f > 0.0 && f < 1.5, "{f}");
+}
+
+#[test]
+fn membw_alone_and_errors() {
+    let out = fathom()
+        .args(["bench", "--membw", "-t", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("GB/s"));
+    let out = fathom().args(["bench"]).output().unwrap();
+    assert!(!out.status.success());
+    let out = fathom()
+        .args(["bench", "-m", "/nonexistent.gguf"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("/nonexistent.gguf")
+    );
+}
