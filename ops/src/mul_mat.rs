@@ -57,6 +57,7 @@ fn weight_row<'a>(w: &TensorRef<'a>, x: &TensorRef, b: usize, n: usize) -> &'a [
 /// Output rows `rows` of batch `b` for every activation column (`srcs` = `[w, x, mask?]`).
 fn compute(
     srcs: &[TensorRef],
+    dot: quant::DotFn,
     s: &Shape,
     q: &[u8],
     dst: &TensorMut,
@@ -64,12 +65,6 @@ fn compute(
     rows: std::ops::Range<usize>,
 ) {
     let (w, x, mask) = (&srcs[0], &srcs[1], srcs.get(2));
-    let dot = w
-        .desc
-        .dtype
-        .info()
-        .vec_dot
-        .expect("validated at build time");
     for t in 0..s.t {
         let j = b * s.t + t;
         let qa = &q[j * s.qrow..(j + 1) * s.qrow];
@@ -85,6 +80,20 @@ fn compute(
     }
 }
 
+/// The scalar reference dot of the weight type.
+pub(crate) fn reference_dot(w: &TensorRef) -> quant::DotFn {
+    w.desc
+        .dtype
+        .info()
+        .vec_dot
+        .expect("validated at build time")
+}
+
+/// The fastest dot kernel of the weight type on this CPU (bit-identical to the reference).
+pub(crate) fn fast_dot(w: &TensorRef) -> quant::DotFn {
+    quant::simd::vec_dot_fn(w.desc.dtype).expect("validated at build time")
+}
+
 impl CpuKernel for MulMat {
     fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (w, x) = (&srcs[0], &srcs[1]);
@@ -92,7 +101,7 @@ impl CpuKernel for MulMat {
         let q = cx.scratch.bytes(s.qrow * s.t * s.batches);
         quantize_all(x, &s, q);
         for b in 0..s.batches {
-            compute(srcs, &s, q, dst, b, 0..s.n);
+            compute(srcs, reference_dot(&srcs[0]), &s, q, dst, b, 0..s.n);
         }
     }
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
@@ -111,7 +120,7 @@ impl CpuKernel for MulMat {
             for item in items {
                 let (b, c) = (item / nchunks, item % nchunks);
                 let rows = c * CHUNK..((c + 1) * CHUNK).min(s.n);
-                compute(srcs, &s, &scratch, dst, b, rows);
+                compute(srcs, fast_dot(&srcs[0]), &s, &scratch, dst, b, rows);
             }
         }
         cx.scratch.bytes = scratch;

@@ -29,6 +29,7 @@ mod error;
 pub mod fp8;
 pub mod grids;
 pub mod scalar;
+pub mod simd;
 
 pub use dtype::{DType, DequantFn, DotFn, QuantizeFn, TypeInfo};
 pub use error::QuantError;

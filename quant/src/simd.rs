@@ -1,0 +1,95 @@
+//! Fast dot kernels chosen at run time by CPU features, each **bit-identical** to its scalar
+//! reference in [`crate::dot`] (the reference already accumulates in ggml's x86 lane order,
+//! so a SIMD kernel doing the same integer lane sums and FMAs gives the same bits). Tested
+//! against the reference on random inputs of every length (`quant/tests/simd.rs`).
+//!
+//! [`vec_dot_fn`] returns the best kernel for a type on this CPU, or the reference.
+//! `FATHOM_FORCE_SCALAR=1` forces the reference everywhere (for bisecting).
+
+use crate::{DType, DotFn};
+use std::sync::OnceLock;
+
+/// The fastest dot product for `dtype` on this CPU (the reference where no kernel exists).
+pub fn vec_dot_fn(dtype: DType) -> Option<DotFn> {
+    let reference = dtype.info().vec_dot;
+    if force_scalar() {
+        return reference;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if dtype == DType::Q8_0 && x86::has_avx2_fma() {
+            return Some(x86::dot_q8_0_avx2_entry);
+        }
+    }
+    reference
+}
+
+fn force_scalar() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| std::env::var("FATHOM_FORCE_SCALAR").is_ok_and(|v| v == "1"))
+}
+
+/// Names of the kernels available for `dtype` on this CPU, best first (for tests and tools).
+pub fn available(dtype: DType) -> Vec<(&'static str, DotFn)> {
+    let mut v: Vec<(&'static str, DotFn)> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if dtype == DType::Q8_0 && x86::has_avx2_fma() {
+            v.push(("avx2", x86::dot_q8_0_avx2_entry));
+        }
+    }
+    if let Some(r) = dtype.info().vec_dot {
+        v.push(("scalar", r));
+    }
+    v
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use crate::blocks::{view, BlockQ8_0};
+    use crate::dot::hsum8;
+    use crate::scalar::le_f16;
+    use std::arch::x86_64::*;
+
+    pub fn has_avx2_fma() -> bool {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+
+    /// Safe entry point: only handed out by `vec_dot_fn` after the feature check.
+    pub fn dot_q8_0_avx2_entry(n: usize, w: &[u8], a: &[u8]) -> f32 {
+        // SAFETY: this function is only returned by `vec_dot_fn`/`available` when the CPU
+        // reports AVX2 and FMA (checked at run time just before).
+        unsafe { dot_q8_0_avx2(n, w, a) }
+    }
+
+    /// Q8_0 · Q8_0 with AVX2: per block the 8 lanes of 4-byte integer partial sums (sign
+    /// trick + `vpmaddubsw` + `vpmaddwd`), converted to f32 and FMA'd with `dw·dy`, then the
+    /// same horizontal sum as the reference — the reference's bits exactly.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot_q8_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+        let xs = view::<BlockQ8_0>(w);
+        let ys = view::<BlockQ8_0>(a);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = _mm256_setzero_ps();
+        for (x, y) in xs.iter().zip(ys) {
+            // SAFETY: each block's 32 code bytes are readable (blocks are 34 bytes, alignment 1;
+            // unaligned loads).
+            let (qx, qy) = unsafe {
+                (
+                    _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                    _mm256_loadu_si256(y.qs.as_ptr().cast()),
+                )
+            };
+            let ax = _mm256_sign_epi8(qx, qx); // |x| as unsigned (x = −128 → 128)
+            let sy = _mm256_sign_epi8(qy, qx); // y·sign(x)
+            let p16 = _mm256_maddubs_epi16(ax, sy); // pairs, ≤ 2·128·127 < 2^15
+            let p32 = _mm256_madd_epi16(p16, ones); // lane k = Σ bytes 4k..4k+3
+            let d = _mm256_set1_ps(le_f16(x.d) * le_f16(y.d));
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p32), acc);
+        }
+        let mut lanes = [0f32; 8];
+        // SAFETY: `lanes` has room for 8 f32.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+        hsum8(&lanes)
+    }
+}
