@@ -94,6 +94,28 @@ fn bench_dot(c: &mut Criterion) {
     g.finish();
 }
 
+/// Every run-time-selected kernel next to its scalar reference (`vec_dot/<type>/<kernel>`).
+fn bench_kernels(c: &mut Criterion) {
+    let mut g = c.benchmark_group("vec_dot");
+    for &t in TYPES {
+        let kernels = quant::simd::available(t);
+        if kernels.len() < 2 {
+            continue;
+        }
+        let w = weights(t);
+        let vt = t.info().dot_type.unwrap();
+        let mut a = vec![0u8; bytes_for(vt, N).unwrap()];
+        quantize_activation(vt, &test_data(N, 99), &mut a).unwrap();
+        g.throughput(Throughput::Bytes(w.len() as u64));
+        for (name, k) in kernels {
+            g.bench_with_input(BenchmarkId::new(t.name(), name), &w, |b, w| {
+                b.iter(|| k(N, black_box(w), black_box(&a)))
+            });
+        }
+    }
+    g.finish();
+}
+
 fn bench_act_quant(c: &mut Criterion) {
     let mut g = c.benchmark_group("act_quant");
     let x = test_data(N, 5);
@@ -111,6 +133,6 @@ criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(300))
         .measurement_time(std::time::Duration::from_millis(800));
-    targets = bench_dequant, bench_dot, bench_act_quant
+    targets = bench_dequant, bench_dot, bench_kernels, bench_act_quant
 }
 criterion_main!(benches);

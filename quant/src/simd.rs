@@ -17,8 +17,12 @@ pub fn vec_dot_fn(dtype: DType) -> Option<DotFn> {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        if dtype == DType::Q8_0 && x86::has_avx2_fma() {
-            return Some(x86::dot_q8_0_avx2_entry);
+        if x86::has_avx2_fma() {
+            match dtype {
+                DType::Q8_0 => return Some(x86::dot_q8_0_avx2_entry),
+                DType::MXFP4 => return Some(x86::dot_mxfp4_avx2_entry),
+                _ => {}
+            }
         }
     }
     reference
@@ -34,8 +38,12 @@ pub fn available(dtype: DType) -> Vec<(&'static str, DotFn)> {
     let mut v: Vec<(&'static str, DotFn)> = Vec::new();
     #[cfg(target_arch = "x86_64")]
     {
-        if dtype == DType::Q8_0 && x86::has_avx2_fma() {
-            v.push(("avx2", x86::dot_q8_0_avx2_entry));
+        if x86::has_avx2_fma() {
+            match dtype {
+                DType::Q8_0 => v.push(("avx2", x86::dot_q8_0_avx2_entry)),
+                DType::MXFP4 => v.push(("avx2", x86::dot_mxfp4_avx2_entry)),
+                _ => {}
+            }
         }
     }
     if let Some(r) = dtype.info().vec_dot {
@@ -46,9 +54,10 @@ pub fn available(dtype: DType) -> Vec<(&'static str, DotFn)> {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use crate::blocks::{view, BlockQ8_0};
+    use crate::blocks::{view, BlockMXFP4, BlockQ8_0};
     use crate::dot::hsum8;
-    use crate::scalar::le_f16;
+    use crate::grids::KVALUES_MXFP4;
+    use crate::scalar::{e8m0_to_f32_half, le_f16};
     use std::arch::x86_64::*;
 
     pub fn has_avx2_fma() -> bool {
@@ -60,6 +69,73 @@ mod x86 {
         // SAFETY: this function is only returned by `vec_dot_fn`/`available` when the CPU
         // reports AVX2 and FMA (checked at run time just before).
         unsafe { dot_q8_0_avx2(n, w, a) }
+    }
+
+    /// Safe entry point: only handed out after the feature check.
+    pub fn dot_mxfp4_avx2_entry(n: usize, w: &[u8], a: &[u8]) -> f32 {
+        // SAFETY: only returned by `vec_dot_fn`/`available` when AVX2 and FMA are present.
+        unsafe { dot_mxfp4_avx2(n, w, a) }
+    }
+
+    /// 8 lanes of integer partial sums of one 32-element int8 × int8 block (lane k =
+    /// elements 4k..4k+3), via the sign trick, `vpmaddubsw` and `vpmaddwd`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn lanes(qx: __m256i, qy: __m256i) -> __m256 {
+        let ax = _mm256_sign_epi8(qx, qx);
+        let sy = _mm256_sign_epi8(qy, qx);
+        let p16 = _mm256_maddubs_epi16(ax, sy);
+        _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)))
+    }
+
+    /// MXFP4 · Q8_0 with AVX2 in the reference's order: codes → int8 through a 16-entry
+    /// `vpshufb` table, blocks in pairs into two accumulators, an odd last block in scalar code.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+        let xs = view::<BlockMXFP4>(w);
+        let ys = view::<BlockQ8_0>(a);
+        // SAFETY: KVALUES_MXFP4 has 16 bytes.
+        let table = unsafe { _mm_loadu_si128(KVALUES_MXFP4.as_ptr().cast()) };
+        let m4 = _mm_set1_epi8(0x0F);
+        let decode = |x: &BlockMXFP4| -> __m256i {
+            // SAFETY: 16 code bytes per block (unaligned load).
+            let q = unsafe { _mm_loadu_si128(x.qs.as_ptr().cast()) };
+            let lo = _mm_shuffle_epi8(table, _mm_and_si128(q, m4));
+            let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
+            _mm256_set_m128i(hi, lo) // elements 0..15 then 16..31
+        };
+        let (mut acc1, mut acc2) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let pairs = xs.len() / 2;
+        for p in 0..pairs {
+            for (acc, ib) in [(&mut acc1, 2 * p), (&mut acc2, 2 * p + 1)] {
+                let (x, y) = (&xs[ib], &ys[ib]);
+                // SAFETY: 32 activation code bytes per block.
+                let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr().cast()) };
+                // SAFETY: AVX2/FMA are enabled for this function.
+                let l = unsafe { lanes(decode(x), qy) };
+                let d = _mm256_set1_ps(le_f16(y.d) * e8m0_to_f32_half(x.e));
+                *acc = _mm256_fmadd_ps(d, l, *acc);
+            }
+        }
+        let mut l1 = [0f32; 8];
+        let mut l2 = [0f32; 8];
+        // SAFETY: room for 8 f32 each.
+        unsafe {
+            _mm256_storeu_ps(l1.as_mut_ptr(), acc1);
+            _mm256_storeu_ps(l2.as_mut_ptr(), acc2);
+        }
+        let sum: [f32; 8] = std::array::from_fn(|k| l1[k] + l2[k]);
+        let mut s = hsum8(&sum);
+        for ib in 2 * pairs..xs.len() {
+            let (x, y) = (&xs[ib], &ys[ib]);
+            let d = le_f16(y.d) * e8m0_to_f32_half(x.e);
+            let mut sumi = 0i32;
+            for j in 0..16 {
+                sumi += KVALUES_MXFP4[(x.qs[j] & 0xF) as usize] as i32 * y.qs[j] as i32;
+                sumi += KVALUES_MXFP4[(x.qs[j] >> 4) as usize] as i32 * y.qs[j + 16] as i32;
+            }
+            s += d * sumi as f32;
+        }
+        s
     }
 
     /// Q8_0 · Q8_0 with AVX2: per block the 8 lanes of 4-byte integer partial sums (sign

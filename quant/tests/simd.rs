@@ -56,3 +56,29 @@ fn q8_0_kernels_match_the_reference_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn mxfp4_kernels_match_the_reference_bit_for_bit() {
+    let kernels = quant::simd::available(DType::MXFP4);
+    let reference = DType::MXFP4.info().vec_dot.unwrap();
+    let mut r = rng(0x5151);
+    for nb in 1..=40usize {
+        let n = 32 * nb;
+        let mut w = vec![0u8; bytes_for(DType::MXFP4, n).unwrap()];
+        for blk in w.chunks_exact_mut(17) {
+            blk[0] = 118 + (r() % 12) as u8; // E8M0 exponent around 2^-10
+            for b in blk[1..].iter_mut() {
+                *b = r() as u8;
+            }
+        }
+        let x: Vec<f32> = (0..n)
+            .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * 2.0)
+            .collect();
+        let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
+        quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
+        let want = reference(n, &w, &a);
+        for (name, k) in &kernels {
+            assert_eq!(k(n, &w, &a).to_bits(), want.to_bits(), "{name} n={n}");
+        }
+    }
+}
