@@ -44,6 +44,10 @@ pub struct Args {
     /// Measure the memory bandwidth (and, without -m, only that).
     #[arg(long)]
     membw: bool,
+    /// Live MoE configuration (TOML or `.bin`), applied before the tests and re-checked before
+    /// each test; without a value `/tmp/dsv4_moe_cfg.bin`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "/tmp/dsv4_moe_cfg.bin")]
+    moe_config: Option<PathBuf>,
 }
 
 /// Weight bytes one decode token reads (see the module doc).
@@ -187,8 +191,31 @@ fn run_inner(args: &Args) -> Result<()> {
     let mut session = Session::from_gguf(file.clone(), threads, ctx)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     session.set_ubatch(args.ubatch);
+    let mut moe = args.moe_config.clone().map(|p| {
+        let knobs = Arc::new(graph::knobs::MoeKnobs::new(hp.n_layer));
+        session.set_moe_knobs(knobs.clone());
+        (models::moe_config::MoeWatcher::new(p), knobs)
+    });
+    let mut poll_moe = || {
+        if let Some((w, knobs)) = moe.as_mut() {
+            match w.poll(&hp, knobs) {
+                Some(models::moe_config::MoeEvent::Applied(c)) => {
+                    eprintln!("moe: {} now in force: {c}", w.path().display())
+                }
+                Some(models::moe_config::MoeEvent::Rejected(e)) => {
+                    eprintln!("moe: rejected, keeping the last good configuration: {e}")
+                }
+                Some(models::moe_config::MoeEvent::Removed) => eprintln!(
+                    "moe: {} removed, back to the model's own routing",
+                    w.path().display()
+                ),
+                None => {}
+            }
+        }
+    };
     let mut rows = Vec::new();
     for &p in args.prompt.iter().filter(|&&p| p > 0) {
+        poll_moe();
         let toks = tokens(p, hp.n_vocab, p as u64);
         session.reset();
         session.prefill(&toks)?; // warm-up: builds the chunk graphs, pages weights in
@@ -207,6 +234,7 @@ fn run_inner(args: &Args) -> Result<()> {
         });
     }
     for &n in args.gen.iter().filter(|&&n| n > 0) {
+        poll_moe();
         let first = tokens(1, hp.n_vocab, 7);
         let mut samples = Vec::new();
         for rep in 0..=args.reps {
