@@ -42,6 +42,9 @@ enum Command {
     /// Compare two MoE configurations (or `none`, the model's own routing) over a text: mean
     /// and max KL, top-10 KL, cosine similarity, ΔPPL, top-1/top-3 agreement and decode speed.
     Kl(cmd::kl::Args),
+    /// Write a random-weight DeepSeek-V4 GGUF at real V4-Flash dimensions (llama.cpp's
+    /// `deepseek4` keys and names) for benchmarks: `--recipe seed|q4k|iq2`, `--type PAT=TYPE`.
+    Synth(cmd::synth::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(&args),
         Command::Run(args) => cmd::run::run(&args),
         Command::Kl(args) => cmd::kl::run(&args),
+        Command::Synth(args) => cmd::synth::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,4 +5,5 @@ pub mod inspect;
 pub mod kl;
 pub mod logits;
 pub mod run;
+pub mod synth;
 pub mod test_ops;
