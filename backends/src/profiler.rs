@@ -76,7 +76,7 @@ struct StepInfo {
 }
 
 /// One row of the profile.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProfileRow {
     /// Op name.
     pub op: String,
@@ -249,69 +249,20 @@ impl Profiler {
 
     /// The table as markdown text.
     pub fn table(&self) -> String {
-        let rows = self.rows();
-        let total: u64 = rows.iter().map(|r| r.ns).sum::<u64>().max(1);
-        let tok = self.tokens() as f64;
-        let mut s = format!(
-            "fathom op profile: {} runs, {} tokens, {} threads, {} barriers/run ({} elided)\n",
+        let head = format!(
+            "fathom op profile: {} runs, {} tokens, {} threads, {} barriers/run ({} elided)",
             self.runs,
             self.tokens(),
             self.threads,
             self.barriers,
             self.elided
         );
-        s.push_str(
-            "| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s | experts/tok |\n",
-        );
-        s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
-        for r in &rows {
-            let ms = r.ns as f64 / 1e6;
-            let gbs = if r.bytes > 0 && r.ns > 0 {
-                format!("{:.2}", r.bytes as f64 / r.ns as f64)
-            } else {
-                "".into()
-            };
-            let experts = if r.op == "MUL_MAT_ID" {
-                format!("{:.2}", r.experts as f64 / tok)
-            } else {
-                String::new()
-            };
-            s.push_str(&format!(
-                "| {} | {} | {} | {:.1} | {:.3} | {:.4} | {:.1}% | {} | {} |\n",
-                r.op,
-                r.types,
-                r.calls,
-                r.calls as f64 / tok,
-                ms,
-                ms / tok,
-                100.0 * r.ns as f64 / total as f64,
-                gbs,
-                experts
-            ));
-        }
-        s.push_str(&format!(
-            "| total | | | | {:.3} | {:.4} | 100% | | |\n",
-            total as f64 / 1e6,
-            total as f64 / 1e6 / tok
-        ));
-        s
+        render_table(&head, &self.rows(), self.tokens() as f64)
     }
 
     /// The rows as JSON.
     pub fn to_json(&self) -> serde_json::Value {
-        let tok = self.tokens() as f64;
-        let rows: Vec<serde_json::Value> = self
-            .rows()
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "op": r.op, "types": r.types, "calls": r.calls, "calls_per_tok": r.calls as f64 / tok,
-                    "ms": r.ns as f64 / 1e6, "ms_per_tok": r.ns as f64 / 1e6 / tok,
-                    "gbs": if r.ns > 0 && r.bytes > 0 { r.bytes as f64 / r.ns as f64 } else { 0.0 },
-                    "experts_per_tok": r.experts as f64 / tok,
-                })
-            })
-            .collect();
+        let rows = rows_json(&self.rows(), self.tokens() as f64);
         serde_json::json!({
             "runs": self.runs, "tokens": self.tokens(), "threads": self.threads,
             "barriers_per_run": self.barriers, "elided_barriers_per_run": self.elided, "ops": rows,
@@ -355,4 +306,60 @@ impl Profiler {
             None => {}
         }
     }
+}
+
+/// The markdown table of `rows` (largest time first) under the line `head`, per-token columns
+/// divided by `tokens` — shared by the executor's profiler and the session's summary.
+pub fn render_table(head: &str, rows: &[ProfileRow], tokens: f64) -> String {
+    let total: u64 = rows.iter().map(|r| r.ns).sum::<u64>().max(1);
+    let tok = tokens.max(1.0);
+    let mut s = format!("{head}\n");
+    s.push_str("| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s | experts/tok |\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in rows {
+        let ms = r.ns as f64 / 1e6;
+        let gbs = if r.bytes > 0 && r.ns > 0 {
+            format!("{:.2}", r.bytes as f64 / r.ns as f64)
+        } else {
+            String::new()
+        };
+        let experts = if r.op == "MUL_MAT_ID" {
+            format!("{:.2}", r.experts as f64 / tok)
+        } else {
+            String::new()
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {:.1} | {:.3} | {:.4} | {:.1}% | {} | {} |\n",
+            r.op,
+            r.types,
+            r.calls,
+            r.calls as f64 / tok,
+            ms,
+            ms / tok,
+            100.0 * r.ns as f64 / total as f64,
+            gbs,
+            experts
+        ));
+    }
+    s.push_str(&format!(
+        "| total | | | | {:.3} | {:.4} | 100% | | |\n",
+        total as f64 / 1e6,
+        total as f64 / 1e6 / tok
+    ));
+    s
+}
+
+/// The JSON objects of `rows` (the shape of `FATHOM_PROFILE_OPS=json:PATH`).
+pub fn rows_json(rows: &[ProfileRow], tokens: f64) -> Vec<serde_json::Value> {
+    let tok = tokens.max(1.0);
+    rows.iter()
+        .map(|r| {
+            serde_json::json!({
+                "op": r.op, "types": r.types, "calls": r.calls, "calls_per_tok": r.calls as f64 / tok,
+                "ms": r.ns as f64 / 1e6, "ms_per_tok": r.ns as f64 / 1e6 / tok,
+                "gbs": if r.ns > 0 && r.bytes > 0 { r.bytes as f64 / r.ns as f64 } else { 0.0 },
+                "experts_per_tok": r.experts as f64 / tok,
+            })
+        })
+        .collect()
 }

@@ -193,22 +193,8 @@ pub struct SessionStats {
     pub peak_arena_bytes: usize,
 }
 
-/// One row of a [`ProfileSummary`]: an op and its tensor types.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProfileEntry {
-    /// Op name.
-    pub op: String,
-    /// Source and output types, e.g. `q8_0×f32→f32`.
-    pub types: String,
-    /// Executions.
-    pub calls: u64,
-    /// Wall time in ns.
-    pub ns: u64,
-    /// Weight bytes streamed (matmuls).
-    pub bytes: u64,
-    /// Routed-expert evaluations (MUL_MAT_ID).
-    pub experts: u64,
-}
+/// One row of a session's profile (the executor profiler's row type).
+pub type ProfileEntry = backends::profiler::ProfileRow;
 
 /// Per-op timings folded over every executor a session built.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -228,64 +214,16 @@ pub struct ProfileSummary {
 impl ProfileSummary {
     /// The table, in the columns of `FATHOM_PROFILE_OPS=1`.
     pub fn table(&self) -> String {
-        let total: u64 = self.rows.iter().map(|r| r.ns).sum::<u64>().max(1);
-        let tok = self.tokens.max(1) as f64;
-        let mut s = format!(
-            "fathom op profile: {} runs, {} tokens, {} threads, {} graphs\n",
+        let head = format!(
+            "fathom op profile: {} runs, {} tokens, {} threads, {} graphs",
             self.runs, self.tokens, self.threads, self.graphs
         );
-        s.push_str(
-            "| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s | experts/tok |\n",
-        );
-        s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
-        for r in &self.rows {
-            let experts = if r.op == "MUL_MAT_ID" {
-                format!("{:.2}", r.experts as f64 / tok)
-            } else {
-                String::new()
-            };
-            let ms = r.ns as f64 / 1e6;
-            let gbs = if r.bytes > 0 && r.ns > 0 {
-                format!("{:.2}", r.bytes as f64 / r.ns as f64)
-            } else {
-                String::new()
-            };
-            s.push_str(&format!(
-                "| {} | {} | {} | {:.1} | {:.3} | {:.4} | {:.1}% | {} | {} |\n",
-                r.op,
-                r.types,
-                r.calls,
-                r.calls as f64 / tok,
-                ms,
-                ms / tok,
-                100.0 * r.ns as f64 / total as f64,
-                gbs,
-                experts
-            ));
-        }
-        s.push_str(&format!(
-            "| total | | | | {:.3} | {:.4} | 100% | | |\n",
-            total as f64 / 1e6,
-            total as f64 / 1e6 / tok
-        ));
-        s
+        backends::profiler::render_table(&head, &self.rows, self.tokens as f64)
     }
 
     /// The rows as JSON (the shape of `FATHOM_PROFILE_OPS=json:PATH`).
     pub fn to_json(&self) -> serde_json::Value {
-        let tok = self.tokens.max(1) as f64;
-        let rows: Vec<serde_json::Value> = self
-            .rows
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "op": r.op, "types": r.types, "calls": r.calls,
-                    "calls_per_tok": r.calls as f64 / tok, "ms": r.ns as f64 / 1e6,
-                    "ms_per_tok": r.ns as f64 / 1e6 / tok,
-                    "gbs": if r.ns > 0 && r.bytes > 0 { r.bytes as f64 / r.ns as f64 } else { 0.0 },
-                })
-            })
-            .collect();
+        let rows = backends::profiler::rows_json(&self.rows, self.tokens as f64);
         serde_json::json!({
             "runs": self.runs, "tokens": self.tokens, "threads": self.threads,
             "graphs": self.graphs, "ops": rows,
