@@ -21,6 +21,7 @@ pub fn vec_dot_fn(dtype: DType) -> Option<DotFn> {
             match dtype {
                 DType::Q8_0 => return Some(x86::dot_q8_0_avx2_entry),
                 DType::MXFP4 => return Some(x86::dot_mxfp4_avx2_entry),
+                DType::Q4_K => return Some(x86::dot_q4_k_avx2_entry),
                 _ => {}
             }
         }
@@ -42,6 +43,7 @@ pub fn available(dtype: DType) -> Vec<(&'static str, DotFn)> {
             match dtype {
                 DType::Q8_0 => v.push(("avx2", x86::dot_q8_0_avx2_entry)),
                 DType::MXFP4 => v.push(("avx2", x86::dot_mxfp4_avx2_entry)),
+                DType::Q4_K => v.push(("avx2", x86::dot_q4_k_avx2_entry)),
                 _ => {}
             }
         }
@@ -54,7 +56,8 @@ pub fn available(dtype: DType) -> Vec<(&'static str, DotFn)> {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use crate::blocks::{view, BlockMXFP4, BlockQ8_0};
+    use crate::blocks::{view, BlockMXFP4, BlockQ4K, BlockQ8K, BlockQ8_0};
+    use crate::codec::kquants::scale_min_k4;
     use crate::dot::hsum8;
     use crate::grids::KVALUES_MXFP4;
     use crate::scalar::{e8m0_to_f32_half, le_f16};
@@ -69,6 +72,62 @@ mod x86 {
         // SAFETY: this function is only returned by `vec_dot_fn`/`available` when the CPU
         // reports AVX2 and FMA (checked at run time just before).
         unsafe { dot_q8_0_avx2(n, w, a) }
+    }
+
+    /// Safe entry point: only handed out after the feature check.
+    pub fn dot_q4_k_avx2_entry(n: usize, w: &[u8], a: &[u8]) -> f32 {
+        // SAFETY: only returned by `vec_dot_fn`/`available` when AVX2 and FMA are present.
+        unsafe { dot_q4_k_avx2(n, w, a) }
+    }
+
+    /// Horizontal sum of 8 i32 lanes (exact).
+    #[target_feature(enable = "avx2")]
+    unsafe fn hsum_i32(v: __m256i) -> i32 {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+        _mm_cvtsi128_si32(s)
+    }
+
+    /// Q4_K · Q8_K with AVX2: the integer sub-block sums Σ q·y come from `vpmaddubsw` (codes
+    /// 0..15 are unsigned, no saturation) and `vpmaddwd`; everything after them is the
+    /// reference's scalar arithmetic, so the result is the reference's bits.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot_q4_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+        let ones = _mm256_set1_epi16(1);
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut s = 0f32;
+        for (x, y) in view::<BlockQ4K>(w).iter().zip(view::<BlockQ8K>(a)) {
+            let (mut isc, mut imin) = (0i32, 0i32);
+            for c in 0..4 {
+                // SAFETY: 32 code bytes per chunk and 64 activation bytes per chunk are inside
+                // the blocks (unaligned loads).
+                let (q, ylo, yhi) = unsafe {
+                    (
+                        _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()),
+                        _mm256_loadu_si256(y.qs.as_ptr().add(64 * c).cast()),
+                        _mm256_loadu_si256(y.qs.as_ptr().add(64 * c + 32).cast()),
+                    )
+                };
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                // SAFETY: AVX2 is enabled for this function.
+                let (s_lo, s_hi) = unsafe {
+                    (
+                        hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones)),
+                        hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones)),
+                    )
+                };
+                for (j, isum) in [(2 * c, s_lo), (2 * c + 1, s_hi)] {
+                    let (sc, m) = scale_min_k4(j, &x.scales);
+                    imin += m as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+                    isc += sc as i32 * isum;
+                }
+            }
+            let dy = y.d();
+            s += dy * (le_f16(x.d) * isc as f32) - dy * (le_f16(x.dmin) * imin as f32);
+        }
+        s
     }
 
     /// Safe entry point: only handed out after the feature check.
