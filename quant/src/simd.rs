@@ -22,6 +22,7 @@ pub fn vec_dot_fn(dtype: DType) -> Option<DotFn> {
                 DType::Q8_0 => return Some(x86::dot_q8_0_avx2_entry),
                 DType::MXFP4 => return Some(x86::dot_mxfp4_avx2_entry),
                 DType::Q4_K => return Some(x86::dot_q4_k_avx2_entry),
+                DType::Q6_K => return Some(x86::dot_q6_k_avx2_entry),
                 _ => {}
             }
         }
@@ -44,6 +45,7 @@ pub fn available(dtype: DType) -> Vec<(&'static str, DotFn)> {
                 DType::Q8_0 => v.push(("avx2", x86::dot_q8_0_avx2_entry)),
                 DType::MXFP4 => v.push(("avx2", x86::dot_mxfp4_avx2_entry)),
                 DType::Q4_K => v.push(("avx2", x86::dot_q4_k_avx2_entry)),
+                DType::Q6_K => v.push(("avx2", x86::dot_q6_k_avx2_entry)),
                 _ => {}
             }
         }
@@ -56,7 +58,7 @@ pub fn available(dtype: DType) -> Vec<(&'static str, DotFn)> {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use crate::blocks::{view, BlockMXFP4, BlockQ4K, BlockQ8K, BlockQ8_0};
+    use crate::blocks::{view, BlockMXFP4, BlockQ4K, BlockQ6K, BlockQ8K, BlockQ8_0};
     use crate::codec::kquants::scale_min_k4;
     use crate::dot::hsum8;
     use crate::grids::KVALUES_MXFP4;
@@ -126,6 +128,70 @@ mod x86 {
             }
             let dy = y.d();
             s += dy * (le_f16(x.d) * isc as f32) - dy * (le_f16(x.dmin) * imin as f32);
+        }
+        s
+    }
+
+    /// Safe entry point: only handed out after the feature check.
+    pub fn dot_q6_k_avx2_entry(n: usize, w: &[u8], a: &[u8]) -> f32 {
+        // SAFETY: only returned by `vec_dot_fn`/`available` when AVX2 and FMA are present.
+        unsafe { dot_q6_k_avx2(n, w, a) }
+    }
+
+    /// Q6_K · Q8_K with AVX2: the 6-bit codes are rebuilt unsigned (0..63), the 16-element
+    /// sub-block sums Σ u·y come from `vpmaddubsw`/`vpmaddwd`, and Σ q·y = Σ u·y − 32·bsum;
+    /// the float combine is the reference's, so the result is the reference's bits.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+        let ones = _mm256_set1_epi16(1);
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m2 = _mm256_set1_epi8(0x03);
+        let half_sums = |v: __m256i| -> (i32, i32) {
+            let mut l = [0i32; 8];
+            // SAFETY: room for 8 i32.
+            unsafe { _mm256_storeu_si256(l.as_mut_ptr().cast(), v) };
+            (l[0] + l[1] + l[2] + l[3], l[4] + l[5] + l[6] + l[7])
+        };
+        let mut s = 0f32;
+        for (x, y) in view::<BlockQ6K>(w).iter().zip(view::<BlockQ8K>(a)) {
+            let mut isc = 0i32;
+            for h in 0..2 {
+                // SAFETY: 64 `ql`, 32 `qh` and 128 activation bytes of this half are inside the
+                // blocks (unaligned loads).
+                let (ql0, ql1, qh) = unsafe {
+                    (
+                        _mm256_loadu_si256(x.ql.as_ptr().add(64 * h).cast()),
+                        _mm256_loadu_si256(x.ql.as_ptr().add(64 * h + 32).cast()),
+                        _mm256_loadu_si256(x.qh.as_ptr().add(32 * h).cast()),
+                    )
+                };
+                let hi = |shift: i32| -> __m256i {
+                    let v = match shift {
+                        0 => qh,
+                        2 => _mm256_srli_epi16(qh, 2),
+                        4 => _mm256_srli_epi16(qh, 4),
+                        _ => _mm256_srli_epi16(qh, 6),
+                    };
+                    _mm256_slli_epi16(_mm256_and_si256(v, m2), 4)
+                };
+                let u = [
+                    _mm256_or_si256(_mm256_and_si256(ql0, m4), hi(0)),
+                    _mm256_or_si256(_mm256_and_si256(ql1, m4), hi(2)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hi(4)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hi(6)),
+                ];
+                for (k, uk) in u.iter().enumerate() {
+                    // SAFETY: 32 activation bytes at 128h + 32k.
+                    let yk =
+                        unsafe { _mm256_loadu_si256(y.qs.as_ptr().add(128 * h + 32 * k).cast()) };
+                    let (sa, sb) =
+                        half_sums(_mm256_madd_epi16(_mm256_maddubs_epi16(*uk, yk), ones));
+                    let sub = 8 * h + 2 * k;
+                    isc += x.scales[sub] as i32 * (sa - 32 * y.bsum(sub) as i32);
+                    isc += x.scales[sub + 1] as i32 * (sb - 32 * y.bsum(sub + 1) as i32);
+                }
+            }
+            s += y.d() * le_f16(x.d) * isc as f32;
         }
         s
     }

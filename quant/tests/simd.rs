@@ -109,3 +109,29 @@ fn q4_k_kernels_match_the_reference_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn q6_k_kernels_match_the_reference_bit_for_bit() {
+    let kernels = quant::simd::available(DType::Q6_K);
+    let reference = DType::Q6_K.info().vec_dot.unwrap();
+    let mut r = rng(0x66);
+    for nb in 1..=12usize {
+        let n = 256 * nb;
+        let mut w = vec![0u8; bytes_for(DType::Q6_K, n).unwrap()];
+        for blk in w.chunks_exact_mut(210) {
+            for b in blk.iter_mut() {
+                *b = r() as u8;
+            }
+            blk[208..210].copy_from_slice(&quant::scalar::f32_to_f16(0.003).to_le_bytes());
+        }
+        let x: Vec<f32> = (0..n)
+            .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * 2.0)
+            .collect();
+        let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+        quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+        let want = reference(n, &w, &a);
+        for (name, k) in &kernels {
+            assert_eq!(k(n, &w, &a).to_bits(), want.to_bits(), "{name} n={n}");
+        }
+    }
+}
