@@ -1,5 +1,6 @@
-//! Every run-time-selected kernel against its scalar reference on random inputs: all block
-//! counts 1..=40 (every tail), extreme codes included. The kernels reproduce the reference's
+//! Every run-time-selected kernel against its scalar reference on random inputs: block counts
+//! 1..=40 for 32-element blocks and 1..=12 for 256-element super-blocks (every tail), extreme
+//! codes included. The kernels reproduce the reference's
 //! accumulation order, so the results must be bit-identical.
 
 use fathom_quant as quant;
@@ -15,6 +16,30 @@ fn rng(seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
+/// Random activations of length `n` in `[-scale, scale)`.
+fn activations(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
+        .collect()
+}
+
+/// Quantizes `x` to `act` and asserts every available `wt` kernel returns the reference's bits.
+fn assert_kernels_match(wt: DType, act: DType, w: &[u8], x: &[f32]) {
+    let n = x.len();
+    let reference = wt.info().vec_dot.unwrap();
+    let mut a = vec![0u8; bytes_for(act, n).unwrap()];
+    quantize_activation(act, x, &mut a).unwrap();
+    let want = reference(n, w, &a);
+    for (name, k) in &quant::simd::available(wt) {
+        let got = k(n, w, &a);
+        assert_eq!(
+            got.to_bits(),
+            want.to_bits(),
+            "{wt:?} {name} n={n}: {got} vs reference {want}"
+        );
+    }
+}
+
 #[test]
 fn q8_0_kernels_match_the_reference_bit_for_bit() {
     let kernels = quant::simd::available(DType::Q8_0);
@@ -23,7 +48,6 @@ fn q8_0_kernels_match_the_reference_bit_for_bit() {
         "Q8_0 kernels on this CPU: {:?}",
         kernels.iter().map(|k| k.0).collect::<Vec<_>>()
     );
-    let reference = DType::Q8_0.info().vec_dot.unwrap();
     let mut r = rng(0xabcdef);
     for nb in 1..=40usize {
         let n = 32 * nb;
@@ -40,27 +64,13 @@ fn q8_0_kernels_match_the_reference_bit_for_bit() {
                 };
             }
         }
-        let x: Vec<f32> = (0..n)
-            .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * 3.0)
-            .collect();
-        let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
-        quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
-        let want = reference(n, &w, &a);
-        for (name, k) in &kernels {
-            let got = k(n, &w, &a);
-            assert_eq!(
-                got.to_bits(),
-                want.to_bits(),
-                "{name} n={n}: {got} vs reference {want}"
-            );
-        }
+        let x = activations(&mut r, n, 3.0);
+        assert_kernels_match(DType::Q8_0, DType::Q8_0, &w, &x);
     }
 }
 
 #[test]
 fn mxfp4_kernels_match_the_reference_bit_for_bit() {
-    let kernels = quant::simd::available(DType::MXFP4);
-    let reference = DType::MXFP4.info().vec_dot.unwrap();
     let mut r = rng(0x5151);
     for nb in 1..=40usize {
         let n = 32 * nb;
@@ -71,22 +81,13 @@ fn mxfp4_kernels_match_the_reference_bit_for_bit() {
                 *b = r() as u8;
             }
         }
-        let x: Vec<f32> = (0..n)
-            .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * 2.0)
-            .collect();
-        let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
-        quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
-        let want = reference(n, &w, &a);
-        for (name, k) in &kernels {
-            assert_eq!(k(n, &w, &a).to_bits(), want.to_bits(), "{name} n={n}");
-        }
+        let x = activations(&mut r, n, 2.0);
+        assert_kernels_match(DType::MXFP4, DType::Q8_0, &w, &x);
     }
 }
 
 #[test]
 fn q4_k_kernels_match_the_reference_bit_for_bit() {
-    let kernels = quant::simd::available(DType::Q4_K);
-    let reference = DType::Q4_K.info().vec_dot.unwrap();
     let mut r = rng(0x44);
     for nb in 1..=12usize {
         let n = 256 * nb;
@@ -98,22 +99,13 @@ fn q4_k_kernels_match_the_reference_bit_for_bit() {
             blk[0..2].copy_from_slice(&quant::scalar::f32_to_f16(0.002).to_le_bytes());
             blk[2..4].copy_from_slice(&quant::scalar::f32_to_f16(0.001).to_le_bytes());
         }
-        let x: Vec<f32> = (0..n)
-            .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * 2.0)
-            .collect();
-        let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
-        quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
-        let want = reference(n, &w, &a);
-        for (name, k) in &kernels {
-            assert_eq!(k(n, &w, &a).to_bits(), want.to_bits(), "{name} n={n}");
-        }
+        let x = activations(&mut r, n, 2.0);
+        assert_kernels_match(DType::Q4_K, DType::Q8_K, &w, &x);
     }
 }
 
 #[test]
 fn q6_k_kernels_match_the_reference_bit_for_bit() {
-    let kernels = quant::simd::available(DType::Q6_K);
-    let reference = DType::Q6_K.info().vec_dot.unwrap();
     let mut r = rng(0x66);
     for nb in 1..=12usize {
         let n = 256 * nb;
@@ -124,14 +116,7 @@ fn q6_k_kernels_match_the_reference_bit_for_bit() {
             }
             blk[208..210].copy_from_slice(&quant::scalar::f32_to_f16(0.003).to_le_bytes());
         }
-        let x: Vec<f32> = (0..n)
-            .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * 2.0)
-            .collect();
-        let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
-        quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
-        let want = reference(n, &w, &a);
-        for (name, k) in &kernels {
-            assert_eq!(k(n, &w, &a).to_bits(), want.to_bits(), "{name} n={n}");
-        }
+        let x = activations(&mut r, n, 2.0);
+        assert_kernels_match(DType::Q6_K, DType::Q8_K, &w, &x);
     }
 }
