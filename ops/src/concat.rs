@@ -146,7 +146,6 @@ impl CpuKernel for Concat {
 mod tests {
     use super::*;
     use graph::TensorDesc;
-    use std::sync::atomic::AtomicUsize;
 
     fn run(dim: usize, a: &[f32], sa: &[usize], b: &[f32], sb: &[usize]) -> [Vec<f32>; 2] {
         let (da, db) = (TensorDesc::f32(sa).unwrap(), TensorDesc::f32(sb).unwrap());
@@ -161,19 +160,7 @@ mod tests {
         for (i, r) in res.iter_mut().enumerate() {
             let mut out = vec![0u8; od.nbytes()];
             let dst = TensorMut::new(od, &mut out);
-            let chunk = AtomicUsize::new(0);
-            let mut scratch = crate::Scratch::default();
-            let mut cx = KernelCx {
-                ith: 0,
-                nth: 1,
-                chunk: &chunk,
-                scratch: &mut scratch,
-            };
-            if i == 0 {
-                Concat { dim }.reference(&mut cx, &dst, &srcs);
-            } else {
-                Concat { dim }.forward(&mut cx, &dst, &srcs);
-            }
+            crate::dsv4_testutil::run_one(&Concat { dim }, &dst, &srcs, i != 0);
             *r = bytemuck::cast_slice(&out).to_vec();
         }
         res

@@ -1,5 +1,5 @@
-//! Test-only helpers for the DeepSeek-V4 custom-op unit tests: run one kernel (reference or
-//! forward, with `nth` simulated threads run one after another) on in-memory sources.
+//! Test-only helpers for the op unit tests: run one kernel (reference or forward, on one
+//! thread or `nth` simulated threads run one after another) on in-memory sources.
 
 use crate::{CpuKernel, KernelCx, Scratch, TensorMut, TensorRef};
 use graph::TensorDesc;
@@ -68,6 +68,24 @@ pub(crate) fn run<K: CpuKernel>(
         }
     }
     (d, out)
+}
+
+/// Run `op` once on one thread into `dst`: the reference (`forward = false`) or the forward
+/// kernel.
+pub(crate) fn run_one<K: CpuKernel>(op: &K, dst: &TensorMut, srcs: &[TensorRef], forward: bool) {
+    let chunk = AtomicUsize::new(0);
+    let mut scratch = Scratch::default();
+    let mut cx = KernelCx {
+        ith: 0,
+        nth: 1,
+        chunk: &chunk,
+        scratch: &mut scratch,
+    };
+    if forward {
+        op.forward(&mut cx, dst, srcs);
+    } else {
+        op.reference(&mut cx, dst, srcs);
+    }
 }
 
 /// Output storage as f32.

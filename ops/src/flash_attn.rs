@@ -417,9 +417,7 @@ fn build_case(c: &Cfg) -> Case {
 mod tests {
     use super::*;
     use crate::case::CaseRng;
-    use crate::Scratch;
     use graph::OpDef;
-    use std::sync::atomic::AtomicUsize;
 
     fn run(op: &FlashAttnExt, srcs: &[(TensorDesc, Vec<u8>)], fwd: bool) -> Vec<f32> {
         let descs: Vec<&TensorDesc> = srcs.iter().map(|(d, _)| d).collect();
@@ -427,19 +425,7 @@ mod tests {
         let mut ob = vec![0u8; od.nbytes()];
         let dst = TensorMut::new(od, &mut ob);
         let refs: Vec<TensorRef> = srcs.iter().map(|(d, b)| TensorRef::new(*d, b)).collect();
-        let chunk = AtomicUsize::new(0);
-        let mut scratch = Scratch::default();
-        let mut cx = KernelCx {
-            ith: 0,
-            nth: 1,
-            chunk: &chunk,
-            scratch: &mut scratch,
-        };
-        if fwd {
-            op.forward(&mut cx, &dst, &refs);
-        } else {
-            op.reference(&mut cx, &dst, &refs);
-        }
+        crate::dsv4_testutil::run_one(op, &dst, &refs, fwd);
         bytemuck::cast_slice(&ob).to_vec()
     }
 

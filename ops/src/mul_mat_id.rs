@@ -348,7 +348,6 @@ fn real_cases() -> Vec<Case> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
 
     /// Run the reference and the forward kernel (as a single thread) on f32 data.
     fn run(w: &[f32], wne: [usize; 3], x: &[f32], xne: [usize; 3], ids: &[i32]) -> [Vec<f32>; 2] {
@@ -365,19 +364,7 @@ mod tests {
         for (i, r) in res.iter_mut().enumerate() {
             let mut out = vec![0u8; od.nbytes()];
             let dst = TensorMut::new(od, &mut out);
-            let chunk = AtomicUsize::new(0);
-            let mut scratch = crate::Scratch::default();
-            let mut cx = KernelCx {
-                ith: 0,
-                nth: 1,
-                chunk: &chunk,
-                scratch: &mut scratch,
-            };
-            if i == 0 {
-                MulMatId::new().reference(&mut cx, &dst, &srcs);
-            } else {
-                MulMatId::new().forward(&mut cx, &dst, &srcs);
-            }
+            crate::dsv4_testutil::run_one(&MulMatId::new(), &dst, &srcs, i != 0);
             *r = bytemuck::cast_slice(&out).to_vec();
         }
         res

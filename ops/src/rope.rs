@@ -225,10 +225,8 @@ impl CpuKernel for Rope {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Scratch;
     use graph::{OpDef, TensorDesc};
     use quant::DType;
-    use std::sync::atomic::AtomicUsize;
 
     /// Run the reference on `x {D, H, T}` (contiguous) at `pos`.
     fn run(op: &Rope, ne: [usize; 3], x: &[f32], pos: &[i32]) -> Vec<f32> {
@@ -241,15 +239,7 @@ mod tests {
             TensorRef::new(xd, bytemuck::cast_slice(x)),
             TensorRef::new(pd, bytemuck::cast_slice(pos)),
         ];
-        let chunk = AtomicUsize::new(0);
-        let mut scratch = Scratch::default();
-        let mut cx = KernelCx {
-            ith: 0,
-            nth: 1,
-            chunk: &chunk,
-            scratch: &mut scratch,
-        };
-        op.reference(&mut cx, &dst, &srcs);
+        crate::dsv4_testutil::run_one(op, &dst, &srcs, false);
         bytemuck::cast_slice(&ob).to_vec()
     }
 

@@ -144,9 +144,7 @@ pub(crate) fn mask_input(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Scratch;
     use graph::OpDef;
-    use std::sync::atomic::AtomicUsize;
 
     /// Run reference (`fwd = false`) or forward on one thread; sources contiguous.
     fn run(op: &SoftMax, srcs: &[(TensorDesc, Vec<u8>)], fwd: bool) -> Vec<f32> {
@@ -155,19 +153,7 @@ mod tests {
         let mut ob = vec![0u8; od.nbytes()];
         let dst = TensorMut::new(od, &mut ob);
         let refs: Vec<TensorRef> = srcs.iter().map(|(d, b)| TensorRef::new(*d, b)).collect();
-        let chunk = AtomicUsize::new(0);
-        let mut scratch = Scratch::default();
-        let mut cx = KernelCx {
-            ith: 0,
-            nth: 1,
-            chunk: &chunk,
-            scratch: &mut scratch,
-        };
-        if fwd {
-            op.forward(&mut cx, &dst, &refs);
-        } else {
-            op.reference(&mut cx, &dst, &refs);
-        }
+        crate::dsv4_testutil::run_one(op, &dst, &refs, fwd);
         bytemuck::cast_slice(&ob).to_vec()
     }
 

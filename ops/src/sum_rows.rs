@@ -57,7 +57,6 @@ impl CpuKernel for SumRows {
 mod tests {
     use super::*;
     use graph::TensorDesc;
-    use std::sync::atomic::AtomicUsize;
 
     #[test]
     fn hand_computed() {
@@ -70,19 +69,7 @@ mod tests {
         for i in 0..2 {
             let mut out = vec![0u8; od.nbytes()];
             let dst = TensorMut::new(od, &mut out);
-            let chunk = AtomicUsize::new(0);
-            let mut scratch = crate::Scratch::default();
-            let mut cx = KernelCx {
-                ith: 0,
-                nth: 1,
-                chunk: &chunk,
-                scratch: &mut scratch,
-            };
-            if i == 0 {
-                SumRows.reference(&mut cx, &dst, &src);
-            } else {
-                SumRows.forward(&mut cx, &dst, &src);
-            }
+            crate::dsv4_testutil::run_one(&SumRows, &dst, &src, i != 0);
             let got: &[f32] = bytemuck::cast_slice(&out);
             assert_eq!(got, [6.0, 1.0]);
         }

@@ -225,7 +225,6 @@ fn rank_case(
 mod tests {
     use super::*;
     use graph::DType;
-    use std::sync::atomic::AtomicUsize;
 
     /// Indices from reference and forward (single thread) of `op` on rows of `x`.
     fn run<K: CpuKernel>(op: &K, x: &[f32], n: usize, k: usize) -> [Vec<i32>; 2] {
@@ -236,19 +235,7 @@ mod tests {
         for (i, r) in res.iter_mut().enumerate() {
             let mut out = vec![0u8; od.nbytes()];
             let dst = TensorMut::new(od, &mut out);
-            let chunk = AtomicUsize::new(0);
-            let mut scratch = crate::Scratch::default();
-            let mut cx = KernelCx {
-                ith: 0,
-                nth: 1,
-                chunk: &chunk,
-                scratch: &mut scratch,
-            };
-            if i == 0 {
-                op.reference(&mut cx, &dst, &src);
-            } else {
-                op.forward(&mut cx, &dst, &src);
-            }
+            crate::dsv4_testutil::run_one(op, &dst, &src, i != 0);
             *r = bytemuck::cast_slice(&out).to_vec();
         }
         res
