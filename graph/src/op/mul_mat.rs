@@ -57,19 +57,30 @@ impl OpDef for MulMat {
             ));
         }
         let out = TensorDesc::f32(&[w.ne[1], x.ne[1], x.ne[2], x.ne[3]])?;
-        if let Some(m) = srcs.get(2) {
-            if m.dtype != DType::F32 || m.ne != out.ne || !m.rows_contiguous() {
-                return Err(shape_err(
-                    Self::NAME,
-                    format!(
-                        "row mask must be f32 {}, got {}",
-                        out.shape_str(),
-                        m.shape_str()
-                    ),
-                ));
-            }
-        }
+        check_row_mask(Self::NAME, srcs.get(2).copied(), &out)?;
         Ok(out)
+    }
+}
+
+/// Check the optional row mask of a (masked) matmul: f32, the output's shape, rows
+/// contiguous. Shared by MUL_MAT and MUL_MAT_ID.
+pub(crate) fn check_row_mask(
+    op: &'static str,
+    mask: Option<&TensorDesc>,
+    out: &TensorDesc,
+) -> Result<(), GraphError> {
+    match mask {
+        Some(m) if m.dtype != DType::F32 || m.ne != out.ne || !m.rows_contiguous() => {
+            Err(shape_err(
+                op,
+                format!(
+                    "row mask must be f32 {}, got {}",
+                    out.shape_str(),
+                    m.shape_str()
+                ),
+            ))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -118,18 +118,7 @@ impl OpDef for MulMatId {
             ));
         }
         let out = TensorDesc::f32(&[w.ne[1], n_used, t])?;
-        if let Some(m) = srcs.get(3) {
-            if m.dtype != DType::F32 || m.ne != out.ne || !m.rows_contiguous() {
-                return Err(shape_err(
-                    Self::NAME,
-                    format!(
-                        "row mask must be f32 {}, got {}",
-                        out.shape_str(),
-                        m.shape_str()
-                    ),
-                ));
-            }
-        }
+        super::mul_mat::check_row_mask(Self::NAME, srcs.get(3).copied(), &out)?;
         Ok(out)
     }
 }
