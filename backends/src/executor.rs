@@ -269,10 +269,12 @@ fn run_steps(
             l.push(si, s, job.t0.elapsed().as_nanos() as u64);
         }
     }
-    step_barrier.wait();
+    // hand the timings back *before* the final barrier: the caller collects them as soon as
+    // the barrier releases it, so a write-back after it would race with the collection
     if let (Some(t), Some(l)) = (times, local) {
         *t.lock().unwrap_or_else(|e| e.into_inner()) = l;
     }
+    step_barrier.wait();
     let _ = job.profile;
 }
 

@@ -11,8 +11,13 @@
 //!   thread.
 //!
 //! With the profiler off the executor does one `Option` check per node and reads no clock, so
-//! its overhead is unmeasurable. A node's time is its wall span across threads (first start to
-//! last end); GB/s is given for matmuls (weight bytes streamed per second).
+//! its overhead is unmeasurable. A node's time is the thread time spent in it divided by the
+//! thread count — its share of the machine — so the rows add up to the runs' wall time with
+//! the row `(barriers, idle)` holding the rest: threads waiting at barriers for a slower
+//! thread or for single-threaded work. GB/s is given for matmuls (weight bytes per second
+//! of that time). A first-start-to-last-end span would instead count the skew between
+//! threads into every small node between two barriers, and with barrier elision the spans
+//! of neighbouring nodes overlap.
 
 use graph::{Graph, NodeKind, Plan};
 use std::collections::BTreeMap;
@@ -51,6 +56,9 @@ pub fn parse_setting(v: &str) -> Option<ProfileOutput> {
         _ => Some(ProfileOutput::Table),
     }
 }
+
+/// The row holding each run's wall time not spent in any node's slowest thread.
+pub const IDLE_ROW: &str = "(barriers, idle)";
 
 /// Timings one thread recorded during a run: `(step, start_ns, end_ns)`.
 #[derive(Debug, Default)]
@@ -104,6 +112,10 @@ pub struct Profiler {
     experts: Vec<u64>,
     experts_seen: Vec<u64>,
     runs: u64,
+    /// Wall time of all runs (first node start to last node end), ns.
+    wall_ns: u64,
+    /// Timing entries each thread handed in for the last run.
+    last_entries: Vec<usize>,
     tokens: u64,
     threads: usize,
     barriers: usize,
@@ -155,6 +167,8 @@ impl Profiler {
             experts: vec![0; n],
             experts_seen: vec![0; n],
             runs: 0,
+            wall_ns: 0,
+            last_entries: Vec::new(),
             tokens: 0,
             threads,
             barriers: plan.barriers(),
@@ -168,15 +182,16 @@ impl Profiler {
     /// Fold one run's thread timings in.
     pub fn collect(&mut self, times: &[Mutex<ThreadTimes>]) {
         let n = self.steps.len();
-        let mut lo = vec![u64::MAX; n];
-        let mut hi = vec![0u64; n];
-        let mut run_end = 0;
+        let mut dur: Vec<Option<u64>> = vec![None; n];
+        let (mut run_start, mut run_end) = (u64::MAX, 0);
+        self.last_entries.clear();
         for (th, t) in times.iter().enumerate() {
             let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
+            self.last_entries.push(t.entries.len());
             for &(s, a, b) in &t.entries {
                 let s = s as usize;
-                lo[s] = lo[s].min(a);
-                hi[s] = hi[s].max(b);
+                dur[s] = Some(dur[s].unwrap_or(0) + b.saturating_sub(a));
+                run_start = run_start.min(a);
                 run_end = run_end.max(b);
                 if self.keep_trace && self.trace.len() < MAX_TRACE_EVENTS {
                     self.trace
@@ -186,8 +201,8 @@ impl Profiler {
             t.entries.clear();
         }
         for s in 0..n {
-            if hi[s] >= lo[s] && lo[s] != u64::MAX {
-                self.ns[s] += hi[s] - lo[s];
+            if let Some(d) = dur[s] {
+                self.ns[s] += d / self.threads.max(1) as u64;
                 self.calls[s] += 1;
             }
             if let Some(c) = &self.steps[s].evaluated {
@@ -196,8 +211,17 @@ impl Profiler {
                 self.experts_seen[s] = now;
             }
         }
+        if run_end >= run_start {
+            self.wall_ns += run_end - run_start;
+        }
         self.run_offset += run_end + 1000;
         self.runs += 1;
+    }
+
+    /// How many node timings each thread handed in for the last run (every thread times
+    /// every op node it passes, whether or not it claimed work in it).
+    pub fn last_run_entries(&self) -> &[usize] {
+        &self.last_entries
     }
 
     /// Count `n` generated/processed tokens (for the per-token columns). Without calls to
@@ -212,6 +236,7 @@ impl Profiler {
         self.calls.iter_mut().for_each(|v| *v = 0);
         self.experts.iter_mut().for_each(|v| *v = 0);
         self.runs = 0;
+        self.wall_ns = 0;
         self.tokens = 0;
         self.trace.clear();
         self.run_offset = 0;
@@ -243,6 +268,17 @@ impl Profiler {
             r.bytes += s.weight_bytes * self.calls[i];
         }
         let mut v: Vec<ProfileRow> = m.into_values().collect();
+        let busy: u64 = v.iter().map(|r| r.ns).sum();
+        if self.runs > 0 {
+            v.push(ProfileRow {
+                op: IDLE_ROW.to_string(),
+                types: String::new(),
+                calls: self.runs,
+                ns: self.wall_ns.saturating_sub(busy),
+                bytes: 0,
+                experts: 0,
+            });
+        }
         v.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.op.cmp(&b.op)));
         v
     }
