@@ -30,6 +30,13 @@ fn assert_kernels_match(wt: DType, act: DType, w: &[u8], x: &[f32]) {
     let mut a = vec![0u8; bytes_for(act, n).unwrap()];
     quantize_activation(act, x, &mut a).unwrap();
     let want = reference(n, w, &a);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        assert!(
+            quant::simd::available(wt).len() >= 2,
+            "{wt:?}: no SIMD kernel on an AVX2 CPU, so this test would compare nothing"
+        );
+    }
     for (name, k) in &quant::simd::available(wt) {
         let got = k(n, w, &a);
         assert_eq!(
@@ -118,5 +125,90 @@ fn q6_k_kernels_match_the_reference_bit_for_bit() {
         }
         let x = activations(&mut r, n, 2.0);
         assert_kernels_match(DType::Q6_K, DType::Q8_K, &w, &x);
+    }
+}
+
+/// Random weight bytes for `n` elements of `wt`, with f16 `scale` written at each block
+/// offset in `at` (random bytes everywhere else: every code, grid index and sign pattern).
+fn random_blocks(
+    r: &mut impl FnMut() -> u64,
+    wt: DType,
+    n: usize,
+    at: &[usize],
+    scale: f32,
+) -> Vec<u8> {
+    let mut w = vec![0u8; bytes_for(wt, n).unwrap()];
+    let bs = wt.info().type_size;
+    for blk in w.chunks_exact_mut(bs) {
+        for b in blk.iter_mut() {
+            *b = r() as u8;
+        }
+        for &o in at {
+            blk[o..o + 2].copy_from_slice(&quant::scalar::f32_to_f16(scale).to_le_bytes());
+        }
+    }
+    w
+}
+
+#[test]
+fn q2_0_kernels_match_the_reference_bit_for_bit() {
+    let mut r = rng(0x2020);
+    for nb in 1..=24usize {
+        let n = 64 * nb;
+        let w = random_blocks(&mut r, DType::Q2_0, n, &[0], 0.01);
+        let x = activations(&mut r, n, 2.0);
+        assert_kernels_match(DType::Q2_0, DType::Q8_0, &w, &x);
+    }
+}
+
+#[test]
+fn q5_k_kernels_match_the_reference_bit_for_bit() {
+    let mut r = rng(0x55);
+    for nb in 1..=12usize {
+        let n = 256 * nb;
+        let w = random_blocks(&mut r, DType::Q5_K, n, &[0, 2], 0.002);
+        let x = activations(&mut r, n, 2.0);
+        assert_kernels_match(DType::Q5_K, DType::Q8_K, &w, &x);
+    }
+}
+
+#[test]
+fn iq2_xxs_kernels_match_the_reference_bit_for_bit() {
+    let mut r = rng(0x1122);
+    for nb in 1..=12usize {
+        let n = 256 * nb;
+        let w = random_blocks(&mut r, DType::IQ2_XXS, n, &[0], 0.003);
+        let x = activations(&mut r, n, 2.0);
+        assert_kernels_match(DType::IQ2_XXS, DType::Q8_K, &w, &x);
+    }
+}
+
+#[test]
+fn iq1_s_kernels_match_the_reference_bit_for_bit() {
+    let mut r = rng(0x1515);
+    for nb in 1..=12usize {
+        let n = 256 * nb;
+        let w = random_blocks(&mut r, DType::IQ1_S, n, &[0], 0.004);
+        let x = activations(&mut r, n, 2.0);
+        assert_kernels_match(DType::IQ1_S, DType::Q8_K, &w, &x);
+    }
+}
+
+#[test]
+fn iq1_m_kernels_match_the_reference_bit_for_bit() {
+    let mut r = rng(0x1313);
+    let bits = quant::scalar::f32_to_f16(0.004);
+    for nb in 1..=12usize {
+        let n = 256 * nb;
+        let mut w = random_blocks(&mut r, DType::IQ1_M, n, &[], 0.0);
+        // the f16 super-scale lives in the top nibbles of the four u16 scale words
+        for blk in w.chunks_exact_mut(56) {
+            for i in 0..4 {
+                blk[48 + 2 * i + 1] =
+                    (blk[48 + 2 * i + 1] & 0x0F) | (((bits >> (4 * i)) as u8 & 0xF) << 4);
+            }
+        }
+        let x = activations(&mut r, n, 2.0);
+        assert_kernels_match(DType::IQ1_M, DType::Q8_K, &w, &x);
     }
 }

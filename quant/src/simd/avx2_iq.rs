@@ -1,0 +1,167 @@
+//! AVX2 kernels for the grid (I-)quants against Q8_K activations: IQ2_XXS, IQ1_S, IQ1_M.
+//!
+//! Per 32-element group the four 8-byte grid rows are gathered with scalar loads into one
+//! vector; signs are applied to the activations with `vpsignb` (IQ2_XXS from a 128-entry
+//! table of ±1 byte masks, IQ1 from the signed grid itself), `vpmaddubsw` forms pair sums and
+//! `vpmaddwd` multiplies them by the group scale. All of that is exact integer arithmetic,
+//! and the float combine is the reference's, so each kernel returns the reference's bits.
+//! Activations come from the Q8_K quantizer, whose codes lie in −127..=127 (`vpsignb` of
+//! −128 would wrap).
+
+use super::{entry, hsum_i32};
+use crate::blocks::{le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ2XXS, BlockQ8K};
+use crate::codec::iquants::{iq1m_d, iq1m_index, iq1m_scales};
+use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
+use crate::scalar::le_f16;
+use std::arch::x86_64::*;
+
+entry!(
+    dot_iq2_xxs_avx2_entry => dot_iq2_xxs_avx2,
+    dot_iq1_s_avx2_entry => dot_iq1_s_avx2,
+    dot_iq1_m_avx2_entry => dot_iq1_m_avx2,
+);
+
+/// `KSIGNS_IQ2XS[i]` as eight bytes, −1 where the sign bit is set and +1 elsewhere (the
+/// second operand of `vpsignb`).
+static SIGN_MASKS: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        let s = KSIGNS_IQ2XS[i];
+        let mut v = 0u64;
+        let mut j = 0;
+        while j < 8 {
+            let b: u64 = if (s >> j) & 1 == 1 { 0xFF } else { 0x01 };
+            v |= b << (8 * j);
+            j += 1;
+        }
+        t[i] = v;
+        i += 1;
+    }
+    t
+};
+
+/// Four 8-byte rows as one vector, row 0 in the low bytes.
+#[inline(always)]
+fn rows4(r0: u64, r1: u64, r2: u64, r3: u64) -> __m256i {
+    // SAFETY: `_mm256_set_epi64x` only needs AVX, which every caller (an AVX2 kernel) enables;
+    // it is marked safe-to-call in target-feature contexts, and this helper is always inlined.
+    unsafe { _mm256_set_epi64x(r3 as i64, r2 as i64, r1 as i64, r0 as i64) }
+}
+
+/// 32 activation codes of group `g`.
+#[inline(always)]
+fn y32(y: &BlockQ8K, g: usize) -> __m256i {
+    // SAFETY: a Q8_K block has 256 codes, so bytes 32g..32g+32 (g < 8) are inside it; AVX is
+    // enabled in every caller and this helper is always inlined.
+    unsafe { _mm256_loadu_si256(y.qs.as_ptr().add(32 * g).cast()) }
+}
+
+/// IQ2_XXS · Q8_K with AVX2.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ2XXS>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let mut acc = _mm256_setzero_si256();
+        for g in 0..8 {
+            let q = &x.qs[8 * g..8 * g + 8];
+            let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
+            let ls = _mm256_set1_epi16((2 * (a1 >> 28) + 1) as i16);
+            let grid = rows4(
+                IQ2XXS_GRID[q[0] as usize],
+                IQ2XXS_GRID[q[1] as usize],
+                IQ2XXS_GRID[q[2] as usize],
+                IQ2XXS_GRID[q[3] as usize],
+            );
+            let signs = rows4(
+                SIGN_MASKS[(a1 & 127) as usize],
+                SIGN_MASKS[((a1 >> 7) & 127) as usize],
+                SIGN_MASKS[((a1 >> 14) & 127) as usize],
+                SIGN_MASKS[((a1 >> 21) & 127) as usize],
+            );
+            let sy = _mm256_sign_epi8(y32(y, g), signs);
+            // grid bytes ≤ 43 are unsigned: |pair| ≤ 2·43·127, no i16 overflow
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(grid, sy), ls));
+        }
+        // SAFETY: AVX2 is enabled for this function.
+        let bsum = unsafe { hsum_i32(acc) };
+        s += le_f16(x.d) * y.d() * bsum as f32;
+    }
+    0.125 * s
+}
+
+/// IQ1_S · Q8_K with AVX2 (the delta term comes from the activation block sums, in scalar
+/// code as in the reference).
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_iq1_s_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ones8 = _mm256_set1_epi8(1);
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ1S>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let mut acc = _mm256_setzero_si256();
+        let mut sumi1 = 0i32;
+        for g in 0..8 {
+            let h = le_u16(&x.qh, g);
+            let ls = (2 * ((h >> 12) & 7) + 1) as i32;
+            let idx = |k: usize| x.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
+            let grid = rows4(
+                IQ1S_GRID[idx(0)],
+                IQ1S_GRID[idx(1)],
+                IQ1S_GRID[idx(2)],
+                IQ1S_GRID[idx(3)],
+            );
+            // grid bytes are −1, 0 or +1: y·grid, then pairs summed by a ×1 `vpmaddubsw`
+            let gy = _mm256_sign_epi8(y32(y, g), grid);
+            let p = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(ones8, gy),
+                _mm256_set1_epi16(ls as i16),
+            );
+            acc = _mm256_add_epi32(acc, p);
+            let sgn = if h & 0x8000 != 0 { -1 } else { 1 };
+            sumi1 += ls * sgn * (y.bsum(2 * g) as i32 + y.bsum(2 * g + 1) as i32);
+        }
+        // SAFETY: AVX2 is enabled for this function.
+        let sumi = unsafe { hsum_i32(acc) };
+        s += le_f16(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+    }
+    s
+}
+
+/// IQ1_M · Q8_K with AVX2: the grid term as IQ1_S, the delta term Σ ±y per 8 elements with a
+/// second `vpsignb` against ±1 masks; both scaled per 16 elements by `vpmaddwd`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ones8 = _mm256_set1_epi8(1);
+    const PLUS: u64 = 0x0101_0101_0101_0101;
+    const MINUS: u64 = u64::MAX;
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ1M>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let mut acc = _mm256_setzero_si256();
+        let mut acc1 = _mm256_setzero_si256();
+        for g in 0..8 {
+            let (s1, s2) = iq1m_scales(x, g);
+            // i16 lane i covers elements 2i, 2i+1: lanes 0..8 are the first 16 elements
+            let ls = _mm256_set_m128i(
+                _mm_set1_epi16((2 * s2 + 1) as i16),
+                _mm_set1_epi16((2 * s1 + 1) as i16),
+            );
+            let e: [(usize, f32); 4] = std::array::from_fn(|k| iq1m_index(x, g, k));
+            let grid = rows4(
+                IQ1S_GRID[e[0].0],
+                IQ1S_GRID[e[1].0],
+                IQ1S_GRID[e[2].0],
+                IQ1S_GRID[e[3].0],
+            );
+            let dm = |k: usize| if e[k].1 < 0.0 { MINUS } else { PLUS };
+            let delta = rows4(dm(0), dm(1), dm(2), dm(3));
+            let yv = y32(y, g);
+            let gy = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, grid));
+            let dy = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, delta));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(gy, ls));
+            acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(dy, ls));
+        }
+        // SAFETY: AVX2 is enabled for this function.
+        let (sumi, sumi1) = unsafe { (hsum_i32(acc), hsum_i32(acc1)) };
+        s += iq1m_d(x) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+    }
+    s
+}

@@ -1,0 +1,162 @@
+//! AVX2 kernels for the K-quants against Q8_K activations (Q4_K, Q5_K, Q6_K). Each computes
+//! the reference's exact integer sub-block sums with `vpmaddubsw`/`vpmaddwd` and then runs
+//! the reference's scalar float combine, so its result is the reference's bits.
+
+use super::{entry, hsum_i32};
+use crate::blocks::{view, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
+use crate::codec::kquants::scale_min_k4;
+use crate::scalar::le_f16;
+use std::arch::x86_64::*;
+
+entry!(
+    dot_q4_k_avx2_entry => dot_q4_k_avx2,
+    dot_q5_k_avx2_entry => dot_q5_k_avx2,
+    dot_q6_k_avx2_entry => dot_q6_k_avx2,
+);
+
+/// Q4_K · Q8_K with AVX2: the integer sub-block sums Σ q·y come from `vpmaddubsw` (codes
+/// 0..15 are unsigned, no saturation) and `vpmaddwd`; everything after them is the
+/// reference's scalar arithmetic, so the result is the reference's bits.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_q4_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ones = _mm256_set1_epi16(1);
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ4K>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let (mut isc, mut imin) = (0i32, 0i32);
+        for c in 0..4 {
+            // SAFETY: 32 code bytes per chunk and 64 activation bytes per chunk are inside
+            // the blocks (unaligned loads).
+            let (q, ylo, yhi) = unsafe {
+                (
+                    _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()),
+                    _mm256_loadu_si256(y.qs.as_ptr().add(64 * c).cast()),
+                    _mm256_loadu_si256(y.qs.as_ptr().add(64 * c + 32).cast()),
+                )
+            };
+            let lo = _mm256_and_si256(q, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            // SAFETY: AVX2 is enabled for this function.
+            let (s_lo, s_hi) = unsafe {
+                (
+                    hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones)),
+                    hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones)),
+                )
+            };
+            for (j, isum) in [(2 * c, s_lo), (2 * c + 1, s_hi)] {
+                let (sc, m) = scale_min_k4(j, &x.scales);
+                imin += m as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+                isc += sc as i32 * isum;
+            }
+        }
+        let dy = y.d();
+        s += dy * (le_f16(x.d) * isc as f32) - dy * (le_f16(x.dmin) * imin as f32);
+    }
+    s
+}
+
+/// Q6_K · Q8_K with AVX2: the 6-bit codes are rebuilt unsigned (0..63), the 16-element
+/// sub-block sums Σ u·y come from `vpmaddubsw`/`vpmaddwd`, and Σ q·y = Σ u·y − 32·bsum;
+/// the float combine is the reference's, so the result is the reference's bits.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ones = _mm256_set1_epi16(1);
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(0x03);
+    let half_sums = |v: __m256i| -> (i32, i32) {
+        let mut l = [0i32; 8];
+        // SAFETY: room for 8 i32.
+        unsafe { _mm256_storeu_si256(l.as_mut_ptr().cast(), v) };
+        (l[0] + l[1] + l[2] + l[3], l[4] + l[5] + l[6] + l[7])
+    };
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ6K>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let mut isc = 0i32;
+        for h in 0..2 {
+            // SAFETY: 64 `ql`, 32 `qh` and 128 activation bytes of this half are inside the
+            // blocks (unaligned loads).
+            let (ql0, ql1, qh) = unsafe {
+                (
+                    _mm256_loadu_si256(x.ql.as_ptr().add(64 * h).cast()),
+                    _mm256_loadu_si256(x.ql.as_ptr().add(64 * h + 32).cast()),
+                    _mm256_loadu_si256(x.qh.as_ptr().add(32 * h).cast()),
+                )
+            };
+            let hi = |shift: i32| -> __m256i {
+                let v = match shift {
+                    0 => qh,
+                    2 => _mm256_srli_epi16(qh, 2),
+                    4 => _mm256_srli_epi16(qh, 4),
+                    _ => _mm256_srli_epi16(qh, 6),
+                };
+                _mm256_slli_epi16(_mm256_and_si256(v, m2), 4)
+            };
+            let u = [
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), hi(0)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), hi(2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hi(4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hi(6)),
+            ];
+            for (k, uk) in u.iter().enumerate() {
+                // SAFETY: 32 activation bytes at 128h + 32k.
+                let yk = unsafe { _mm256_loadu_si256(y.qs.as_ptr().add(128 * h + 32 * k).cast()) };
+                let (sa, sb) = half_sums(_mm256_madd_epi16(_mm256_maddubs_epi16(*uk, yk), ones));
+                let sub = 8 * h + 2 * k;
+                isc += x.scales[sub] as i32 * (sa - 32 * y.bsum(sub) as i32);
+                isc += x.scales[sub + 1] as i32 * (sb - 32 * y.bsum(sub + 1) as i32);
+            }
+        }
+        s += y.d() * le_f16(x.d) * isc as f32;
+    }
+    s
+}
+/// Q5_K · Q8_K with AVX2: as Q4_K, with the fifth bit of sub-block `j` taken from bit `j`
+/// of `qh[l]` by a compare against a one-bit mask (codes 0..31 stay unsigned for
+/// `vpmaddubsw`); the float combine is the reference's, so the result is the reference's bits.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_q5_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ones = _mm256_set1_epi16(1);
+    let m4 = _mm256_set1_epi8(0x0F);
+    let sixteen = _mm256_set1_epi8(16);
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ5K>(w).iter().zip(view::<BlockQ8K>(a)) {
+        // SAFETY: `qh` has 32 bytes (unaligned load).
+        let qh = unsafe { _mm256_loadu_si256(x.qh.as_ptr().cast()) };
+        let high = |bit: i32| -> __m256i {
+            let m = _mm256_set1_epi8((1u8 << bit) as i8);
+            _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m), m), sixteen)
+        };
+        let (mut isc, mut imin) = (0i32, 0i32);
+        for c in 0..4 {
+            // SAFETY: 32 code bytes per chunk and 64 activation bytes per chunk are inside
+            // the blocks (unaligned loads).
+            let (q, ylo, yhi) = unsafe {
+                (
+                    _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()),
+                    _mm256_loadu_si256(y.qs.as_ptr().add(64 * c).cast()),
+                    _mm256_loadu_si256(y.qs.as_ptr().add(64 * c + 32).cast()),
+                )
+            };
+            let lo = _mm256_or_si256(_mm256_and_si256(q, m4), high(2 * c as i32));
+            let hi = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                high(2 * c as i32 + 1),
+            );
+            // SAFETY: AVX2 is enabled for this function.
+            let (s_lo, s_hi) = unsafe {
+                (
+                    hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones)),
+                    hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones)),
+                )
+            };
+            for (j, isum) in [(2 * c, s_lo), (2 * c + 1, s_hi)] {
+                let (sc, m) = scale_min_k4(j, &x.scales);
+                imin += m as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+                isc += sc as i32 * isum;
+            }
+        }
+        let dy = y.d();
+        s += dy * (le_f16(x.d) * isc as f32) - dy * (le_f16(x.dmin) * imin as f32);
+    }
+    s
+}

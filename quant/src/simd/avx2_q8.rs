@@ -1,0 +1,184 @@
+//! AVX2 kernels for the weight types dotted with Q8_0 activations (Q8_0, MXFP4, Q2_0), each
+//! in the reference's accumulation order, so each returns the reference's bits.
+
+use super::{entry, hsum_i32};
+use crate::blocks::{view, BlockMXFP4, BlockQ2_0, BlockQ8_0};
+use crate::dot::hsum8;
+use crate::grids::KVALUES_MXFP4;
+use crate::scalar::{e8m0_to_f32_half, le_f16};
+use std::arch::x86_64::*;
+
+entry!(
+    dot_q8_0_avx2_entry => dot_q8_0_avx2,
+    dot_mxfp4_avx2_entry => dot_mxfp4_avx2,
+    dot_q2_0_avx2_entry => dot_q2_0_avx2,
+);
+
+/// 8 lanes of integer partial sums of one 32-element int8 × int8 block (lane k =
+/// elements 4k..4k+3), via the sign trick, `vpmaddubsw` and `vpmaddwd`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn lanes(qx: __m256i, qy: __m256i) -> __m256 {
+    let ax = _mm256_sign_epi8(qx, qx);
+    let sy = _mm256_sign_epi8(qy, qx);
+    let p16 = _mm256_maddubs_epi16(ax, sy);
+    _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)))
+}
+
+/// MXFP4 · Q8_0 with AVX2 in the reference's order: codes → int8 through a 16-entry
+/// `vpshufb` table, blocks in pairs into two accumulators, an odd last block in scalar code.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let xs = view::<BlockMXFP4>(w);
+    let ys = view::<BlockQ8_0>(a);
+    // SAFETY: KVALUES_MXFP4 has 16 bytes.
+    let table = unsafe { _mm_loadu_si128(KVALUES_MXFP4.as_ptr().cast()) };
+    let m4 = _mm_set1_epi8(0x0F);
+    let decode = |x: &BlockMXFP4| -> __m256i {
+        // SAFETY: 16 code bytes per block (unaligned load).
+        let q = unsafe { _mm_loadu_si128(x.qs.as_ptr().cast()) };
+        let lo = _mm_shuffle_epi8(table, _mm_and_si128(q, m4));
+        let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
+        _mm256_set_m128i(hi, lo) // elements 0..15 then 16..31
+    };
+    let (mut acc1, mut acc2) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let pairs = xs.len() / 2;
+    for p in 0..pairs {
+        for (acc, ib) in [(&mut acc1, 2 * p), (&mut acc2, 2 * p + 1)] {
+            let (x, y) = (&xs[ib], &ys[ib]);
+            // SAFETY: 32 activation code bytes per block.
+            let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr().cast()) };
+            // SAFETY: AVX2/FMA are enabled for this function.
+            let l = unsafe { lanes(decode(x), qy) };
+            let d = _mm256_set1_ps(le_f16(y.d) * e8m0_to_f32_half(x.e));
+            *acc = _mm256_fmadd_ps(d, l, *acc);
+        }
+    }
+    let mut l1 = [0f32; 8];
+    let mut l2 = [0f32; 8];
+    // SAFETY: room for 8 f32 each.
+    unsafe {
+        _mm256_storeu_ps(l1.as_mut_ptr(), acc1);
+        _mm256_storeu_ps(l2.as_mut_ptr(), acc2);
+    }
+    let sum: [f32; 8] = std::array::from_fn(|k| l1[k] + l2[k]);
+    let mut s = hsum8(&sum);
+    for ib in 2 * pairs..xs.len() {
+        let (x, y) = (&xs[ib], &ys[ib]);
+        let d = le_f16(y.d) * e8m0_to_f32_half(x.e);
+        let mut sumi = 0i32;
+        for j in 0..16 {
+            sumi += KVALUES_MXFP4[(x.qs[j] & 0xF) as usize] as i32 * y.qs[j] as i32;
+            sumi += KVALUES_MXFP4[(x.qs[j] >> 4) as usize] as i32 * y.qs[j + 16] as i32;
+        }
+        s += d * sumi as f32;
+    }
+    s
+}
+
+/// Q8_0 · Q8_0 with AVX2: per block the 8 lanes of 4-byte integer partial sums (sign
+/// trick + `vpmaddubsw` + `vpmaddwd`), converted to f32 and FMA'd with `dw·dy`, then the
+/// same horizontal sum as the reference — the reference's bits exactly.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_q8_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let xs = view::<BlockQ8_0>(w);
+    let ys = view::<BlockQ8_0>(a);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_ps();
+    for (x, y) in xs.iter().zip(ys) {
+        // SAFETY: each block's 32 code bytes are readable (blocks are 34 bytes, alignment 1;
+        // unaligned loads).
+        let (qx, qy) = unsafe {
+            (
+                _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                _mm256_loadu_si256(y.qs.as_ptr().cast()),
+            )
+        };
+        let ax = _mm256_sign_epi8(qx, qx); // |x| as unsigned (x = −128 → 128)
+        let sy = _mm256_sign_epi8(qy, qx); // y·sign(x)
+        let p16 = _mm256_maddubs_epi16(ax, sy); // pairs, ≤ 2·128·127 < 2^15
+        let p32 = _mm256_madd_epi16(p16, ones); // lane k = Σ bytes 4k..4k+3
+        let d = _mm256_set1_ps(le_f16(x.d) * le_f16(y.d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p32), acc);
+    }
+    let mut lanes = [0f32; 8];
+    // SAFETY: `lanes` has room for 8 f32.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+    hsum8(&lanes)
+}
+/// Q2_0 · Q8_0 with AVX2. Byte `b` of a block holds the 2-bit codes of elements 4b..4b+3.
+/// For each 32-element half, `vpshufb` copies bytes so that 32-bit lane `k` holds four code
+/// bytes, `vpsrlvd` shifts lane `k` by 2k and a mask keeps codes 0..3 (unsigned for
+/// `vpmaddubsw`); the activations get the matching 4×4 byte transpose. Σ (c−1)·y is then
+/// exact integer arithmetic and the float combine is the reference's: the reference's bits.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_q2_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ys = view::<BlockQ8_0>(a);
+    let ones16 = _mm256_set1_epi16(1);
+    let ones8 = _mm256_set1_epi8(1);
+    let m2 = _mm256_set1_epi8(3);
+    let shifts = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    let sel = |h: i8| {
+        let b = 8 * h;
+        _mm256_setr_epi8(
+            b,
+            b + 1,
+            b + 2,
+            b + 3,
+            b,
+            b + 1,
+            b + 2,
+            b + 3,
+            b,
+            b + 1,
+            b + 2,
+            b + 3,
+            b,
+            b + 1,
+            b + 2,
+            b + 3,
+            b + 4,
+            b + 5,
+            b + 6,
+            b + 7,
+            b + 4,
+            b + 5,
+            b + 6,
+            b + 7,
+            b + 4,
+            b + 5,
+            b + 6,
+            b + 7,
+            b + 4,
+            b + 5,
+            b + 6,
+            b + 7,
+        )
+    };
+    let sel = [sel(0), sel(1)];
+    let transpose = _mm256_setr_epi8(
+        0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10,
+        14, 3, 7, 11, 15,
+    );
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ2_0>(w).iter().zip(ys.chunks_exact(2)) {
+        // SAFETY: a block has 16 code bytes (unaligned load).
+        let q = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(x.qs.as_ptr().cast()) });
+        let mut isum = [0i32; 2];
+        for h in 0..2 {
+            let c = _mm256_and_si256(
+                _mm256_srlv_epi32(_mm256_shuffle_epi8(q, sel[h]), shifts),
+                m2,
+            );
+            // SAFETY: an activation block has 32 code bytes (unaligned load).
+            let yv = unsafe { _mm256_loadu_si256(y[h].qs.as_ptr().cast()) };
+            let yt = _mm256_shuffle_epi8(yv, transpose);
+            // (c − 1)·y summed in pairs: |pair| ≤ 2·2·128, no i16 overflow
+            let p = _mm256_sub_epi16(_mm256_maddubs_epi16(c, yt), _mm256_maddubs_epi16(ones8, yt));
+            // SAFETY: AVX2 is enabled for this function.
+            isum[h] = unsafe { hsum_i32(_mm256_madd_epi16(p, ones16)) };
+        }
+        let inner = le_f16(y[0].d) * isum[0] as f32 + le_f16(y[1].d) * isum[1] as f32;
+        s += le_f16(x.d) * inner;
+    }
+    s
+}
