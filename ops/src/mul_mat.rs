@@ -71,6 +71,9 @@ fn compute(
         let out = dst.row_range_f32_mut(j, rows.clone());
         let m = mask.map(|m| m.row_f32(j));
         for (o, n) in out.iter_mut().zip(rows.clone()) {
+            if t == 0 && n + 1 < s.n {
+                quant::simd::prefetch(weight_row(w, x, b, n + 1));
+            }
             *o = if m.is_some_and(|m| m[n] == 0.0) {
                 0.0
             } else {

@@ -8,11 +8,10 @@
 //! Activations come from the Q8_K quantizer, whose codes lie in −127..=127 (`vpsignb` of
 //! −128 would wrap).
 
-use super::{entry, hsum_i32};
+use super::{entry, f16c, hsum_i32};
 use crate::blocks::{le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ2XXS, BlockQ8K};
-use crate::codec::iquants::{iq1m_d, iq1m_index, iq1m_scales};
+use crate::codec::iquants::iq1m_scales;
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
-use crate::scalar::le_f16;
 use std::arch::x86_64::*;
 
 entry!(
@@ -41,24 +40,27 @@ static SIGN_MASKS: [u64; 128] = {
     t
 };
 
-/// Four 8-byte rows as one vector, row 0 in the low bytes.
-#[inline(always)]
-fn rows4(r0: u64, r1: u64, r2: u64, r3: u64) -> __m256i {
-    // SAFETY: `_mm256_set_epi64x` only needs AVX, which every caller (an AVX2 kernel) enables;
-    // it is marked safe-to-call in target-feature contexts, and this helper is always inlined.
-    unsafe { _mm256_set_epi64x(r3 as i64, r2 as i64, r1 as i64, r0 as i64) }
+/// Four 8-byte rows as one vector, row 0 in the low bytes (a macro so that the intrinsic is
+/// inlined into the AVX2 kernel; see `f16c!`).
+macro_rules! rows4 {
+    ($r0:expr, $r1:expr, $r2:expr, $r3:expr $(,)?) => {
+        _mm256_set_epi64x($r3 as i64, $r2 as i64, $r1 as i64, $r0 as i64)
+    };
 }
 
-/// 32 activation codes of group `g`.
-#[inline(always)]
-fn y32(y: &BlockQ8K, g: usize) -> __m256i {
-    // SAFETY: a Q8_K block has 256 codes, so bytes 32g..32g+32 (g < 8) are inside it; AVX is
-    // enabled in every caller and this helper is always inlined.
-    unsafe { _mm256_loadu_si256(y.qs.as_ptr().add(32 * g).cast()) }
+/// 32 activation codes of group `g` of a Q8_K block.
+macro_rules! y32 {
+    ($y:expr, $g:expr) => {{
+        let (y, g): (&BlockQ8K, usize) = ($y, $g);
+        assert!(g < 8);
+        // SAFETY: a Q8_K block has 256 codes, so bytes 32g..32g+32 (g < 8, checked) are
+        // inside it (unaligned load).
+        unsafe { _mm256_loadu_si256(y.qs.as_ptr().add(32 * g).cast()) }
+    }};
 }
 
 /// IQ2_XXS · Q8_K with AVX2.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ2XXS>(w).iter().zip(view::<BlockQ8K>(a)) {
@@ -67,32 +69,32 @@ unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             let q = &x.qs[8 * g..8 * g + 8];
             let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
             let ls = _mm256_set1_epi16((2 * (a1 >> 28) + 1) as i16);
-            let grid = rows4(
+            let grid = rows4!(
                 IQ2XXS_GRID[q[0] as usize],
                 IQ2XXS_GRID[q[1] as usize],
                 IQ2XXS_GRID[q[2] as usize],
                 IQ2XXS_GRID[q[3] as usize],
             );
-            let signs = rows4(
+            let signs = rows4!(
                 SIGN_MASKS[(a1 & 127) as usize],
                 SIGN_MASKS[((a1 >> 7) & 127) as usize],
                 SIGN_MASKS[((a1 >> 14) & 127) as usize],
                 SIGN_MASKS[((a1 >> 21) & 127) as usize],
             );
-            let sy = _mm256_sign_epi8(y32(y, g), signs);
+            let sy = _mm256_sign_epi8(y32!(y, g), signs);
             // grid bytes ≤ 43 are unsigned: |pair| ≤ 2·43·127, no i16 overflow
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(grid, sy), ls));
         }
         // SAFETY: AVX2 is enabled for this function.
         let bsum = unsafe { hsum_i32(acc) };
-        s += le_f16(x.d) * y.d() * bsum as f32;
+        s += f16c!(x.d) * y.d() * bsum as f32;
     }
     0.125 * s
 }
 
 /// IQ1_S · Q8_K with AVX2 (the delta term comes from the activation block sums, in scalar
 /// code as in the reference).
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_s_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ones8 = _mm256_set1_epi8(1);
     let mut s = 0f32;
@@ -103,14 +105,14 @@ unsafe fn dot_iq1_s_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             let h = le_u16(&x.qh, g);
             let ls = (2 * ((h >> 12) & 7) + 1) as i32;
             let idx = |k: usize| x.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
-            let grid = rows4(
+            let grid = rows4!(
                 IQ1S_GRID[idx(0)],
                 IQ1S_GRID[idx(1)],
                 IQ1S_GRID[idx(2)],
                 IQ1S_GRID[idx(3)],
             );
             // grid bytes are −1, 0 or +1: y·grid, then pairs summed by a ×1 `vpmaddubsw`
-            let gy = _mm256_sign_epi8(y32(y, g), grid);
+            let gy = _mm256_sign_epi8(y32!(y, g), grid);
             let p = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(ones8, gy),
                 _mm256_set1_epi16(ls as i16),
@@ -121,14 +123,14 @@ unsafe fn dot_iq1_s_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         }
         // SAFETY: AVX2 is enabled for this function.
         let sumi = unsafe { hsum_i32(acc) };
-        s += le_f16(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+        s += f16c!(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
     }
     s
 }
 
 /// IQ1_M · Q8_K with AVX2: the grid term as IQ1_S, the delta term Σ ±y per 8 elements with a
 /// second `vpsignb` against ±1 masks; both scaled per 16 elements by `vpmaddwd`.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ones8 = _mm256_set1_epi8(1);
     const PLUS: u64 = 0x0101_0101_0101_0101;
@@ -144,16 +146,18 @@ unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
                 _mm_set1_epi16((2 * s2 + 1) as i16),
                 _mm_set1_epi16((2 * s1 + 1) as i16),
             );
-            let e: [(usize, f32); 4] = std::array::from_fn(|k| iq1m_index(x, g, k));
-            let grid = rows4(
-                IQ1S_GRID[e[0].0],
-                IQ1S_GRID[e[1].0],
-                IQ1S_GRID[e[2].0],
-                IQ1S_GRID[e[3].0],
+            // sub-group k: 3 high index bits and the delta sign in a nibble of qh
+            let nib = |k: usize| (x.qh[2 * g + k / 2] >> (4 * (k % 2))) & 15;
+            let idx = |k: usize| x.qs[4 * g + k] as usize | (((nib(k) & 7) as usize) << 8);
+            let grid = rows4!(
+                IQ1S_GRID[idx(0)],
+                IQ1S_GRID[idx(1)],
+                IQ1S_GRID[idx(2)],
+                IQ1S_GRID[idx(3)],
             );
-            let dm = |k: usize| if e[k].1 < 0.0 { MINUS } else { PLUS };
-            let delta = rows4(dm(0), dm(1), dm(2), dm(3));
-            let yv = y32(y, g);
+            let dm = |k: usize| if nib(k) & 8 != 0 { MINUS } else { PLUS };
+            let delta = rows4!(dm(0), dm(1), dm(2), dm(3));
+            let yv = y32!(y, g);
             let gy = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, grid));
             let dy = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, delta));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(gy, ls));
@@ -161,7 +165,11 @@ unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         }
         // SAFETY: AVX2 is enabled for this function.
         let (sumi, sumi1) = unsafe { (hsum_i32(acc), hsum_i32(acc1)) };
-        s += iq1m_d(x) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+        // the f16 super-scale from the top nibbles of the four scale words (as `iq1m_d`)
+        let sc = |i| le_u16(&x.scales, i);
+        let bits =
+            (sc(0) >> 12) | ((sc(1) >> 8) & 0x00F0) | ((sc(2) >> 4) & 0x0F00) | (sc(3) & 0xF000);
+        s += f16c!(bits.to_le_bytes()) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
     }
     s
 }

@@ -2,10 +2,9 @@
 //! the reference's exact integer sub-block sums with `vpmaddubsw`/`vpmaddwd` and then runs
 //! the reference's scalar float combine, so its result is the reference's bits.
 
-use super::{entry, hsum_i32};
+use super::{entry, f16c, hsum_i32};
 use crate::blocks::{view, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
 use crate::codec::kquants::scale_min_k4;
-use crate::scalar::le_f16;
 use std::arch::x86_64::*;
 
 entry!(
@@ -17,7 +16,7 @@ entry!(
 /// Q4_K · Q8_K with AVX2: the integer sub-block sums Σ q·y come from `vpmaddubsw` (codes
 /// 0..15 are unsigned, no saturation) and `vpmaddwd`; everything after them is the
 /// reference's scalar arithmetic, so the result is the reference's bits.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ones = _mm256_set1_epi16(1);
     let m4 = _mm256_set1_epi8(0x0F);
@@ -50,7 +49,7 @@ unsafe fn dot_q4_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             }
         }
         let dy = y.d();
-        s += dy * (le_f16(x.d) * isc as f32) - dy * (le_f16(x.dmin) * imin as f32);
+        s += dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32);
     }
     s
 }
@@ -58,7 +57,7 @@ unsafe fn dot_q4_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Q6_K · Q8_K with AVX2: the 6-bit codes are rebuilt unsigned (0..63), the 16-element
 /// sub-block sums Σ u·y come from `vpmaddubsw`/`vpmaddwd`, and Σ q·y = Σ u·y − 32·bsum;
 /// the float combine is the reference's, so the result is the reference's bits.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ones = _mm256_set1_epi16(1);
     let m4 = _mm256_set1_epi8(0x0F);
@@ -106,14 +105,14 @@ unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
                 isc += x.scales[sub + 1] as i32 * (sb - 32 * y.bsum(sub + 1) as i32);
             }
         }
-        s += y.d() * le_f16(x.d) * isc as f32;
+        s += y.d() * f16c!(x.d) * isc as f32;
     }
     s
 }
 /// Q5_K · Q8_K with AVX2: as Q4_K, with the fifth bit of sub-block `j` taken from bit `j`
 /// of `qh[l]` by a compare against a one-bit mask (codes 0..31 stay unsigned for
 /// `vpmaddubsw`); the float combine is the reference's, so the result is the reference's bits.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ones = _mm256_set1_epi16(1);
     let m4 = _mm256_set1_epi8(0x0F);
@@ -156,7 +155,7 @@ unsafe fn dot_q5_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             }
         }
         let dy = y.d();
-        s += dy * (le_f16(x.d) * isc as f32) - dy * (le_f16(x.dmin) * imin as f32);
+        s += dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32);
     }
     s
 }

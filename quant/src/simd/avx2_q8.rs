@@ -1,11 +1,11 @@
 //! AVX2 kernels for the weight types dotted with Q8_0 activations (Q8_0, MXFP4, Q2_0), each
 //! in the reference's accumulation order, so each returns the reference's bits.
 
-use super::{entry, hsum_i32};
+use super::{entry, f16c, f16x8, hsum_i32};
 use crate::blocks::{view, BlockMXFP4, BlockQ2_0, BlockQ8_0};
 use crate::dot::hsum8;
 use crate::grids::KVALUES_MXFP4;
-use crate::scalar::{e8m0_to_f32_half, le_f16};
+use crate::scalar::e8m0_to_f32_half;
 use std::arch::x86_64::*;
 
 entry!(
@@ -16,7 +16,7 @@ entry!(
 
 /// 8 lanes of integer partial sums of one 32-element int8 × int8 block (lane k =
 /// elements 4k..4k+3), via the sign trick, `vpmaddubsw` and `vpmaddwd`.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn lanes(qx: __m256i, qy: __m256i) -> __m256 {
     let ax = _mm256_sign_epi8(qx, qx);
     let sy = _mm256_sign_epi8(qy, qx);
@@ -26,7 +26,7 @@ unsafe fn lanes(qx: __m256i, qy: __m256i) -> __m256 {
 
 /// MXFP4 · Q8_0 with AVX2 in the reference's order: codes → int8 through a 16-entry
 /// `vpshufb` table, blocks in pairs into two accumulators, an odd last block in scalar code.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let xs = view::<BlockMXFP4>(w);
     let ys = view::<BlockQ8_0>(a);
@@ -49,7 +49,7 @@ unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr().cast()) };
             // SAFETY: AVX2/FMA are enabled for this function.
             let l = unsafe { lanes(decode(x), qy) };
-            let d = _mm256_set1_ps(le_f16(y.d) * e8m0_to_f32_half(x.e));
+            let d = _mm256_set1_ps(f16c!(y.d) * e8m0_to_f32_half(x.e));
             *acc = _mm256_fmadd_ps(d, l, *acc);
         }
     }
@@ -64,7 +64,7 @@ unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = hsum8(&sum);
     for ib in 2 * pairs..xs.len() {
         let (x, y) = (&xs[ib], &ys[ib]);
-        let d = le_f16(y.d) * e8m0_to_f32_half(x.e);
+        let d = f16c!(y.d) * e8m0_to_f32_half(x.e);
         let mut sumi = 0i32;
         for j in 0..16 {
             sumi += KVALUES_MXFP4[(x.qs[j] & 0xF) as usize] as i32 * y.qs[j] as i32;
@@ -78,27 +78,37 @@ unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Q8_0 · Q8_0 with AVX2: per block the 8 lanes of 4-byte integer partial sums (sign
 /// trick + `vpmaddubsw` + `vpmaddwd`), converted to f32 and FMA'd with `dw·dy`, then the
 /// same horizontal sum as the reference — the reference's bits exactly.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q8_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let xs = view::<BlockQ8_0>(w);
     let ys = view::<BlockQ8_0>(a);
     let ones = _mm256_set1_epi16(1);
     let mut acc = _mm256_setzero_ps();
-    for (x, y) in xs.iter().zip(ys) {
-        // SAFETY: each block's 32 code bytes are readable (blocks are 34 bytes, alignment 1;
-        // unaligned loads).
-        let (qx, qy) = unsafe {
-            (
-                _mm256_loadu_si256(x.qs.as_ptr().cast()),
-                _mm256_loadu_si256(y.qs.as_ptr().cast()),
-            )
-        };
-        let ax = _mm256_sign_epi8(qx, qx); // |x| as unsigned (x = −128 → 128)
-        let sy = _mm256_sign_epi8(qy, qx); // y·sign(x)
-        let p16 = _mm256_maddubs_epi16(ax, sy); // pairs, ≤ 2·128·127 < 2^15
-        let p32 = _mm256_madd_epi16(p16, ones); // lane k = Σ bytes 4k..4k+3
-        let d = _mm256_set1_ps(le_f16(x.d) * le_f16(y.d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p32), acc);
+    for (xc, yc) in xs.chunks(8).zip(ys.chunks(8)) {
+        // the eight blocks' scale products dw·dy, converted together
+        let (mut hx, mut hy) = ([0u16; 8], [0u16; 8]);
+        for (k, (x, y)) in xc.iter().zip(yc).enumerate() {
+            hx[k] = u16::from_le_bytes(x.d);
+            hy[k] = u16::from_le_bytes(y.d);
+        }
+        let mut d = [0f32; 8];
+        // SAFETY: F16C/AVX are enabled for this function; `d` has room for 8 f32.
+        unsafe { _mm256_storeu_ps(d.as_mut_ptr(), _mm256_mul_ps(f16x8(&hx), f16x8(&hy))) };
+        for ((x, y), &dk) in xc.iter().zip(yc).zip(&d) {
+            // SAFETY: each block's 32 code bytes are readable (blocks are 34 bytes, alignment
+            // 1; unaligned loads).
+            let (qx, qy) = unsafe {
+                (
+                    _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                    _mm256_loadu_si256(y.qs.as_ptr().cast()),
+                )
+            };
+            let ax = _mm256_sign_epi8(qx, qx); // |x| as unsigned (x = −128 → 128)
+            let sy = _mm256_sign_epi8(qy, qx); // y·sign(x)
+            let p16 = _mm256_maddubs_epi16(ax, sy); // pairs, ≤ 2·128·127 < 2^15
+            let p32 = _mm256_madd_epi16(p16, ones); // lane k = Σ bytes 4k..4k+3
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dk), _mm256_cvtepi32_ps(p32), acc);
+        }
     }
     let mut lanes = [0f32; 8];
     // SAFETY: `lanes` has room for 8 f32.
@@ -110,7 +120,7 @@ unsafe fn dot_q8_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// bytes, `vpsrlvd` shifts lane `k` by 2k and a mask keeps codes 0..3 (unsigned for
 /// `vpmaddubsw`); the activations get the matching 4×4 byte transpose. Σ (c−1)·y is then
 /// exact integer arithmetic and the float combine is the reference's: the reference's bits.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q2_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ys = view::<BlockQ8_0>(a);
     let ones16 = _mm256_set1_epi16(1);
@@ -177,8 +187,8 @@ unsafe fn dot_q2_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             // SAFETY: AVX2 is enabled for this function.
             isum[h] = unsafe { hsum_i32(_mm256_madd_epi16(p, ones16)) };
         }
-        let inner = le_f16(y[0].d) * isum[0] as f32 + le_f16(y[1].d) * isum[1] as f32;
-        s += le_f16(x.d) * inner;
+        let inner = f16c!(y[0].d) * isum[0] as f32 + f16c!(y[1].d) * isum[1] as f32;
+        s += f16c!(x.d) * inner;
     }
     s
 }

@@ -84,10 +84,39 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
     v
 }
 
-/// AVX2 and FMA are present (the AVX2 tier's features).
+/// AVX2, FMA and F16C are present (the AVX2 tier's features).
 #[cfg(target_arch = "x86_64")]
 fn has_avx2_fma() -> bool {
-    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+        && std::is_x86_feature_detected!("f16c")
+}
+
+/// Little-endian f16 bytes → f32 with one F16C instruction (exact, like
+/// [`crate::scalar::le_f16`], which goes through a run-time-dispatched library call). A macro,
+/// not a function: an intrinsic is only inlined into a function compiled with its features,
+/// so a plain helper would turn it into a call. Use inside `f16c`-enabled kernels only.
+#[cfg(target_arch = "x86_64")]
+macro_rules! f16c {
+    ($b:expr) => {
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(
+            u16::from_le_bytes($b) as i32
+        )))
+    };
+}
+#[cfg(target_arch = "x86_64")]
+use f16c;
+
+/// Eight f16 values → f32 with one `vcvtph2ps` (exact). Kernels convert their per-block
+/// scales eight at a time with this: a scalar F16C conversion per block compiles to a
+/// `vpinsrw` that merges into a live register and chains every block to the previous FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn f16x8(h: &[u16; 8]) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    // SAFETY: `h` is 16 readable bytes (unaligned load).
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
 }
 
 /// Horizontal sum of 8 i32 lanes (exact).
@@ -99,4 +128,23 @@ unsafe fn hsum_i32(v: std::arch::x86_64::__m256i) -> i32 {
     let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
     _mm_cvtsi128_si32(s)
+}
+
+/// Asks the CPU to start loading `bytes` into cache (one prefetch per 64-byte line; nothing
+/// on other architectures). Matmuls call it for the next weight row while computing the
+/// current one: the hardware prefetchers stop at 4 KiB page boundaries, and weights mapped
+/// from a file sit in 4 KiB pages, so without it every page starts with a cold miss.
+#[inline]
+pub fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        for line in bytes.chunks(64) {
+            // SAFETY: a prefetch is only a hint and cannot fault; the address is inside
+            // `bytes` anyway. SSE is part of the x86_64 baseline.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
