@@ -42,15 +42,25 @@ unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     };
     let (mut acc1, mut acc2) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     let pairs = xs.len() / 2;
+    let mut d = [0f32; 8];
     for p in 0..pairs {
+        if p % 4 == 0 {
+            // the activation scales of the next (up to) eight blocks, converted together
+            let mut hy = [0u16; 8];
+            for (k, y) in ys[2 * p..(2 * p + 8).min(2 * pairs)].iter().enumerate() {
+                hy[k] = u16::from_le_bytes(y.d);
+            }
+            // SAFETY: F16C/AVX are enabled for this function; `d` has room for 8 f32.
+            unsafe { _mm256_storeu_ps(d.as_mut_ptr(), f16x8(&hy)) };
+        }
         for (acc, ib) in [(&mut acc1, 2 * p), (&mut acc2, 2 * p + 1)] {
             let (x, y) = (&xs[ib], &ys[ib]);
             // SAFETY: 32 activation code bytes per block.
             let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr().cast()) };
             // SAFETY: AVX2/FMA are enabled for this function.
             let l = unsafe { lanes(decode(x), qy) };
-            let d = _mm256_set1_ps(f16c!(y.d) * e8m0_to_f32_half(x.e));
-            *acc = _mm256_fmadd_ps(d, l, *acc);
+            let dk = _mm256_set1_ps(d[ib % 8] * e8m0_to_f32_half(x.e));
+            *acc = _mm256_fmadd_ps(dk, l, *acc);
         }
     }
     let mut l1 = [0f32; 8];
@@ -127,68 +137,55 @@ unsafe fn dot_q2_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ones8 = _mm256_set1_epi8(1);
     let m2 = _mm256_set1_epi8(3);
     let shifts = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
-    let sel = |h: i8| {
-        let b = 8 * h;
-        _mm256_setr_epi8(
-            b,
-            b + 1,
-            b + 2,
-            b + 3,
-            b,
-            b + 1,
-            b + 2,
-            b + 3,
-            b,
-            b + 1,
-            b + 2,
-            b + 3,
-            b,
-            b + 1,
-            b + 2,
-            b + 3,
-            b + 4,
-            b + 5,
-            b + 6,
-            b + 7,
-            b + 4,
-            b + 5,
-            b + 6,
-            b + 7,
-            b + 4,
-            b + 5,
-            b + 6,
-            b + 7,
-            b + 4,
-            b + 5,
-            b + 6,
-            b + 7,
-        )
+    let sel = |h: usize| {
+        // lane 0: bytes 8h..8h+4 four times; lane 1: bytes 8h+4..8h+8 four times
+        let idx: [u8; 32] = std::array::from_fn(|i| (8 * h + 4 * (i / 16) + i % 4) as u8);
+        // SAFETY: 32 readable bytes (unaligned load).
+        unsafe { _mm256_loadu_si256(idx.as_ptr().cast()) }
     };
     let sel = [sel(0), sel(1)];
     let transpose = _mm256_setr_epi8(
         0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10,
         14, 3, 7, 11, 15,
     );
+    let xs = view::<BlockQ2_0>(w);
     let mut s = 0f32;
-    for (x, y) in view::<BlockQ2_0>(w).iter().zip(ys.chunks_exact(2)) {
-        // SAFETY: a block has 16 code bytes (unaligned load).
-        let q = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(x.qs.as_ptr().cast()) });
-        let mut isum = [0i32; 2];
-        for h in 0..2 {
-            let c = _mm256_and_si256(
-                _mm256_srlv_epi32(_mm256_shuffle_epi8(q, sel[h]), shifts),
-                m2,
-            );
-            // SAFETY: an activation block has 32 code bytes (unaligned load).
-            let yv = unsafe { _mm256_loadu_si256(y[h].qs.as_ptr().cast()) };
-            let yt = _mm256_shuffle_epi8(yv, transpose);
-            // (c − 1)·y summed in pairs: |pair| ≤ 2·2·128, no i16 overflow
-            let p = _mm256_sub_epi16(_mm256_maddubs_epi16(c, yt), _mm256_maddubs_epi16(ones8, yt));
-            // SAFETY: AVX2 is enabled for this function.
-            isum[h] = unsafe { hsum_i32(_mm256_madd_epi16(p, ones16)) };
+    for (xc, yc) in xs.chunks(8).zip(ys.chunks(16)) {
+        // the scales of up to eight weight blocks and their sixteen activation blocks
+        let (mut hx, mut hy0, mut hy1) = ([0u16; 8], [0u16; 8], [0u16; 8]);
+        for (k, x) in xc.iter().enumerate() {
+            hx[k] = u16::from_le_bytes(x.d);
+            hy0[k] = u16::from_le_bytes(yc[2 * k].d);
+            hy1[k] = u16::from_le_bytes(yc[2 * k + 1].d);
         }
-        let inner = f16c!(y[0].d) * isum[0] as f32 + f16c!(y[1].d) * isum[1] as f32;
-        s += f16c!(x.d) * inner;
+        let (mut dx, mut dy0, mut dy1) = ([0f32; 8], [0f32; 8], [0f32; 8]);
+        // SAFETY: F16C/AVX are enabled for this function; each array has room for 8 f32.
+        unsafe {
+            _mm256_storeu_ps(dx.as_mut_ptr(), f16x8(&hx));
+            _mm256_storeu_ps(dy0.as_mut_ptr(), f16x8(&hy0));
+            _mm256_storeu_ps(dy1.as_mut_ptr(), f16x8(&hy1));
+        }
+        for (k, (x, y)) in xc.iter().zip(yc.chunks_exact(2)).enumerate() {
+            // SAFETY: a block has 16 code bytes (unaligned load).
+            let q = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(x.qs.as_ptr().cast()) });
+            let mut isum = [0i32; 2];
+            for h in 0..2 {
+                let c = _mm256_and_si256(
+                    _mm256_srlv_epi32(_mm256_shuffle_epi8(q, sel[h]), shifts),
+                    m2,
+                );
+                // SAFETY: an activation block has 32 code bytes (unaligned load).
+                let yv = unsafe { _mm256_loadu_si256(y[h].qs.as_ptr().cast()) };
+                let yt = _mm256_shuffle_epi8(yv, transpose);
+                // (c − 1)·y summed in pairs: |pair| ≤ 2·2·128, no i16 overflow
+                let p =
+                    _mm256_sub_epi16(_mm256_maddubs_epi16(c, yt), _mm256_maddubs_epi16(ones8, yt));
+                // SAFETY: AVX2 is enabled for this function.
+                isum[h] = unsafe { hsum_i32(_mm256_madd_epi16(p, ones16)) };
+            }
+            let inner = dy0[k] * isum[0] as f32 + dy1[k] * isum[1] as f32;
+            s += dx[k] * inner;
+        }
     }
     s
 }
