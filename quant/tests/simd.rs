@@ -212,3 +212,37 @@ fn iq1_m_kernels_match_the_reference_bit_for_bit() {
         assert_kernels_match(DType::IQ1_M, DType::Q8_K, &w, &x);
     }
 }
+
+/// The float kernels reorder the reference's f64 sum: equal within 1e-6·Σ|w·a| (and at
+/// n < 8, where only the scalar tail runs, bit for bit).
+#[test]
+fn float_kernels_match_the_reference_within_reordering() {
+    let mut r = rng(0xf10a7);
+    for wt in [DType::F32, DType::F16, DType::BF16] {
+        for n in (1..=70).chain([255, 256, 257, 4096, 4099]) {
+            let wv = activations(&mut r, n, 1.5);
+            let x = activations(&mut r, n, 3.0);
+            let mut w = vec![0u8; bytes_for(wt, n).unwrap()];
+            quant::quantize_row(wt, &wv, &mut w).unwrap();
+            let mut a = vec![0u8; bytes_for(wt, n).unwrap()];
+            quantize_activation(wt, &x, &mut a).unwrap();
+            let want = wt.info().vec_dot.unwrap()(n, &w, &a);
+            let kernels = quant::simd::available(wt);
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c") {
+                assert!(kernels.len() >= 2, "{wt:?}: no SIMD kernel on an AVX2 CPU");
+            }
+            let mag: f32 = wv.iter().zip(&x).map(|(a, b)| (a * b).abs()).sum();
+            for (name, k) in &kernels {
+                let got = k(n, &w, &a);
+                if n < 8 {
+                    assert_eq!(got.to_bits(), want.to_bits(), "{wt:?} {name} n={n}");
+                }
+                assert!(
+                    (got - want).abs() <= 1e-6 * mag,
+                    "{wt:?} {name} n={n}: {got} vs reference {want}"
+                );
+            }
+        }
+    }
+}

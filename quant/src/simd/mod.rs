@@ -1,5 +1,6 @@
 //! Fast dot kernels chosen at run time by CPU features, each **bit-identical** to its scalar
-//! reference in [`crate::dot`] (the reference already accumulates in ggml's x86 lane order,
+//! reference in [`crate::dot`] (except the float types, whose f64 sums are reordered; see
+//! `avx2_float`) (the reference already accumulates in ggml's x86 lane order,
 //! and the K-/I-quant references form exact integer sub-block sums before one scalar float
 //! combine, so a SIMD kernel doing the same integer sums and FMAs gives the same bits). Tested
 //! against the reference on random inputs of every length (`quant/tests/simd.rs`).
@@ -8,11 +9,13 @@
 //! `FATHOM_FORCE_SCALAR=1` forces the reference everywhere (for bisecting).
 //!
 //! Files: `avx2_q8` (types dotted with Q8_0 activations), `avx2_k` (K-quants · Q8_K),
-//! `avx2_iq` (IQ grids · Q8_K), `avx512` (AVX-512 BW/VNNI variants of the hottest kernels).
+//! `avx2_iq` (IQ grids · Q8_K), `avx2_float` (F32, F16, BF16).
 
 use crate::{DType, DotFn};
 use std::sync::OnceLock;
 
+#[cfg(target_arch = "x86_64")]
+mod avx2_float;
 #[cfg(target_arch = "x86_64")]
 mod avx2_iq;
 #[cfg(target_arch = "x86_64")]
@@ -67,6 +70,9 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
     {
         if has_avx2_fma() {
             let k: Option<DotFn> = match dtype {
+                DType::F32 => Some(avx2_float::dot_f32_avx2_entry),
+                DType::F16 => Some(avx2_float::dot_f16_avx2_entry),
+                DType::BF16 => Some(avx2_float::dot_bf16_avx2_entry),
                 DType::Q8_0 => Some(avx2_q8::dot_q8_0_avx2_entry),
                 DType::MXFP4 => Some(avx2_q8::dot_mxfp4_avx2_entry),
                 DType::Q2_0 => Some(avx2_q8::dot_q2_0_avx2_entry),
