@@ -22,7 +22,7 @@ fn accumulate(
     load8: impl Fn(usize) -> (__m256, __m256),
     one: impl Fn(usize) -> f32,
 ) -> f32 {
-    // SAFETY (all intrinsics below): only reached from kernels compiled with AVX2, FMA and
+    // SAFETY: the intrinsics below are only reached from kernels compiled with AVX2, FMA and
     // F16C, into which this helper is always inlined.
     unsafe {
         let (mut lo, mut hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
