@@ -9,7 +9,8 @@
 //! `FATHOM_FORCE_SCALAR=1` forces the reference everywhere (for bisecting).
 //!
 //! Files: `avx2_q8` (types dotted with Q8_0 activations), `avx2_k` (K-quants · Q8_K),
-//! `avx2_iq` (IQ grids · Q8_K), `avx2_float` (F32, F16, BF16).
+//! `avx2_iq` (IQ grids · Q8_K), `avx2_float` (F32, F16, BF16), `avx512_iq` (AVX-512
+//! VBMI/VNNI grid kernels).
 
 use crate::{DType, DotFn};
 use std::sync::OnceLock;
@@ -22,6 +23,8 @@ mod avx2_iq;
 mod avx2_k;
 #[cfg(target_arch = "x86_64")]
 mod avx2_q8;
+#[cfg(target_arch = "x86_64")]
+mod avx512_iq;
 
 /// Declares a safe entry point for an `unsafe` `#[target_feature]` kernel. The entry is only
 /// handed out by [`kernels`] after the run-time feature check for its tier.
@@ -68,6 +71,9 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
     let mut v: Vec<(&'static str, DotFn)> = Vec::new();
     #[cfg(target_arch = "x86_64")]
     {
+        if avx512_iq::has_features() && dtype == DType::IQ2_XXS {
+            v.push(("avx512", avx512_iq::dot_iq2_xxs_avx512_entry));
+        }
         if has_avx2_fma() {
             let k: Option<DotFn> = match dtype {
                 DType::F32 => Some(avx2_float::dot_f32_avx2_entry),
@@ -104,10 +110,10 @@ fn has_avx2_fma() -> bool {
 /// so a plain helper would turn it into a call. Use inside `f16c`-enabled kernels only.
 #[cfg(target_arch = "x86_64")]
 macro_rules! f16c {
+    // `set1` (a broadcast) rather than `cvtsi32`: LLVM folds the latter into a `vpinsrw` that
+    // merges into whatever register it picks, which can chain unrelated iterations
     ($b:expr) => {
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(
-            u16::from_le_bytes($b) as i32
-        )))
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(u16::from_le_bytes($b) as i16)))
     };
 }
 #[cfg(target_arch = "x86_64")]

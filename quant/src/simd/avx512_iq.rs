@@ -1,0 +1,178 @@
+//! AVX-512 kernel for IQ2_XXS · Q8_K (needs AVX-512 F/BW/VL, VBMI, BITALG and VNNI).
+//!
+//! The AVX2 kernel spends most of its instructions gathering 8-byte grid rows and 8-byte
+//! sign masks with scalar loads. Here a super-block's 32 grid rows are looked up at once:
+//! each grid row's eight values are one of {8, 25, 43}, so a row packs into a 16-bit code of
+//! eight 2-bit levels, and the 256-entry code table sits in eight registers, searched by four
+//! `vpermt2w` and two blends. `vpmultishiftqb` unpacks the levels to bytes and `vpshufb` maps
+//! them to grid values. The 7-bit sign indices are cut out by `vpmultishiftqb` too, their
+//! parity bit (the table `KSIGNS_IQ2XS` holds `i | parity(i) << 7`) comes from `vpopcntb`, and
+//! `vptestmb` turns them into a byte mask that negates activations. `vpdpbusd` forms the
+//! integer sums. All of it is exact integer arithmetic, and the float combine is the
+//! reference's, so the result is the reference's bits.
+
+use super::{entry, f16c};
+use crate::blocks::{view, BlockIQ2XXS, BlockQ8K};
+use crate::grids::IQ2XXS_GRID;
+use std::arch::x86_64::*;
+
+entry!(dot_iq2_xxs_avx512_entry => dot_iq2_xxs_avx512);
+
+/// The features the kernels of this file are compiled for.
+pub fn has_features() -> bool {
+    std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vl")
+        && std::is_x86_feature_detected!("avx512vbmi")
+        && std::is_x86_feature_detected!("avx512bitalg")
+        && std::is_x86_feature_detected!("avx512vnni")
+        && std::is_x86_feature_detected!("f16c")
+}
+
+/// `IQ2XXS_GRID[i]` as eight 2-bit levels (0: 8, 1: 25, 2: 43), element `j` at bits 2j.
+static LEVELS: [u16; 256] = {
+    let mut t = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let g = IQ2XXS_GRID[i];
+        let mut c = 0u16;
+        let mut j = 0;
+        while j < 8 {
+            let lv = match (g >> (8 * j)) as u8 {
+                8 => 0,
+                25 => 1,
+                43 => 2,
+                _ => panic!("IQ2XXS_GRID value outside 8, 25, 43"),
+            };
+            c |= lv << (2 * j);
+            j += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+/// Control bytes, built at compile time: `f(i)` for i in 0..64.
+macro_rules! bytes64 {
+    (|$i:ident| $e:expr) => {{
+        let mut t = [0u8; 64];
+        let mut $i = 0;
+        while $i < 64 {
+            t[$i] = $e;
+            $i += 1;
+        }
+        t
+    }};
+}
+
+/// `vpmultishiftqb` control: byte j of each qword takes bits 2j.. (the level of element j).
+static UNPACK: [u8; 64] = bytes64!(|i| (2 * (i % 8)) as u8);
+/// `vpmultishiftqb` control: bytes 0..3 of qword g take the 7-bit sign fields at bits
+/// 32 + 7k of qword g (the block's `a1` word of group g).
+static FIELDS: [u8; 64] = bytes64!(|i| if i % 8 < 4 {
+    (32 + 7 * (i % 8)) as u8
+} else {
+    0
+});
+/// `vpermb` control per quarter p of the block: element e takes the sign byte of sub-group
+/// (e/8) % 4 of group 2p + e/32, at byte (2p + e/32)·8 + (e/8)%4.
+static SPREAD: [[u8; 64]; 4] = [
+    bytes64!(|e| (((e / 32) * 8) + (e / 8) % 4) as u8),
+    bytes64!(|e| ((2 + e / 32) * 8 + (e / 8) % 4) as u8),
+    bytes64!(|e| ((4 + e / 32) * 8 + (e / 8) % 4) as u8),
+    bytes64!(|e| ((6 + e / 32) * 8 + (e / 8) % 4) as u8),
+];
+/// Bit `e % 8` of each byte: the sign bit of element e within its sub-group.
+static BIT: [u8; 64] = bytes64!(|e| 1u8 << (e % 8));
+/// Level → grid value, per 128-bit lane (for `vpshufb`).
+static VALUES: [u8; 64] = bytes64!(|e| match e % 16 {
+    0 => 8,
+    1 => 25,
+    2 => 43,
+    _ => 0,
+});
+/// `vpermd` control per quarter p: i32 lanes 0..8 take the scale of group 2p (dword 4p),
+/// lanes 8..16 that of group 2p+1 (dword 4p+2).
+static PICK: [[i32; 16]; 4] = {
+    let mut t = [[0i32; 16]; 4];
+    let mut p = 0;
+    while p < 4 {
+        let mut l = 0;
+        while l < 16 {
+            t[p][l] = (4 * p + 2 * (l / 8)) as i32;
+            l += 1;
+        }
+        p += 1;
+    }
+    t
+};
+
+/// IQ2_XXS · Q8_K with AVX-512 (see the module docs).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY (loads in this function): every pointer is into a slice of at least the loaded
+    // length (tables of 512 bytes, control arrays of 64 bytes, 64 code bytes of a block,
+    // 64-byte quarters of the 256 activation codes); all loads are unaligned.
+    let ld = |p: *const u8| unsafe { _mm512_loadu_si512(p.cast()) };
+    let table: [__m512i; 8] = std::array::from_fn(|i| ld(LEVELS[32 * i..].as_ptr().cast()));
+    let unpack = ld(UNPACK.as_ptr());
+    let fields = ld(FIELDS.as_ptr());
+    let spread: [__m512i; 4] = std::array::from_fn(|p| ld(SPREAD[p].as_ptr()));
+    let bit = ld(BIT.as_ptr());
+    let values = ld(VALUES.as_ptr());
+    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK[p].as_ptr().cast()));
+    let three = _mm512_set1_epi8(3);
+    let low7 = _mm512_set1_epi8(0x7F);
+    let top = _mm512_set1_epi8(0x80u8 as i8);
+    let ones8 = _mm512_set1_epi8(1);
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ2XXS>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let q = ld(x.qs.as_ptr());
+        // the 32 grid indices (low dword of each qword), widened to u16, looked up
+        let idx = _mm512_cvtepu8_epi16(_mm512_cvtepi64_epi32(q));
+        let r0 = _mm512_permutex2var_epi16(table[0], idx, table[1]);
+        let r1 = _mm512_permutex2var_epi16(table[2], idx, table[3]);
+        let r2 = _mm512_permutex2var_epi16(table[4], idx, table[5]);
+        let r3 = _mm512_permutex2var_epi16(table[6], idx, table[7]);
+        let b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64));
+        let b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
+        let codes = _mm512_mask_mov_epi16(
+            _mm512_mask_mov_epi16(r0, b6, r1),
+            b7,
+            _mm512_mask_mov_epi16(r2, b6, r3),
+        );
+        // sign bytes: 7-bit field plus its parity as bit 7
+        let f = _mm512_and_si512(_mm512_multishift_epi64_epi8(fields, q), low7);
+        let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), ones8);
+        let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, top));
+        // group scales 2·(a1 >> 28) + 1 in the low dword of each qword
+        let ls = _mm512_add_epi64(
+            _mm512_slli_epi64(_mm512_srli_epi64(q, 60), 1),
+            _mm512_set1_epi64(1),
+        );
+        let mut acc = _mm512_setzero_si512();
+        for p in 0..4 {
+            let code = match p {
+                0 => _mm512_extracti32x4_epi32::<0>(codes),
+                1 => _mm512_extracti32x4_epi32::<1>(codes),
+                2 => _mm512_extracti32x4_epi32::<2>(codes),
+                _ => _mm512_extracti32x4_epi32::<3>(codes),
+            };
+            let lv = _mm512_and_si512(
+                _mm512_multishift_epi64_epi8(unpack, _mm512_cvtepu16_epi64(code)),
+                three,
+            );
+            let grid = _mm512_shuffle_epi8(values, lv);
+            let neg = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(spread[p], signs), bit);
+            let yv = ld(y.qs[64 * p..].as_ptr().cast());
+            let sy = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+            let dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), grid, sy);
+            let lsv = _mm512_permutexvar_epi32(pick[p], ls);
+            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dp, lsv));
+        }
+        let bsum = _mm512_reduce_add_epi32(acc);
+        s += f16c!(x.d) * y.d() * bsum as f32;
+    }
+    0.125 * s
+}
