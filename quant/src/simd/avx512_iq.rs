@@ -53,6 +53,27 @@ static LEVELS: [u16; 256] = {
     t
 };
 
+/// Low bytes of [`LEVELS`] (levels of elements 0..3) and high bytes (elements 4..7): two
+/// 256-byte tables for `vpermt2b`.
+static LEVELS_LO: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = LEVELS[i] as u8;
+        i += 1;
+    }
+    t
+};
+static LEVELS_HI: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (LEVELS[i] >> 8) as u8;
+        i += 1;
+    }
+    t
+};
+
 /// Control bytes, built at compile time: `f(i)` for i in 0..64.
 macro_rules! bytes64 {
     (|$i:ident| $e:expr) => {{
@@ -75,16 +96,27 @@ static FIELDS: [u8; 64] = bytes64!(|i| if i % 8 < 4 {
 } else {
     0
 });
-/// `vpermb` control per quarter p of the block: element e takes the sign byte of sub-group
-/// (e/8) % 4 of group 2p + e/32, at byte (2p + e/32)·8 + (e/8)%4.
-static SPREAD: [[u8; 64]; 4] = [
-    bytes64!(|e| (((e / 32) * 8) + (e / 8) % 4) as u8),
-    bytes64!(|e| ((2 + e / 32) * 8 + (e / 8) % 4) as u8),
-    bytes64!(|e| ((4 + e / 32) * 8 + (e / 8) % 4) as u8),
-    bytes64!(|e| ((6 + e / 32) * 8 + (e / 8) % 4) as u8),
+/// `vpermb` control: byte i (0..32) takes grid index i of the block (byte 8·(i/4) + i%4 of
+/// the code bytes: group i/4, sub-group i%4).
+static IDX: [u8; 64] = bytes64!(|i| (8 * ((i % 32) / 4) + i % 4) as u8);
+/// `vpermt2b` control per quarter p: qword j gets the low level byte (from the first
+/// source) and the high level byte (second source, +64) of sub-group 8p + j.
+static PLACE: [[u8; 64]; 4] = [
+    bytes64!(|i| place(0, i)),
+    bytes64!(|i| place(1, i)),
+    bytes64!(|i| place(2, i)),
+    bytes64!(|i| place(3, i)),
 ];
-/// Bit `e % 8` of each byte: the sign bit of element e within its sub-group.
-static BIT: [u8; 64] = bytes64!(|e| 1u8 << (e % 8));
+const fn place(p: usize, i: usize) -> u8 {
+    match i % 8 {
+        0 => (8 * p + i / 8) as u8,
+        1 => (64 + 8 * p + i / 8) as u8,
+        _ => 0,
+    }
+}
+/// `vpermb` control: qword p takes the four sign bytes of group 2p and the four of group
+/// 2p + 1 (bytes 0..3 of qwords 2p and 2p+1) — as a u64, the negation mask of quarter p.
+static MASKS: [u8; 64] = bytes64!(|i| ((2 * ((i / 8) % 4) + (i % 8) / 4) * 8 + i % 4) as u8);
 /// Level → grid value, per 128-bit lane (for `vpshufb`).
 static VALUES: [u8; 64] = bytes64!(|e| match e % 16 {
     0 => 8,
@@ -115,11 +147,13 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // length (tables of 512 bytes, control arrays of 64 bytes, 64 code bytes of a block,
     // 64-byte quarters of the 256 activation codes); all loads are unaligned.
     let ld = |p: *const u8| unsafe { _mm512_loadu_si512(p.cast()) };
-    let table: [__m512i; 8] = std::array::from_fn(|i| ld(LEVELS[32 * i..].as_ptr().cast()));
+    let lo_t: [__m512i; 4] = std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr()));
+    let hi_t: [__m512i; 4] = std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr()));
+    let idx_c = ld(IDX.as_ptr());
+    let place: [__m512i; 4] = std::array::from_fn(|p| ld(PLACE[p].as_ptr()));
     let unpack = ld(UNPACK.as_ptr());
     let fields = ld(FIELDS.as_ptr());
-    let spread: [__m512i; 4] = std::array::from_fn(|p| ld(SPREAD[p].as_ptr()));
-    let bit = ld(BIT.as_ptr());
+    let masks_c = ld(MASKS.as_ptr());
     let values = ld(VALUES.as_ptr());
     let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK[p].as_ptr().cast()));
     let three = _mm512_set1_epi8(3);
@@ -129,23 +163,33 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ2XXS>(w).iter().zip(view::<BlockQ8K>(a)) {
         let q = ld(x.qs.as_ptr());
-        // the 32 grid indices (low dword of each qword), widened to u16, looked up
-        let idx = _mm512_cvtepu8_epi16(_mm512_cvtepi64_epi32(q));
-        let r0 = _mm512_permutex2var_epi16(table[0], idx, table[1]);
-        let r1 = _mm512_permutex2var_epi16(table[2], idx, table[3]);
-        let r2 = _mm512_permutex2var_epi16(table[4], idx, table[5]);
-        let r3 = _mm512_permutex2var_epi16(table[6], idx, table[7]);
-        let b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64));
-        let b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
-        let codes = _mm512_mask_mov_epi16(
-            _mm512_mask_mov_epi16(r0, b6, r1),
-            b7,
-            _mm512_mask_mov_epi16(r2, b6, r3),
+        // the 32 grid indices → their level bytes (256-entry lookups: two 128-entry
+        // `vpermt2b` each, blended on index bit 7)
+        let idx = _mm512_permutexvar_epi8(idx_c, q);
+        let hi_half = _mm512_movepi8_mask(idx);
+        let lo = _mm512_mask_blend_epi8(
+            hi_half,
+            _mm512_permutex2var_epi8(lo_t[0], idx, lo_t[1]),
+            _mm512_permutex2var_epi8(lo_t[2], idx, lo_t[3]),
         );
-        // sign bytes: 7-bit field plus its parity as bit 7
+        let hi = _mm512_mask_blend_epi8(
+            hi_half,
+            _mm512_permutex2var_epi8(hi_t[0], idx, hi_t[1]),
+            _mm512_permutex2var_epi8(hi_t[2], idx, hi_t[3]),
+        );
+        // sign bytes: 7-bit field plus its parity as bit 7, gathered into one u64 mask per
+        // quarter
         let f = _mm512_and_si512(_mm512_multishift_epi64_epi8(fields, q), low7);
         let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), ones8);
         let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, top));
+        let mut neg = [0u64; 8];
+        // SAFETY: `neg` has room for 64 bytes (unaligned store).
+        unsafe {
+            _mm512_storeu_si512(
+                neg.as_mut_ptr().cast(),
+                _mm512_permutexvar_epi8(masks_c, signs),
+            )
+        };
         // group scales 2·(a1 >> 28) + 1 in the low dword of each qword
         let ls = _mm512_add_epi64(
             _mm512_slli_epi64(_mm512_srli_epi64(q, 60), 1),
@@ -153,20 +197,11 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         );
         let mut acc = _mm512_setzero_si512();
         for p in 0..4 {
-            let code = match p {
-                0 => _mm512_extracti32x4_epi32::<0>(codes),
-                1 => _mm512_extracti32x4_epi32::<1>(codes),
-                2 => _mm512_extracti32x4_epi32::<2>(codes),
-                _ => _mm512_extracti32x4_epi32::<3>(codes),
-            };
-            let lv = _mm512_and_si512(
-                _mm512_multishift_epi64_epi8(unpack, _mm512_cvtepu16_epi64(code)),
-                three,
-            );
+            let codes = _mm512_permutex2var_epi8(lo, place[p], hi);
+            let lv = _mm512_and_si512(_mm512_multishift_epi64_epi8(unpack, codes), three);
             let grid = _mm512_shuffle_epi8(values, lv);
-            let neg = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(spread[p], signs), bit);
             let yv = ld(y.qs[64 * p..].as_ptr().cast());
-            let sy = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+            let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
             let dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), grid, sy);
             let lsv = _mm512_permutexvar_epi32(pick[p], ls);
             acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dp, lsv));
