@@ -143,10 +143,12 @@ static PICK: [[i32; 16]; 4] = {
 /// IQ2_XXS · Q8_K with AVX-512 (see the module docs).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    // SAFETY (loads in this function): every pointer is into a slice of at least the loaded
-    // length (tables of 512 bytes, control arrays of 64 bytes, 64 code bytes of a block,
-    // 64-byte quarters of the 256 activation codes); all loads are unaligned.
-    let ld = |p: *const u8| unsafe { _mm512_loadu_si512(p.cast()) };
+    let ld = |p: *const u8| {
+        // SAFETY: every pointer passed is into a slice of at least 64 bytes (the tables,
+        // control arrays, a block's 64 code bytes, 64-byte quarters of the activation codes);
+        // the loads are unaligned.
+        unsafe { _mm512_loadu_si512(p.cast()) }
+    };
     let lo_t: [__m512i; 4] = std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr()));
     let hi_t: [__m512i; 4] = std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr()));
     let idx_c = ld(IDX.as_ptr());
