@@ -200,8 +200,8 @@ impl Profiler {
             }
             t.entries.clear();
         }
-        for s in 0..n {
-            if let Some(d) = dur[s] {
+        for (s, d) in dur.iter().enumerate() {
+            if let Some(d) = *d {
                 self.ns[s] += d / self.threads.max(1) as u64;
                 self.calls[s] += 1;
             }

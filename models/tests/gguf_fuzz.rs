@@ -62,7 +62,7 @@ fn byte_flip_fuzz() {
         for _ in 0..flips {
             let r = xorshift(&mut state);
             // Mostly hit the header/metadata/infos, where the structure is.
-            let pos = if r % 8 == 0 {
+            let pos = if r.is_multiple_of(8) {
                 (r >> 8) as usize % b.len()
             } else {
                 (r >> 8) as usize % header_end

@@ -191,7 +191,7 @@ impl DType {
     /// the result must not overflow.
     pub fn row_bytes(self, n: u64) -> Result<u64, QuantError> {
         let bs = self.block_size() as u64;
-        if n % bs != 0 {
+        if !n.is_multiple_of(bs) {
             return Err(QuantError::RowNotMultiple {
                 dtype: self,
                 n,

@@ -164,7 +164,7 @@ fn check_fp4(packed: &[u8], scale: &[u8], n: usize, k: usize) -> Result<(), Quan
         got,
         expected,
     };
-    if k % 32 != 0 {
+    if !k.is_multiple_of(32) {
         return Err(QuantError::RowNotMultiple {
             dtype: DType::MXFP4,
             n: k as u64,
@@ -227,7 +227,7 @@ pub fn fp4_ds_to_mxfp4(
             blk.e = scale[r * nb + bi];
             let src = &packed[r * (k / 2) + 16 * bi..r * (k / 2) + 16 * bi + 16];
             let code = |e: usize| {
-                if e % 2 == 0 {
+                if e.is_multiple_of(2) {
                     src[e / 2] & 0xF
                 } else {
                     src[e / 2] >> 4

@@ -43,7 +43,7 @@ impl OpDef for Hadamard {
                 ),
             ));
         }
-        if x.ne[0] % self.n != 0 {
+        if !x.ne[0].is_multiple_of(self.n) {
             return Err(shape_err(
                 Self::NAME,
                 format!(

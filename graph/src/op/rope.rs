@@ -94,7 +94,7 @@ impl Rope {
 
     fn check(&self, x: &TensorDesc) -> Result<(), GraphError> {
         let name = <Rope as OpDef>::NAME;
-        if self.n_dims == 0 || self.n_dims % 2 != 0 {
+        if self.n_dims == 0 || !self.n_dims.is_multiple_of(2) {
             return Err(shape_err(
                 name,
                 format!("n_dims must be even and > 0, got {}", self.n_dims),

@@ -44,7 +44,8 @@ impl OpDef for View {
             ));
         }
         if s.dtype.is_quantized()
-            && (self.nb[0] != s.dtype.type_size() || self.ne[0] % s.dtype.block_size() != 0)
+            && (self.nb[0] != s.dtype.type_size()
+                || !self.ne[0].is_multiple_of(s.dtype.block_size()))
         {
             return Err(shape_err(
                 Self::NAME,
@@ -52,7 +53,7 @@ impl OpDef for View {
             ));
         }
         if !s.dtype.is_quantized()
-            && (self.offset % s.dtype.type_size() != 0
+            && (!self.offset.is_multiple_of(s.dtype.type_size())
                 || self.nb.iter().any(|n| n % s.dtype.type_size() != 0))
         {
             return Err(shape_err(

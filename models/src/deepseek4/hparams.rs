@@ -177,13 +177,13 @@ impl Hparams {
                 format!("ratio {r} (allowed: 0, 4, 128)"),
             ));
         }
-        if self.n_rot == 0 || self.n_rot > self.head_dim || self.n_rot % 2 != 0 {
+        if self.n_rot == 0 || self.n_rot > self.head_dim || !self.n_rot.is_multiple_of(2) {
             return Err(bad(
                 "rope.dimension_count",
                 format!("{} rope dims for head dim {}", self.n_rot, self.head_dim),
             ));
         }
-        if self.o_groups == 0 || self.n_head % self.o_groups != 0 {
+        if self.o_groups == 0 || !self.n_head.is_multiple_of(self.o_groups) {
             return Err(bad(
                 "attention.output_group_count",
                 format!("{} groups for {} heads", self.o_groups, self.n_head),

@@ -464,7 +464,7 @@ impl SafetensorsWeights {
     /// In place when aligned to `align` bytes in the file, else an aligned copy.
     fn in_place(&self, t: &TensorInfo, dtype: DType, align: usize) -> Decoded {
         let ne = reversed(&t.shape);
-        let data = if t.file_offset as usize % align == 0 {
+        let data = if (t.file_offset as usize).is_multiple_of(align) {
             Data::Mapped {
                 shard: t.shard,
                 offset: t.file_offset as usize,
