@@ -1,7 +1,7 @@
 //! AVX2 kernels for the weight types dotted with Q8_0 activations (Q8_0, MXFP4, Q2_0), each
 //! in the reference's accumulation order, so each returns the reference's bits.
 
-use super::{entry, f16c, f16x8, hsum_i32};
+use super::{entry, f16c, f16x8};
 use crate::blocks::{view, BlockMXFP4, BlockQ2_0, BlockQ8_0};
 use crate::dot::hsum8;
 use crate::grids::KVALUES_MXFP4;
@@ -125,6 +125,24 @@ unsafe fn dot_q8_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
     hsum8(&lanes)
 }
+/// The lane sums of eight i32 vectors, in order (exact): a `vphaddd` tree and one
+/// cross-lane add — a third of the instructions of eight separate horizontal sums.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn sum8x8(v: &[__m256i]) -> __m256i {
+    let h01 = _mm256_hadd_epi32(v[0], v[1]);
+    let h23 = _mm256_hadd_epi32(v[2], v[3]);
+    let h45 = _mm256_hadd_epi32(v[4], v[5]);
+    let h67 = _mm256_hadd_epi32(v[6], v[7]);
+    // g0 lanes: sums of v0..v3 over elements 0..3 | the same over elements 4..7
+    let g0 = _mm256_hadd_epi32(h01, h23);
+    let g1 = _mm256_hadd_epi32(h45, h67);
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256(g0, g1, 0x20),
+        _mm256_permute2x128_si256(g0, g1, 0x31),
+    )
+}
+
 /// Q2_0 · Q8_0 with AVX2. Byte `b` of a block holds the 2-bit codes of elements 4b..4b+3.
 /// For each 32-element half, `vpshufb` copies bytes so that 32-bit lane `k` holds four code
 /// bytes, `vpsrlvd` shifts lane `k` by 2k and a mask keeps codes 0..3 (unsigned for
@@ -165,10 +183,11 @@ unsafe fn dot_q2_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             _mm256_storeu_ps(dy0.as_mut_ptr(), f16x8(&hy0));
             _mm256_storeu_ps(dy1.as_mut_ptr(), f16x8(&hy1));
         }
+        // Σ (c − 1)·y of each 32-element half, as 8 lanes per half, then reduced 8 at a time
+        let mut lanes = [_mm256_setzero_si256(); 16];
         for (k, (x, y)) in xc.iter().zip(yc.chunks_exact(2)).enumerate() {
             // SAFETY: a block has 16 code bytes (unaligned load).
             let q = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(x.qs.as_ptr().cast()) });
-            let mut isum = [0i32; 2];
             for h in 0..2 {
                 let c = _mm256_and_si256(
                     _mm256_srlv_epi32(_mm256_shuffle_epi8(q, sel[h]), shifts),
@@ -180,11 +199,28 @@ unsafe fn dot_q2_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
                 // (c − 1)·y summed in pairs: |pair| ≤ 2·2·128, no i16 overflow
                 let p =
                     _mm256_sub_epi16(_mm256_maddubs_epi16(c, yt), _mm256_maddubs_epi16(ones8, yt));
-                // SAFETY: AVX2 is enabled for this function.
-                isum[h] = unsafe { hsum_i32(_mm256_madd_epi16(p, ones16)) };
+                lanes[8 * h + k] = _mm256_madd_epi16(p, ones16);
             }
-            let inner = dy0[k] * isum[0] as f32 + dy1[k] * isum[1] as f32;
-            s += dx[k] * inner;
+        }
+        // per block dx·(dy0·Σ0 + dy1·Σ1), eight blocks at once with the reference's separate
+        // roundings (no FMA), then summed in block order like the reference
+        // SAFETY: AVX2/F16C are enabled for this function; the arrays hold 8 values each.
+        let v = unsafe {
+            let i0 = _mm256_cvtepi32_ps(sum8x8(&lanes[..8]));
+            let i1 = _mm256_cvtepi32_ps(sum8x8(&lanes[8..]));
+            let inner = _mm256_add_ps(
+                _mm256_mul_ps(_mm256_loadu_ps(dy0.as_ptr()), i0),
+                _mm256_mul_ps(_mm256_loadu_ps(dy1.as_ptr()), i1),
+            );
+            let mut v = [0f32; 8];
+            _mm256_storeu_ps(
+                v.as_mut_ptr(),
+                _mm256_mul_ps(_mm256_loadu_ps(dx.as_ptr()), inner),
+            );
+            v
+        };
+        for vk in &v[..xc.len()] {
+            s += vk;
         }
     }
     s
