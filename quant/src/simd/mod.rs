@@ -9,8 +9,8 @@
 //! `FATHOM_FORCE_SCALAR=1` forces the reference everywhere (for bisecting).
 //!
 //! Files: `avx2_q8` (types dotted with Q8_0 activations), `avx2_k` (K-quants · Q8_K),
-//! `avx2_iq` (IQ grids · Q8_K), `avx2_float` (F32, F16, BF16), `avx512_iq` (AVX-512
-//! VBMI/VNNI grid kernels).
+//! `avx2_iq` (IQ grids · Q8_K), `avx2_float` (F32, F16, BF16), `avx512_iq` / `avx512_q8`
+//! (AVX-512 VBMI/VNNI kernels; `avx512_iq::has_features` is their shared feature check).
 
 use crate::{DType, DotFn};
 use std::sync::OnceLock;
@@ -25,6 +25,8 @@ mod avx2_k;
 mod avx2_q8;
 #[cfg(target_arch = "x86_64")]
 mod avx512_iq;
+#[cfg(target_arch = "x86_64")]
+mod avx512_q8;
 
 /// Declares a safe entry point for an `unsafe` `#[target_feature]` kernel. The entry is only
 /// handed out by [`kernels`] after the run-time feature check for its tier.
@@ -71,8 +73,12 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
     let mut v: Vec<(&'static str, DotFn)> = Vec::new();
     #[cfg(target_arch = "x86_64")]
     {
-        if avx512_iq::has_features() && dtype == DType::IQ2_XXS {
-            v.push(("avx512", avx512_iq::dot_iq2_xxs_avx512_entry));
+        if avx512_iq::has_features() {
+            match dtype {
+                DType::IQ2_XXS => v.push(("avx512", avx512_iq::dot_iq2_xxs_avx512_entry)),
+                DType::Q2_0 => v.push(("avx512", avx512_q8::dot_q2_0_avx512_entry)),
+                _ => {}
+            }
         }
         if has_avx2_fma() {
             let k: Option<DotFn> = match dtype {
