@@ -59,18 +59,13 @@ unsafe fn dot_q4_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// the float combine is the reference's, so the result is the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let ones = _mm256_set1_epi16(1);
     let m4 = _mm256_set1_epi8(0x0F);
     let m2 = _mm256_set1_epi8(0x03);
-    let half_sums = |v: __m256i| -> (i32, i32) {
-        let mut l = [0i32; 8];
-        // SAFETY: room for 8 i32.
-        unsafe { _mm256_storeu_si256(l.as_mut_ptr().cast(), v) };
-        (l[0] + l[1] + l[2] + l[3], l[4] + l[5] + l[6] + l[7])
-    };
     let mut s = 0f32;
     for (x, y) in view::<BlockQ6K>(w).iter().zip(view::<BlockQ8K>(a)) {
-        let mut isc = 0i32;
+        // Σ_sub scale·Σ u·y, kept in vector lanes: `vpmaddwd` multiplies the pair sums of each
+        // 16-element sub-block by its scale (|pair| ≤ 2·63·127, |lane| < 2^23, no overflow)
+        let mut acc = _mm256_setzero_si256();
         for h in 0..2 {
             // SAFETY: 64 `ql`, 32 `qh` and 128 activation bytes of this half are inside the
             // blocks (unaligned loads).
@@ -99,12 +94,18 @@ unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             for (k, uk) in u.iter().enumerate() {
                 // SAFETY: 32 activation bytes at 128h + 32k.
                 let yk = unsafe { _mm256_loadu_si256(y.qs.as_ptr().add(128 * h + 32 * k).cast()) };
-                let (sa, sb) = half_sums(_mm256_madd_epi16(_mm256_maddubs_epi16(*uk, yk), ones));
                 let sub = 8 * h + 2 * k;
-                isc += x.scales[sub] as i32 * (sa - 32 * y.bsum(sub) as i32);
-                isc += x.scales[sub + 1] as i32 * (sb - 32 * y.bsum(sub + 1) as i32);
+                let sc = _mm256_set_m128i(
+                    _mm_set1_epi16(x.scales[sub + 1] as i16),
+                    _mm_set1_epi16(x.scales[sub] as i16),
+                );
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(*uk, yk), sc));
             }
         }
+        // the codes' −32 offset: Σ_sub scale·32·bsum, in scalar
+        let off: i32 = (0..16).map(|j| x.scales[j] as i32 * y.bsum(j) as i32).sum();
+        // SAFETY: AVX2 is enabled for this function.
+        let isc = unsafe { hsum_i32(acc) } - 32 * off;
         s += y.d() * f16c!(x.d) * isc as f32;
     }
     s
