@@ -48,8 +48,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Name of the extra graph output holding the logits of the last position only.
-const LAST_LOGITS: &str = "logits.last";
+/// Name of the graph output holding the logits of the last position (the session builds
+/// the head for that position only: [`Builder::model_last`]).
+const LAST_LOGITS: &str = "logits";
 
 /// Errors of a [`Session`].
 #[derive(Debug, thiserror::Error)]
@@ -556,24 +557,7 @@ impl Session {
             Some(k) => b.with_moe_knobs(k.clone()),
             None => b,
         };
-        let mut g = b.model(false).map_err(fwd)?;
-        let logits = g
-            .outputs()
-            .iter()
-            .find(|(n, _)| n == "logits")
-            .map(|&(_, id)| id)
-            .ok_or_else(|| fwd(ForwardError::Missing("graph output 'logits'".into())))?;
-        let d = *g.desc(logits);
-        let v = d.ne[0];
-        g.view(
-            logits,
-            [v, 1, 1, 1],
-            [d.nb[0], d.nb[1], d.nb[1], d.nb[1]],
-            (t - 1) * d.nb[1],
-        )
-        .and_then(|x| g.cont(x))
-        .and_then(|x| g.output(LAST_LOGITS, x))
-        .map_err(|e| fwd(ForwardError::Graph(e)))?;
+        let g = b.model_last().map_err(fwd)?;
         Ok(if self.reference {
             Executor::reference(g)
         } else {

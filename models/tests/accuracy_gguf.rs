@@ -45,11 +45,15 @@ fn cfg() -> ExecConfig {
 }
 
 fn batch(file: &Arc<GgufFile>, hp: &Hparams, toks: &[u32]) -> Vec<f32> {
-    let t = toks.len();
-    let g = Builder::new(hp, &mut GgufWeights::new(file.clone()), t)
+    let g = Builder::new(hp, &mut GgufWeights::new(file.clone()), toks.len())
         .unwrap()
         .model(false)
         .unwrap();
+    run(g, hp, toks)
+}
+
+fn run(g: graph::Graph, hp: &Hparams, toks: &[u32]) -> Vec<f32> {
+    let t = toks.len();
     let mut e = Executor::new(g, cfg());
     e.set_input_i32(
         input::TOKENS,
@@ -63,6 +67,28 @@ fn batch(file: &Arc<GgufFile>, hp: &Hparams, toks: &[u32]) -> Vec<f32> {
     }
     e.run();
     e.output_f32("logits").unwrap()
+}
+
+/// Generation builds the head for the last position only (`model_last`); its logits must be
+/// the full head's last column bit for bit.
+#[test]
+fn last_position_head_equals_the_full_heads_last_column() {
+    let file = Arc::new(GgufFile::open(fx("dsv4-tiny/dsv4-tiny-Q8_0.gguf")).unwrap());
+    let hp = Hparams::from_gguf(&file).unwrap();
+    let toks = &prompts()[1];
+    let full = batch(&file, &hp, toks);
+    let g = Builder::new(&hp, &mut GgufWeights::new(file.clone()), toks.len())
+        .unwrap()
+        .model_last()
+        .unwrap();
+    let last = run(g, &hp, toks);
+    let v = hp.n_vocab;
+    assert_eq!(last.len(), v);
+    let want = &full[(toks.len() - 1) * v..];
+    assert!(last
+        .iter()
+        .zip(want)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
 }
 
 fn log_softmax(x: &[f32]) -> Vec<f64> {

@@ -745,6 +745,32 @@ impl<'a, W: Weights> Builder<'a, W> {
     /// The whole model: tokens → logits `{V, T}` (output `"logits"`); every layer's residual
     /// state is also an output `"hidden.{l}"` when `hidden` is set.
     pub fn model(mut self, hidden: bool) -> Result<Graph, ForwardError> {
+        let x = self.layers(hidden)?;
+        let logits = self.head(x)?;
+        self.g.output("logits", logits)?;
+        Ok(self.g)
+    }
+
+    /// The whole model with the head on the last position only: tokens → logits `{V, 1}`
+    /// (output `"logits"`). What generation needs: a prompt chunk of T tokens skips T − 1
+    /// rows of the largest matmul. Every op of the head works per position, so these logits
+    /// are the last column of [`Builder::model`]'s, bit for bit.
+    pub fn model_last(mut self) -> Result<Graph, ForwardError> {
+        let x = self.layers(false)?;
+        let d = *self.g.desc(x);
+        let last = self
+            .g
+            .view(x, [d.ne[0], d.ne[1], 1, 1], d.nb, (self.t - 1) * d.nb[2])?;
+        let last = self.g.cont(last)?;
+        let t = std::mem::replace(&mut self.t, 1);
+        let logits = self.head(last);
+        self.t = t;
+        self.g.output("logits", logits?)?;
+        Ok(self.g)
+    }
+
+    /// Embedding and every layer: tokens → the final residual state `{D, hc, T}`.
+    fn layers(&mut self, hidden: bool) -> Result<TensorId, ForwardError> {
         let tokens = i32_input(&mut self.g, input::TOKENS, self.t)?;
         let mut x = self.embed(tokens)?;
         for l in 0..self.hp.n_layer {
@@ -753,8 +779,6 @@ impl<'a, W: Weights> Builder<'a, W> {
                 self.g.output(&format!("hidden.{l}"), x)?;
             }
         }
-        let logits = self.head(x)?;
-        self.g.output("logits", logits)?;
-        Ok(self.g)
+        Ok(x)
     }
 }
