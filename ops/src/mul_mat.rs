@@ -55,9 +55,12 @@ fn weight_row<'a>(w: &TensorRef<'a>, x: &TensorRef, b: usize, n: usize) -> &'a [
 }
 
 /// Output rows `rows` of batch `b` for every activation column (`srcs` = `[w, x, mask?]`).
+/// With a multi-column kernel each weight row is unpacked once for up to eight columns;
+/// either way every output element has the single-column kernel's bits.
 fn compute(
     srcs: &[TensorRef],
     dot: quant::DotFn,
+    multi: Option<quant::simd::MultiDotFn>,
     s: &Shape,
     q: &[u8],
     dst: &TensorMut,
@@ -65,6 +68,37 @@ fn compute(
     rows: std::ops::Range<usize>,
 ) {
     let (w, x, mask) = (&srcs[0], &srcs[1], srcs.get(2));
+    if let (Some(multi), true) = (multi, s.t > 1) {
+        for n in rows {
+            if n + 1 < s.n {
+                quant::simd::prefetch(weight_row(w, x, b, n + 1));
+            }
+            let wr = weight_row(w, x, b, n);
+            for t0 in (0..s.t).step_by(COLS) {
+                let mut cols = [0usize; COLS];
+                let mut acts: [&[u8]; COLS] = [&[]; COLS];
+                let mut m = 0;
+                for t in t0..(t0 + COLS).min(s.t) {
+                    let j = b * s.t + t;
+                    if mask.is_some_and(|mk| mk.row_f32(j)[n] == 0.0) {
+                        dst.row_range_f32_mut(j, n..n + 1)[0] = 0.0;
+                    } else {
+                        cols[m] = j;
+                        acts[m] = &q[j * s.qrow..(j + 1) * s.qrow];
+                        m += 1;
+                    }
+                }
+                let mut out = [0f32; COLS];
+                if m > 0 {
+                    multi(s.k, wr, &acts[..m], &mut out[..m]);
+                }
+                for (&j, &o) in cols[..m].iter().zip(&out) {
+                    dst.row_range_f32_mut(j, n..n + 1)[0] = o;
+                }
+            }
+        }
+        return;
+    }
     for t in 0..s.t {
         let j = b * s.t + t;
         let qa = &q[j * s.qrow..(j + 1) * s.qrow];
@@ -82,6 +116,9 @@ fn compute(
         }
     }
 }
+
+/// Activation columns per multi-column kernel call.
+pub(crate) const COLS: usize = 8;
 
 /// The scalar reference dot of the weight type.
 pub(crate) fn reference_dot(w: &TensorRef) -> quant::DotFn {
@@ -104,7 +141,7 @@ impl CpuKernel for MulMat {
         let q = cx.scratch.bytes(s.qrow * s.t * s.batches);
         quantize_all(x, &s, q);
         for b in 0..s.batches {
-            compute(srcs, reference_dot(&srcs[0]), &s, q, dst, b, 0..s.n);
+            compute(srcs, reference_dot(&srcs[0]), None, &s, q, dst, b, 0..s.n);
         }
     }
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
@@ -119,11 +156,12 @@ impl CpuKernel for MulMat {
             scratch.resize(s.qrow * s.t * s.batches, 0);
         }
         quantize_all(x, &s, &mut scratch);
+        let multi = quant::simd::vec_dot_multi_fn(w.desc.dtype);
         while let Some(items) = cx.claim(total, 1) {
             for item in items {
                 let (b, c) = (item / nchunks, item % nchunks);
                 let rows = c * CHUNK..((c + 1) * CHUNK).min(s.n);
-                compute(srcs, fast_dot(&srcs[0]), &s, &scratch, dst, b, rows);
+                compute(srcs, fast_dot(&srcs[0]), multi, &s, &scratch, dst, b, rows);
             }
         }
         cx.scratch.bytes = scratch;

@@ -194,6 +194,7 @@ impl CpuKernel for MulMatId {
         let (w, x, ids) = (&srcs[0], &srcs[1], &srcs[2]);
         let s = shape(w, x, ids);
         let dot = crate::mul_mat::fast_dot(w);
+        let multi = quant::simd::vec_dot_multi_fn(w.desc.dtype);
         // zero / NaN rows: each owned by one thread of the static split
         for j in cx.my_rows(s.n_used * s.t) {
             fill_special(dst, route(ids, &s, j % s.n_used, j / s.n_used), j);
@@ -220,6 +221,37 @@ impl CpuKernel for MulMatId {
                 let c = item % nchunks;
                 let cols = c * CHUNK..((c + 1) * CHUNK).min(s.n);
                 let group = &bk.rows[bk.start[e] as usize..bk.start[e + 1] as usize];
+                if let (Some(multi), true) = (multi, group.len() > 1) {
+                    // several tokens chose this expert: each weight row is unpacked once for
+                    // up to eight of them (same bits as one at a time)
+                    for n in cols.clone() {
+                        let wr = weight_row(w, e, n);
+                        for chunk in group.chunks(crate::mul_mat::COLS) {
+                            let mut js = [0usize; crate::mul_mat::COLS];
+                            let mut acts: [&[u8]; crate::mul_mat::COLS] =
+                                [&[]; crate::mul_mat::COLS];
+                            let mut m = 0;
+                            for &j in chunk {
+                                let j = j as usize;
+                                if srcs.get(3).is_some_and(|mk| mk.row_f32(j)[n] == 0.0) {
+                                    dst.row_range_f32_mut(j, n..n + 1)[0] = 0.0;
+                                } else {
+                                    js[m] = j;
+                                    acts[m] = act(q, &s, j);
+                                    m += 1;
+                                }
+                            }
+                            let mut out = [0f32; crate::mul_mat::COLS];
+                            if m > 0 {
+                                multi(s.k, wr, &acts[..m], &mut out[..m]);
+                            }
+                            for (&j, &o) in js[..m].iter().zip(&out) {
+                                dst.row_range_f32_mut(j, n..n + 1)[0] = o;
+                            }
+                        }
+                    }
+                    continue;
+                }
                 for &j in group {
                     let j = j as usize;
                     let qa = act(q, &s, j);

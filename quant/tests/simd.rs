@@ -246,3 +246,50 @@ fn float_kernels_match_the_reference_within_reordering() {
         }
     }
 }
+
+/// The multi-column kernels give each column the single-column reference's bits, for every
+/// column count 1..=9 (all chunk tails) and several row lengths.
+#[test]
+fn multi_column_kernels_match_the_reference_bit_for_bit() {
+    let mut r = rng(0x3c01);
+    for (wt, act, blk, scale_at) in [
+        (DType::Q8_0, DType::Q8_0, 32usize, 0usize),
+        (DType::IQ2_XXS, DType::Q8_K, 256, 0),
+    ] {
+        let Some(multi) = quant::simd::vec_dot_multi_fn(wt) else {
+            #[cfg(target_arch = "x86_64")]
+            assert!(
+                !(wt == DType::Q8_0 && std::is_x86_feature_detected!("avx2")),
+                "no Q8_0 multi-column kernel on an AVX2 CPU"
+            );
+            eprintln!("{wt:?}: no multi-column kernel on this CPU");
+            continue;
+        };
+        let reference = wt.info().vec_dot.unwrap();
+        for nb in [1usize, 3, 8, 9, 17] {
+            let n = blk * nb;
+            let w = random_blocks(&mut r, wt, n, &[scale_at], 0.004);
+            for cols in 1..=9usize {
+                let acts: Vec<Vec<u8>> = (0..cols)
+                    .map(|_| {
+                        let x = activations(&mut r, n, 2.0);
+                        let mut a = vec![0u8; bytes_for(act, n).unwrap()];
+                        quantize_activation(act, &x, &mut a).unwrap();
+                        a
+                    })
+                    .collect();
+                let refs: Vec<&[u8]> = acts.iter().map(|a| a.as_slice()).collect();
+                let mut out = vec![f32::NAN; cols];
+                multi(n, &w, &refs, &mut out);
+                for (c, a) in acts.iter().enumerate() {
+                    let want = reference(n, &w, a);
+                    assert_eq!(
+                        out[c].to_bits(),
+                        want.to_bits(),
+                        "{wt:?} n={n} cols={cols} col {c}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -125,6 +125,61 @@ unsafe fn dot_q8_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
     hsum8(&lanes)
 }
+/// Q8_0 · Q8_0 against several activation columns, four at a time: each weight block is
+/// loaded, its |x| formed and its scale converted once for all four columns. Per column the
+/// operations and their order are [`dot_q8_0_avx2`]'s, so each result is the reference's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q8_0_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let xs = view::<BlockQ8_0>(w);
+    let ones = _mm256_set1_epi16(1);
+    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+        let ys: Vec<&[BlockQ8_0]> = acts.iter().map(|a| view::<BlockQ8_0>(a)).collect();
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (g, xc) in xs.chunks(8).enumerate() {
+            let mut hx = [0u16; 8];
+            for (k, x) in xc.iter().enumerate() {
+                hx[k] = u16::from_le_bytes(x.d);
+            }
+            // SAFETY: F16C/AVX are enabled for this function.
+            let dx = unsafe { f16x8(&hx) };
+            let mut d = [[0f32; 8]; 4];
+            for (c, y) in ys.iter().enumerate() {
+                let mut hy = [0u16; 8];
+                for (k, yb) in y[8 * g..8 * g + xc.len()].iter().enumerate() {
+                    hy[k] = u16::from_le_bytes(yb.d);
+                }
+                // SAFETY: as above; `d[c]` has room for 8 f32.
+                unsafe { _mm256_storeu_ps(d[c].as_mut_ptr(), _mm256_mul_ps(dx, f16x8(&hy))) };
+            }
+            for (k, x) in xc.iter().enumerate() {
+                // SAFETY: a block's 32 code bytes are readable (unaligned load).
+                let qx = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
+                let ax = _mm256_sign_epi8(qx, qx);
+                for (c, y) in ys.iter().enumerate() {
+                    // SAFETY: as above, for the activation block.
+                    let qy = unsafe { _mm256_loadu_si256(y[8 * g + k].qs.as_ptr().cast()) };
+                    let p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx));
+                    let p32 = _mm256_madd_epi16(p16, ones);
+                    acc[c] =
+                        _mm256_fmadd_ps(_mm256_set1_ps(d[c][k]), _mm256_cvtepi32_ps(p32), acc[c]);
+                }
+            }
+        }
+        for (o, a) in out.iter_mut().zip(acc) {
+            let mut lanes = [0f32; 8];
+            // SAFETY: `lanes` has room for 8 f32.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), a) };
+            *o = hsum8(&lanes);
+        }
+    }
+}
+
+/// Safe entry point for [`dot_q8_0_avx2_multi`]: only handed out after the feature check.
+pub fn dot_q8_0_avx2_multi_entry(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: `vec_dot_multi_fn` returns this function only when AVX2, FMA and F16C are present.
+    unsafe { dot_q8_0_avx2_multi(n, w, acts, out) }
+}
+
 /// The lane sums of eight i32 vectors, in order (exact): a `vphaddd` tree and one
 /// cross-lane add — a third of the instructions of eight separate horizontal sums.
 #[target_feature(enable = "avx2")]

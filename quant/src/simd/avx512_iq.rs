@@ -371,3 +371,91 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     }
     s
 }
+
+/// IQ2_XXS · Q8_K against several activation columns: each super-block is unpacked once
+/// (grid values, sign masks, scales) and used for up to four columns. Per column the
+/// operations are those of [`dot_iq2_xxs_avx512`], so each result is the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let ld = |p: *const u8| {
+        // SAFETY: every pointer passed is into a slice of at least 64 bytes (the tables,
+        // control arrays, a block's 64 code bytes, 64-byte quarters of the activation codes);
+        // the loads are unaligned.
+        unsafe { _mm512_loadu_si512(p.cast()) }
+    };
+    let lo_t: [__m512i; 4] = std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr()));
+    let hi_t: [__m512i; 4] = std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr()));
+    let idx_c = ld(IDX.as_ptr());
+    let place: [__m512i; 4] = std::array::from_fn(|p| ld(PLACE[p].as_ptr()));
+    let unpack = ld(UNPACK.as_ptr());
+    let fields = ld(FIELDS.as_ptr());
+    let masks_c = ld(MASKS.as_ptr());
+    let values = ld(VALUES.as_ptr());
+    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK[p].as_ptr().cast()));
+    let three = _mm512_set1_epi8(3);
+    let low7 = _mm512_set1_epi8(0x7F);
+    let top = _mm512_set1_epi8(0x80u8 as i8);
+    let ones8 = _mm512_set1_epi8(1);
+    let xs = view::<BlockIQ2XXS>(w);
+    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+        let ys: Vec<&[BlockQ8K]> = acts.iter().map(|a| view::<BlockQ8K>(a)).collect();
+        let mut s = [0f32; 4];
+        for (b, x) in xs.iter().enumerate() {
+            let q = ld(x.qs.as_ptr());
+            let idx = _mm512_permutexvar_epi8(idx_c, q);
+            let hi_half = _mm512_movepi8_mask(idx);
+            let lo = _mm512_mask_blend_epi8(
+                hi_half,
+                _mm512_permutex2var_epi8(lo_t[0], idx, lo_t[1]),
+                _mm512_permutex2var_epi8(lo_t[2], idx, lo_t[3]),
+            );
+            let hi = _mm512_mask_blend_epi8(
+                hi_half,
+                _mm512_permutex2var_epi8(hi_t[0], idx, hi_t[1]),
+                _mm512_permutex2var_epi8(hi_t[2], idx, hi_t[3]),
+            );
+            let f = _mm512_and_si512(_mm512_multishift_epi64_epi8(fields, q), low7);
+            let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), ones8);
+            let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, top));
+            let mut neg = [0u64; 8];
+            // SAFETY: `neg` has room for 64 bytes (unaligned store).
+            unsafe {
+                _mm512_storeu_si512(
+                    neg.as_mut_ptr().cast(),
+                    _mm512_permutexvar_epi8(masks_c, signs),
+                )
+            };
+            let ls = _mm512_add_epi64(
+                _mm512_slli_epi64(_mm512_srli_epi64(q, 60), 1),
+                _mm512_set1_epi64(1),
+            );
+            let grid: [__m512i; 4] = std::array::from_fn(|p| {
+                let codes = _mm512_permutex2var_epi8(lo, place[p], hi);
+                let lv = _mm512_and_si512(_mm512_multishift_epi64_epi8(unpack, codes), three);
+                _mm512_shuffle_epi8(values, lv)
+            });
+            let lsv: [__m512i; 4] = std::array::from_fn(|p| _mm512_permutexvar_epi32(pick[p], ls));
+            let dx = f16c!(x.d);
+            for (c, y) in ys.iter().enumerate() {
+                let y = &y[b];
+                let mut acc = _mm512_setzero_si512();
+                for p in 0..4 {
+                    let yv = ld(y.qs[64 * p..].as_ptr().cast());
+                    let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
+                    let dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), grid[p], sy);
+                    acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dp, lsv[p]));
+                }
+                s[c] += dx * y.d() * _mm512_reduce_add_epi32(acc) as f32;
+            }
+        }
+        for (o, sc) in out.iter_mut().zip(s) {
+            *o = 0.125 * sc;
+        }
+    }
+}
+
+/// Safe entry point for [`dot_iq2_xxs_avx512_multi`]: only handed out after the feature check.
+pub fn dot_iq2_xxs_avx512_multi_entry(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: `multi_kernels` returns this function only when `has_features` holds.
+    unsafe { dot_iq2_xxs_avx512_multi(n, w, acts, out) }
+}

@@ -44,6 +44,29 @@ macro_rules! entry {
 #[cfg(target_arch = "x86_64")]
 use entry;
 
+/// A dot product of one weight row with several activation rows: `out[c] = dot(n, w,
+/// acts[c])`, with the bits of the single-column kernel. The weight row is unpacked once
+/// per block and used for every column (prompt chunks, and MoE experts with several tokens).
+pub type MultiDotFn = fn(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]);
+
+/// The multi-column kernel for `dtype` on this CPU, if there is one (callers otherwise loop
+/// over [`vec_dot_fn`]).
+pub fn vec_dot_multi_fn(dtype: DType) -> Option<MultiDotFn> {
+    if force_scalar() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx512_iq::has_features() && dtype == DType::IQ2_XXS {
+            return Some(avx512_iq::dot_iq2_xxs_avx512_multi_entry);
+        }
+        if has_avx2_fma() && dtype == DType::Q8_0 {
+            return Some(avx2_q8::dot_q8_0_avx2_multi_entry);
+        }
+    }
+    None
+}
+
 /// The fastest dot product for `dtype` on this CPU (the reference where no kernel exists).
 pub fn vec_dot_fn(dtype: DType) -> Option<DotFn> {
     if force_scalar() {
