@@ -37,9 +37,14 @@ if [ -z "$fathom" ]; then
   fathom=$root/target/release/fathom
 fi
 out=$(mktemp -d)
+# both engines map the file: read it into the page cache right before each, so that neither
+# pays for disk reads the other did not
+warm() { cat "$model" >/dev/null; }
 echo "llama.cpp: $model, $threads threads" >&2
+warm
 "$venv/bin/python" "$here/llama_bench.py" -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" >"$out/llama.json"
 echo "fathom: $model, $threads threads" >&2
+warm
 "$fathom" bench -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" --membw --json >"$out/fathom.json"
 python3 - "$out/llama.json" "$out/fathom.json" <<'PY'
 import json, sys

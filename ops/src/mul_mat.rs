@@ -59,8 +59,7 @@ fn weight_row<'a>(w: &TensorRef<'a>, x: &TensorRef, b: usize, n: usize) -> &'a [
 /// either way every output element has the single-column kernel's bits.
 fn compute(
     srcs: &[TensorRef],
-    dot: quant::DotFn,
-    multi: Option<quant::simd::MultiDotFn>,
+    (dot, multi): (quant::DotFn, Option<quant::simd::MultiDotFn>),
     s: &Shape,
     q: &[u8],
     dst: &TensorMut,
@@ -141,7 +140,7 @@ impl CpuKernel for MulMat {
         let q = cx.scratch.bytes(s.qrow * s.t * s.batches);
         quantize_all(x, &s, q);
         for b in 0..s.batches {
-            compute(srcs, reference_dot(&srcs[0]), None, &s, q, dst, b, 0..s.n);
+            compute(srcs, (reference_dot(&srcs[0]), None), &s, q, dst, b, 0..s.n);
         }
     }
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
@@ -161,7 +160,15 @@ impl CpuKernel for MulMat {
             for item in items {
                 let (b, c) = (item / nchunks, item % nchunks);
                 let rows = c * CHUNK..((c + 1) * CHUNK).min(s.n);
-                compute(srcs, fast_dot(&srcs[0]), multi, &s, &scratch, dst, b, rows);
+                compute(
+                    srcs,
+                    (fast_dot(&srcs[0]), multi),
+                    &s,
+                    &scratch,
+                    dst,
+                    b,
+                    rows,
+                );
             }
         }
         cx.scratch.bytes = scratch;
