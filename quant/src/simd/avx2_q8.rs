@@ -8,6 +8,8 @@ use crate::grids::KVALUES_MXFP4;
 use crate::scalar::e8m0_to_f32_half;
 use std::arch::x86_64::*;
 
+entry!(multi dot_q8_0_avx2_multi_entry => dot_q8_0_avx2_multi);
+
 entry!(
     dot_q8_0_avx2_entry => dot_q8_0_avx2,
     dot_mxfp4_avx2_entry => dot_mxfp4_avx2,
@@ -133,7 +135,11 @@ unsafe fn dot_q8_0_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f3
     let xs = view::<BlockQ8_0>(w);
     let ones = _mm256_set1_epi16(1);
     for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
-        let ys: Vec<&[BlockQ8_0]> = acts.iter().map(|a| view::<BlockQ8_0>(a)).collect();
+        let mut ys: [&[BlockQ8_0]; 4] = [&[]; 4];
+        for (y, a) in ys.iter_mut().zip(acts) {
+            *y = view::<BlockQ8_0>(a);
+        }
+        let ys = &ys[..acts.len()];
         let mut acc = [_mm256_setzero_ps(); 4];
         for (g, xc) in xs.chunks(8).enumerate() {
             let mut hx = [0u16; 8];
@@ -172,12 +178,6 @@ unsafe fn dot_q8_0_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f3
             *o = hsum8(&lanes);
         }
     }
-}
-
-/// Safe entry point for [`dot_q8_0_avx2_multi`]: only handed out after the feature check.
-pub fn dot_q8_0_avx2_multi_entry(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    // SAFETY: `vec_dot_multi_fn` returns this function only when AVX2, FMA and F16C are present.
-    unsafe { dot_q8_0_avx2_multi(n, w, acts, out) }
 }
 
 /// The lane sums of eight i32 vectors, in order (exact): a `vphaddd` tree and one

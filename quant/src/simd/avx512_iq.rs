@@ -18,6 +18,8 @@ use crate::blocks::{le_u16, view, BlockIQ1S, BlockIQ2XXS, BlockQ8K};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID};
 use std::arch::x86_64::*;
 
+entry!(multi dot_iq2_xxs_avx512_multi_entry => dot_iq2_xxs_avx512_multi, dot_iq1_s_avx512_multi_entry => dot_iq1_s_avx512_multi);
+
 entry!(
     dot_iq2_xxs_avx512_entry => dot_iq2_xxs_avx512,
     dot_iq1_s_avx512_entry => dot_iq1_s_avx512,
@@ -372,6 +374,111 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     s
 }
 
+/// IQ1_S · Q8_K against several activation columns (up to four per pass): indices,
+/// gathers and level unpacking once per super-block, then per column the operations of
+/// [`dot_iq1_s_avx512`] — each result is the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let ld = |p: *const u8| {
+        // SAFETY: every pointer passed is into a slice of at least 64 bytes; unaligned loads.
+        unsafe { _mm512_loadu_si512(p.cast()) }
+    };
+    let group_of = ld(GROUP_OF.as_ptr().cast());
+    let sub_shift = ld(SUB_SHIFT.as_ptr().cast());
+    let place: [__m512i; 4] = std::array::from_fn(|p| ld(PLACE[p].as_ptr()));
+    let unpack = ld(UNPACK.as_ptr());
+    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK1[p].as_ptr().cast()));
+    let three = _mm512_set1_epi8(3);
+    let low16 = _mm512_set1_epi32(0xFFFF);
+    let xs = view::<BlockIQ1S>(w);
+    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+        let mut ys: [&[BlockQ8K]; 4] = [&[]; 4];
+        for (y, a) in ys.iter_mut().zip(acts) {
+            *y = view::<BlockQ8K>(a);
+        }
+        let ys = &ys[..acts.len()];
+        let mut s = [0f32; 4];
+        for (bi, x) in xs.iter().enumerate() {
+            // SAFETY: 32 `qs` bytes and 16 `qh` bytes per block (unaligned loads).
+            let (qs, qh) = unsafe {
+                (
+                    _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                    _mm_loadu_si128(x.qh.as_ptr().cast()),
+                )
+            };
+            let hi = _mm512_and_si512(
+                _mm512_srlv_epi16(
+                    _mm512_permutexvar_epi16(group_of, _mm512_castsi128_si512(qh)),
+                    sub_shift,
+                ),
+                _mm512_set1_epi16(7),
+            );
+            let idx = _mm512_or_si512(_mm512_cvtepu8_epi16(qs), _mm512_slli_epi16(hi, 8));
+            let base = IQ1S_LEVELS.as_ptr().cast::<u8>();
+            // SAFETY: every index is < 2048 and the table has 2049 u16, so each 4-byte read at
+            // 2·index is inside it.
+            let (g0, g1) = unsafe {
+                (
+                    _mm512_i32gather_epi32::<2>(
+                        _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx)),
+                        base.cast(),
+                    ),
+                    _mm512_i32gather_epi32::<2>(
+                        _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(idx)),
+                        base.cast(),
+                    ),
+                )
+            };
+            // 32 level codes as u16 lanes, sub-group order
+            let codes = _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_and_si512(g0, low16))),
+                _mm512_cvtepi32_epi16(_mm512_and_si512(g1, low16)),
+            );
+            // the low byte of each code is `lo`, the high byte `hi` (for the IQ2_XXS placement)
+            let lo_b = _mm512_cvtepi16_epi8(codes);
+            let hi_b = _mm512_cvtepi16_epi8(_mm512_srli_epi16(codes, 8));
+            let lo_v = _mm512_castsi256_si512(lo_b);
+            let hi_v = _mm512_castsi256_si512(hi_b);
+            let ls32 = _mm512_castsi256_si512(_mm256_add_epi32(
+                _mm256_slli_epi32(
+                    _mm256_and_si256(
+                        _mm256_srli_epi32(_mm256_cvtepu16_epi32(qh), 12),
+                        _mm256_set1_epi32(7),
+                    ),
+                    1,
+                ),
+                _mm256_set1_epi32(1),
+            ));
+            let lvs: [__m512i; 4] = std::array::from_fn(|p| {
+                let c = _mm512_permutex2var_epi8(lo_v, place[p], hi_v);
+                _mm512_and_si512(_mm512_multishift_epi64_epi8(unpack, c), three)
+            });
+            let lsv: [__m512i; 4] =
+                std::array::from_fn(|p| _mm512_permutexvar_epi32(pick[p], ls32));
+            let dx = f16c!(x.d);
+            for (c, y) in ys.iter().enumerate() {
+                let y = &y[bi];
+                let mut acc = _mm512_setzero_si512();
+                for p in 0..4 {
+                    let yv = ld(y.qs[64 * p..].as_ptr().cast());
+                    let dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lvs[p], yv);
+                    acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dp, lsv[p]));
+                }
+                let (mut sumi, mut sumi1) = (_mm512_reduce_add_epi32(acc), 0i32);
+                for g in 0..8 {
+                    let h = le_u16(&x.qh, g);
+                    let ls = (2 * ((h >> 12) & 7) + 1) as i32;
+                    let b = y.bsum(2 * g) as i32 + y.bsum(2 * g + 1) as i32;
+                    sumi -= ls * b;
+                    sumi1 += if h & 0x8000 != 0 { -ls * b } else { ls * b };
+                }
+                s[c] += dx * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+            }
+        }
+        out.copy_from_slice(&s[..out.len()]);
+    }
+}
+
 /// IQ2_XXS · Q8_K against several activation columns: each super-block is unpacked once
 /// (grid values, sign masks, scales) and used for up to four columns. Per column the
 /// operations are those of [`dot_iq2_xxs_avx512`], so each result is the reference's bits.
@@ -398,7 +505,11 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
     let ones8 = _mm512_set1_epi8(1);
     let xs = view::<BlockIQ2XXS>(w);
     for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
-        let ys: Vec<&[BlockQ8K]> = acts.iter().map(|a| view::<BlockQ8K>(a)).collect();
+        let mut ys: [&[BlockQ8K]; 4] = [&[]; 4];
+        for (y, a) in ys.iter_mut().zip(acts) {
+            *y = view::<BlockQ8K>(a);
+        }
+        let ys = &ys[..acts.len()];
         let mut s = [0f32; 4];
         for (b, x) in xs.iter().enumerate() {
             let q = ld(x.qs.as_ptr());
@@ -452,10 +563,4 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
             *o = 0.125 * sc;
         }
     }
-}
-
-/// Safe entry point for [`dot_iq2_xxs_avx512_multi`]: only handed out after the feature check.
-pub fn dot_iq2_xxs_avx512_multi_entry(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    // SAFETY: `multi_kernels` returns this function only when `has_features` holds.
-    unsafe { dot_iq2_xxs_avx512_multi(n, w, acts, out) }
 }

@@ -32,6 +32,15 @@ mod avx512_q8;
 /// handed out by [`kernels`] after the run-time feature check for its tier.
 #[cfg(target_arch = "x86_64")]
 macro_rules! entry {
+    (multi $($entry:ident => $kernel:ident),* $(,)?) => {$(
+        /// Safe entry point of a multi-column kernel (see the module docs): only handed out
+        /// after the feature check.
+        pub fn $entry(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+            // SAFETY: `vec_dot_multi_fn` returns this function only when the CPU reports the
+            // features the kernel is compiled for (checked at run time just before).
+            unsafe { $kernel(n, w, acts, out) }
+        }
+    )*};
     ($($entry:ident => $kernel:ident),* $(,)?) => {$(
         /// Safe entry point (see the module docs): only handed out after the feature check.
         pub fn $entry(n: usize, w: &[u8], a: &[u8]) -> f32 {
@@ -57,8 +66,13 @@ pub fn vec_dot_multi_fn(dtype: DType) -> Option<MultiDotFn> {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        if avx512_iq::has_features() && dtype == DType::IQ2_XXS {
-            return Some(avx512_iq::dot_iq2_xxs_avx512_multi_entry);
+        if avx512_iq::has_features() {
+            match dtype {
+                DType::IQ2_XXS => return Some(avx512_iq::dot_iq2_xxs_avx512_multi_entry),
+                DType::IQ1_S => return Some(avx512_iq::dot_iq1_s_avx512_multi_entry),
+                DType::Q2_0 => return Some(avx512_q8::dot_q2_0_avx512_multi_entry),
+                _ => {}
+            }
         }
         if has_avx2_fma() && dtype == DType::Q8_0 {
             return Some(avx2_q8::dot_q8_0_avx2_multi_entry);
