@@ -1,4 +1,5 @@
-//! AVX-512 kernel for Q2_0 · Q8_0 (needs AVX-512 F/BW/VL, VBMI and VNNI).
+//! AVX-512 kernels against Q8_0 activations: Q2_0 (single and multi-column) and a
+//! multi-column Q8_0 (need AVX-512 F/BW/VL/DQ, VBMI and VNNI). The Q2_0 notes:
 //!
 //! One register holds a whole 64-element block in element order: the 16 code bytes are
 //! spread so that qword i holds the 16 code bits of elements 8i..8i+7, and `vpmultishiftqb`
@@ -11,7 +12,7 @@ use super::{entry, f16x8};
 use crate::blocks::{view, BlockQ2_0, BlockQ8_0};
 use std::arch::x86_64::*;
 
-entry!(multi dot_q2_0_avx512_multi_entry => dot_q2_0_avx512_multi);
+entry!(multi dot_q2_0_avx512_multi_entry => dot_q2_0_avx512_multi, dot_q8_0_avx512_multi_entry => dot_q8_0_avx512_multi);
 
 entry!(dot_q2_0_avx512_entry => dot_q2_0_avx512);
 
@@ -170,6 +171,90 @@ unsafe fn dot_q2_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
             for vk in &vals[..xc.len()] {
                 *o += vk;
             }
+        }
+    }
+}
+
+/// Q8_0 · Q8_0 against several activation columns, two columns per 512-bit register (lanes
+/// 0..8 the first, 8..16 the second) and up to eight per pass: each weight block is loaded,
+/// its |x| and sign mask formed once; `vpdpbusd` gives each column the same eight 4-element
+/// lane sums as the AVX2 kernel and each lane's FMA chain runs in the reference's block
+/// order, so every column gets the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn dot_q8_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let xs = view::<BlockQ8_0>(w);
+    // per block k of a group of eight: lanes 0..8 take the first column's scale (index k),
+    // lanes 8..16 the second's (index 8 + k)
+    let sel: [__m512i; 8] = std::array::from_fn(|k| {
+        let v: [i32; 16] = std::array::from_fn(|l| (k + 8 * (l / 8)) as i32);
+        // SAFETY: 64 readable bytes (unaligned load).
+        unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
+    });
+    for (acts, out) in acts.chunks(8).zip(out.chunks_mut(8)) {
+        let pairs = acts.len().div_ceil(2);
+        let mut ys: [&[BlockQ8_0]; 8] = [&[]; 8];
+        for (y, a) in ys.iter_mut().zip(acts) {
+            *y = view::<BlockQ8_0>(a);
+        }
+        // an odd last column is paired with itself; its second half is discarded
+        if acts.len() % 2 == 1 {
+            ys[acts.len()] = ys[acts.len() - 1];
+        }
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for (g, xc) in xs.chunks(8).enumerate() {
+            let mut hx = [0u16; 8];
+            for (k, x) in xc.iter().enumerate() {
+                hx[k] = u16::from_le_bytes(x.d);
+            }
+            // SAFETY: F16C/AVX are enabled for this function.
+            let dx = unsafe { f16x8(&hx) };
+            // per pair: the sixteen scale products dw·dy (first column, then second)
+            let mut dp = [_mm512_setzero_ps(); 4];
+            for (p, d) in dp.iter_mut().enumerate().take(pairs) {
+                let half = |y: &[BlockQ8_0]| {
+                    let mut hy = [0u16; 8];
+                    for (k, yb) in y[8 * g..8 * g + xc.len()].iter().enumerate() {
+                        hy[k] = u16::from_le_bytes(yb.d);
+                    }
+                    // SAFETY: F16C/AVX are enabled for this function.
+                    _mm256_mul_ps(dx, unsafe { f16x8(&hy) })
+                };
+                *d = _mm512_insertf32x8::<1>(
+                    _mm512_castps256_ps512(half(ys[2 * p])),
+                    half(ys[2 * p + 1]),
+                );
+            }
+            for (k, x) in xc.iter().enumerate() {
+                // SAFETY: a block's 32 code bytes are readable (unaligned load).
+                let qx = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
+                let xz = _mm512_broadcast_i64x4(qx);
+                let ax = _mm512_abs_epi8(xz); // |x| as unsigned (x = −128 → 128)
+                let neg = _mm512_movepi8_mask(xz);
+                for p in 0..pairs {
+                    let b = 8 * g + k;
+                    // SAFETY: as above, for the two activation blocks.
+                    let yz = unsafe {
+                        _mm512_inserti64x4::<1>(
+                            _mm512_castsi256_si512(_mm256_loadu_si256(
+                                ys[2 * p][b].qs.as_ptr().cast(),
+                            )),
+                            _mm256_loadu_si256(ys[2 * p + 1][b].qs.as_ptr().cast()),
+                        )
+                    };
+                    // y·sign(x) (where x = 0 the product is 0 either way)
+                    let sy = _mm512_mask_sub_epi8(yz, neg, _mm512_setzero_si512(), yz);
+                    let l = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sy));
+                    let d = _mm512_permutexvar_ps(sel[k], dp[p]);
+                    acc[p] = _mm512_fmadd_ps(d, l, acc[p]);
+                }
+            }
+        }
+        for (c, o) in out.iter_mut().enumerate() {
+            let mut lanes = [0f32; 16];
+            // SAFETY: `lanes` has room for 16 f32.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc[c / 2]) };
+            let h: [f32; 8] = std::array::from_fn(|i| lanes[8 * (c % 2) + i]);
+            *o = crate::dot::hsum8(&h);
         }
     }
 }

@@ -64,21 +64,30 @@ pub fn vec_dot_multi_fn(dtype: DType) -> Option<MultiDotFn> {
     if force_scalar() {
         return None;
     }
+    multi_available(dtype).first().map(|k| k.1)
+}
+
+/// The multi-column kernels this CPU can run for `dtype`, best first (for tests and tools).
+pub fn multi_available(dtype: DType) -> Vec<(&'static str, MultiDotFn)> {
+    #[allow(unused_mut)]
+    let mut v: Vec<(&'static str, MultiDotFn)> = Vec::new();
     #[cfg(target_arch = "x86_64")]
     {
         if avx512_iq::has_features() {
-            match dtype {
-                DType::IQ2_XXS => return Some(avx512_iq::dot_iq2_xxs_avx512_multi_entry),
-                DType::IQ1_S => return Some(avx512_iq::dot_iq1_s_avx512_multi_entry),
-                DType::Q2_0 => return Some(avx512_q8::dot_q2_0_avx512_multi_entry),
-                _ => {}
-            }
+            let k: Option<MultiDotFn> = match dtype {
+                DType::IQ2_XXS => Some(avx512_iq::dot_iq2_xxs_avx512_multi_entry),
+                DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_multi_entry),
+                DType::Q2_0 => Some(avx512_q8::dot_q2_0_avx512_multi_entry),
+                DType::Q8_0 => Some(avx512_q8::dot_q8_0_avx512_multi_entry),
+                _ => None,
+            };
+            v.extend(k.map(|k| ("avx512", k)));
         }
         if has_avx2_fma() && dtype == DType::Q8_0 {
-            return Some(avx2_q8::dot_q8_0_avx2_multi_entry);
+            v.push(("avx2", avx2_q8::dot_q8_0_avx2_multi_entry));
         }
     }
-    None
+    v
 }
 
 /// The fastest dot product for `dtype` on this CPU (the reference where no kernel exists).
