@@ -4,7 +4,7 @@
 #   benches/compare/compare.sh MODEL.gguf [-t THREADS] [-p 512] [-n 32] [-r 3]
 #
 # First run: builds llama-cpp-python from source with native CPU flags into a virtualenv
-# ($FATHOM_COMPARE_VENV, default target/compare-venv; ~15 min on 2 cores). Then runs
+# ($FATHOM_COMPARE_VENV, default target/compare-venv; about 8 min on 2 cores). Then runs
 # `benches/compare/llama_bench.py` (llama.cpp through its low-level API) and `fathom bench
 # --json` one after the other with the same settings, and prints a ratio table.
 # Not part of CI. Env: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), FATHOM (a fathom binary).
@@ -26,7 +26,7 @@ done
 venv=${FATHOM_COMPARE_VENV:-$root/target/compare-venv}
 ver=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 if ! "$venv/bin/python" -c "import llama_cpp" 2>/dev/null; then
-  echo "building llama-cpp-python $ver with native CPU flags into $venv (~15 min on 2 cores)" >&2
+  echo "building llama-cpp-python $ver with native CPU flags into $venv (about 8 min on 2 cores)" >&2
   python3 -m venv "$venv"
   CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_CURL=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
     "$venv/bin/pip" install --no-binary llama-cpp-python --no-cache-dir "llama-cpp-python==$ver" >&2
