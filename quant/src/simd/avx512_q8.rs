@@ -1,5 +1,5 @@
-//! AVX-512 kernels against Q8_0 activations: Q2_0 (single and multi-column) and a
-//! multi-column Q8_0 (need AVX-512 F/BW/VL/DQ, VBMI and VNNI). The Q2_0 notes:
+//! AVX-512 kernels for the byte-aligned formats: Q2_0 (single and multi-column), a
+//! multi-column Q8_0 and Q6_K (need AVX-512 F/BW/VL/DQ, VBMI and VNNI). The Q2_0 notes:
 //!
 //! One register holds a whole 64-element block in element order: the 16 code bytes are
 //! spread so that qword i holds the 16 code bits of elements 8i..8i+7, and `vpmultishiftqb`
@@ -8,13 +8,16 @@
 //! together by an unpack tree. Exact integer arithmetic and the reference's float combine:
 //! the reference's bits.
 
-use super::{entry, f16x8};
-use crate::blocks::{view, BlockQ2_0, BlockQ8_0};
+use super::{entry, f16c, f16x8};
+use crate::blocks::{view, BlockQ2_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 use std::arch::x86_64::*;
 
 entry!(multi dot_q2_0_avx512_multi_entry => dot_q2_0_avx512_multi, dot_q8_0_avx512_multi_entry => dot_q8_0_avx512_multi);
 
-entry!(dot_q2_0_avx512_entry => dot_q2_0_avx512);
+entry!(
+    dot_q2_0_avx512_entry => dot_q2_0_avx512,
+    dot_q6_k_avx512_entry => dot_q6_k_avx512,
+);
 
 /// `vpmultishiftqb` control: byte j of qword i takes bits (16i + 2j) mod 64 of its qword.
 static CUT: [u8; 64] = {
@@ -257,4 +260,68 @@ unsafe fn dot_q8_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
             *o = crate::dot::hsum8(&h);
         }
     }
+}
+
+/// Q6_K · Q8_K with AVX-512: a 128-element half of a super-block is two registers — its
+/// 64 `ql` bytes give the low nibbles of both, its 32 `qh` bytes (broadcast to both halves of
+/// a register, shifted per half by `vpsrlvw`) the two high bits — and each lines up with 64
+/// consecutive activation codes. `vpmaddubsw` forms pair sums of the unsigned 6-bit codes,
+/// `vpdpwssd` multiplies them by each 16-element sub-block's scale and accumulates, and the
+/// −32 code offset is Σ scale·bsum (`vpmaddwd`). Exact integer arithmetic and the
+/// reference's float combine: the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn dot_q6_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let m4 = _mm512_set1_epi8(0x0F);
+    let m3 = _mm512_set1_epi8(0x03);
+    // per 16-bit lane: shift of the high-bit pair for the register's lower / upper 32 bytes
+    let sh01 = _mm512_inserti64x4::<1>(_mm512_set1_epi16(0), _mm256_set1_epi16(2));
+    let sh23 = _mm512_inserti64x4::<1>(_mm512_set1_epi16(4), _mm256_set1_epi16(6));
+    // i16 pair lane i of a register covers elements 2i, 2i+1: sub-block i / 8 of its four
+    let pick: [__m512i; 4] = std::array::from_fn(|r| {
+        let v: [i16; 32] = std::array::from_fn(|i| (4 * r + i / 8) as i16);
+        // SAFETY: 64 readable bytes (unaligned load).
+        unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
+    });
+    let mut s = 0f32;
+    for (x, y) in view::<BlockQ6K>(w).iter().zip(view::<BlockQ8K>(a)) {
+        // SAFETY: 16 scale bytes and the 32 bsum bytes of the blocks (unaligned loads).
+        let (sc, bs) = unsafe {
+            (
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(x.scales.as_ptr().cast())),
+                _mm256_loadu_si256(y.bsums.as_ptr().cast()),
+            )
+        };
+        let sc512 = _mm512_castsi256_si512(sc);
+        let mut acc = _mm512_setzero_si512();
+        for h in 0..2 {
+            // SAFETY: 64 `ql`, 32 `qh` and 128 activation bytes of this half (unaligned).
+            let (ql, qh, y0, y1) = unsafe {
+                (
+                    _mm512_loadu_si512(x.ql.as_ptr().add(64 * h).cast()),
+                    _mm512_broadcast_i64x4(_mm256_loadu_si256(x.qh.as_ptr().add(32 * h).cast())),
+                    _mm512_loadu_si512(y.qs.as_ptr().add(128 * h).cast()),
+                    _mm512_loadu_si512(y.qs.as_ptr().add(128 * h + 64).cast()),
+                )
+            };
+            let hi =
+                |sh: __m512i| _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh), m3), 4);
+            let u01 = _mm512_or_si512(_mm512_and_si512(ql, m4), hi(sh01));
+            let u23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hi(sh23));
+            let s01 = _mm512_permutexvar_epi16(pick[2 * h], sc512);
+            let s23 = _mm512_permutexvar_epi16(pick[2 * h + 1], sc512);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u01, y0), s01);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u23, y1), s23);
+        }
+        // Σ scale·bsum over the 16 sub-blocks
+        let off = {
+            let v = _mm256_madd_epi16(sc, bs);
+            let t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            let t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0b01_00_11_10));
+            let t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0b10_11_00_01));
+            _mm_cvtsi128_si32(t)
+        };
+        let isc = _mm512_reduce_add_epi32(acc) - 32 * off;
+        s += y.d() * f16c!(x.d) * isc as f32;
+    }
+    s
 }

@@ -123,6 +123,7 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
             match dtype {
                 DType::IQ2_XXS => v.push(("avx512", avx512_iq::dot_iq2_xxs_avx512_entry)),
                 DType::Q2_0 => v.push(("avx512", avx512_q8::dot_q2_0_avx512_entry)),
+                DType::Q6_K => v.push(("avx512", avx512_q8::dot_q6_k_avx512_entry)),
                 DType::IQ1_S => v.push(("avx512", avx512_iq::dot_iq1_s_avx512_entry)),
                 _ => {}
             }
