@@ -14,7 +14,7 @@
 //! reference's, so the result is the reference's bits.
 
 use super::{entry, f16c};
-use crate::blocks::{le_u16, view, BlockIQ1S, BlockIQ2XXS, BlockQ8K};
+use crate::blocks::{view, BlockIQ1S, BlockIQ2XXS, BlockQ8K};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID};
 use std::arch::x86_64::*;
 
@@ -222,6 +222,44 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     0.125 * s
 }
 
+/// IQ1_S's per-block bsum terms for one activation block: (Σ ls_g·B_g, Σ ±ls_g·B_g) with
+/// B_g = bsum(2g) + bsum(2g+1), `ls8` the eight group scales and `sgn` ±1 per group (the delta
+/// sign). Exact integer arithmetic in vectors instead of an eight-step scalar loop.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq1s_bsum_terms(ls8: __m256i, sgn: __m256i, y: &BlockQ8K) -> (i32, i32) {
+    // SAFETY: the block's 32 bsum bytes (unaligned load).
+    let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+    let lb = _mm256_mullo_epi32(ls8, _mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
+    // SAFETY: AVX2 is enabled for this function.
+    unsafe {
+        (
+            super::hsum_i32(lb),
+            super::hsum_i32(_mm256_sign_epi32(lb, sgn)),
+        )
+    }
+}
+
+/// IQ1_S group scales 2·((h >> 12) & 7) + 1 and delta signs (±1 from bit 15) of a block's
+/// eight `qh` words.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq1s_scales_signs(qh: __m128i) -> (__m256i, __m256i) {
+    let h = _mm256_cvtepu16_epi32(qh);
+    let ls = _mm256_add_epi32(
+        _mm256_slli_epi32(
+            _mm256_and_si256(_mm256_srli_epi32(h, 12), _mm256_set1_epi32(7)),
+            1,
+        ),
+        _mm256_set1_epi32(1),
+    );
+    let sgn = _mm256_sub_epi32(
+        _mm256_set1_epi32(1),
+        _mm256_slli_epi32(_mm256_srli_epi32(h, 15), 1),
+    );
+    (ls, sgn)
+}
+
 /// `IQ1S_GRID[i]` as eight 2-bit levels v + 1 (0: −1, 1: 0, 2: +1), element `j` at bits 2j;
 /// one spare entry so that a 4-byte gather of the last entry stays inside the table.
 static IQ1S_LEVELS: [u16; 2049] = {
@@ -362,14 +400,12 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
                 _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(pick[p], ls32)),
             );
         }
-        let (mut sumi, mut sumi1) = (_mm512_reduce_add_epi32(acc), 0i32);
-        for g in 0..8 {
-            let h = le_u16(&x.qh, g);
-            let ls = (2 * ((h >> 12) & 7) + 1) as i32;
-            let b = y.bsum(2 * g) as i32 + y.bsum(2 * g + 1) as i32;
-            sumi -= ls * b; // the −1 of the level offset
-            sumi1 += if h & 0x8000 != 0 { -ls * b } else { ls * b };
-        }
+        // SAFETY: the features of this function cover the helpers.
+        let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
+        // SAFETY: the features of this function cover the helper.
+        let (lb, slb) = unsafe { iq1s_bsum_terms(ls8, sgn, y) };
+        // − Σ ls·B is the −1 of the level offset
+        let (sumi, sumi1) = (_mm512_reduce_add_epi32(acc) - lb, slb);
         s += f16c!(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
     }
     s
@@ -457,6 +493,8 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
             let lsv: [__m512i; 4] =
                 std::array::from_fn(|p| _mm512_permutexvar_epi32(pick[p], ls32));
             let dx = f16c!(x.d);
+            // SAFETY: the features of this function cover the helper.
+            let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
             for (c, y) in ys.iter().enumerate() {
                 let y = &y[bi];
                 let mut acc = _mm512_setzero_si512();
@@ -465,14 +503,10 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
                     let dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lvs[p], yv);
                     acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dp, lsv[p]));
                 }
-                let (mut sumi, mut sumi1) = (_mm512_reduce_add_epi32(acc), 0i32);
-                for g in 0..8 {
-                    let h = le_u16(&x.qh, g);
-                    let ls = (2 * ((h >> 12) & 7) + 1) as i32;
-                    let b = y.bsum(2 * g) as i32 + y.bsum(2 * g + 1) as i32;
-                    sumi -= ls * b;
-                    sumi1 += if h & 0x8000 != 0 { -ls * b } else { ls * b };
-                }
+                // SAFETY: the features of this function cover the helper.
+                let (lb, slb) = unsafe { iq1s_bsum_terms(ls8, sgn, y) };
+                // − Σ ls·B is the −1 of the level offset
+                let (sumi, sumi1) = (_mm512_reduce_add_epi32(acc) - lb, slb);
                 s[c] += dx * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
             }
         }
