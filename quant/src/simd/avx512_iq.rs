@@ -132,21 +132,6 @@ static VALUES: [u8; 64] = bytes64!(|e| match e % 16 {
     2 => 43,
     _ => 0,
 });
-/// `vpermd` control per quarter p: i32 lanes 0..8 take the scale of group 2p (dword 4p),
-/// lanes 8..16 that of group 2p+1 (dword 4p+2).
-static PICK: [[i32; 16]; 4] = {
-    let mut t = [[0i32; 16]; 4];
-    let mut p = 0;
-    while p < 4 {
-        let mut l = 0;
-        while l < 16 {
-            t[p][l] = (4 * p + 2 * (l / 8)) as i32;
-            l += 1;
-        }
-        p += 1;
-    }
-    t
-};
 
 /// IQ2_XXS · Q8_K with AVX-512 (see the module docs).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
@@ -165,7 +150,7 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let fields = ld(FIELDS.as_ptr());
     let masks_c = ld(MASKS.as_ptr());
     let values = ld(VALUES.as_ptr());
-    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK[p].as_ptr().cast()));
+    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[0][p].as_ptr().cast()));
     let three = _mm512_set1_epi8(3);
     let low7 = _mm512_set1_epi8(0x7F);
     let top = _mm512_set1_epi8(0x80u8 as i8);
@@ -212,9 +197,9 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             let grid = _mm512_shuffle_epi8(values, lv);
             let yv = ld(y.qs[64 * p..].as_ptr().cast());
             let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
-            let dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), grid, sy);
-            let lsv = _mm512_permutexvar_epi32(pick[p], ls);
-            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dp, lsv));
+            // pair sums ≤ 2·43·127 in i16, times the group scale, accumulated (`vpdpwssd`)
+            let lsv = _mm512_permutexvar_epi16(pick[p], ls);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(grid, sy), lsv);
         }
         let bsum = _mm512_reduce_add_epi32(acc);
         s += f16c!(x.d) * y.d() * bsum as f32;
@@ -259,6 +244,25 @@ unsafe fn iq1s_scales_signs(qh: __m128i) -> (__m256i, __m256i) {
     );
     (ls, sgn)
 }
+
+/// `vpermw` control per quarter p: 16-bit lane i (pair sums of elements 2i, 2i+1) takes the
+/// scale of group 2p + i/16 — word 4g of IQ2_XXS's per-qword scales, word 2g of IQ1_S's
+/// per-dword scales.
+static PICK16: [[[u16; 32]; 4]; 2] = {
+    let mut t = [[[0u16; 32]; 4]; 2];
+    let mut p = 0;
+    while p < 4 {
+        let mut i = 0;
+        while i < 32 {
+            let g = 2 * p + i / 16;
+            t[0][p][i] = (4 * g) as u16;
+            t[1][p][i] = (2 * g) as u16;
+            i += 1;
+        }
+        p += 1;
+    }
+    t
+};
 
 /// `IQ1S_GRID[i]` as eight 2-bit levels v + 1 (0: −1, 1: 0, 2: +1), element `j` at bits 2j;
 /// one spare entry so that a 4-byte gather of the last entry stays inside the table.
@@ -305,20 +309,6 @@ static SUB_SHIFT: [u16; 32] = {
     }
     t
 };
-/// `vpermd` control per quarter p: lanes 0..8 take dword 2p, lanes 8..16 dword 2p + 1.
-static PICK1: [[i32; 16]; 4] = {
-    let mut t = [[0i32; 16]; 4];
-    let mut p = 0;
-    while p < 4 {
-        let mut l = 0;
-        while l < 16 {
-            t[p][l] = (2 * p + l / 8) as i32;
-            l += 1;
-        }
-        p += 1;
-    }
-    t
-};
 
 /// IQ1_S · Q8_K with AVX-512: the 32 11-bit grid indices are formed in vector registers,
 /// their 2-bit level codes gathered from a 4 KiB table (`vpgatherdd`), unpacked like
@@ -334,7 +324,7 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let sub_shift = ld(SUB_SHIFT.as_ptr().cast());
     let place: [__m512i; 4] = std::array::from_fn(|p| ld(PLACE[p].as_ptr()));
     let unpack = ld(UNPACK.as_ptr());
-    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK1[p].as_ptr().cast()));
+    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[1][p].as_ptr().cast()));
     let three = _mm512_set1_epi8(3);
     let low16 = _mm512_set1_epi32(0xFFFF);
     let mut s = 0f32;
@@ -394,11 +384,8 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             let c = _mm512_permutex2var_epi8(lo_v, place[p], hi_v);
             let lv = _mm512_and_si512(_mm512_multishift_epi64_epi8(unpack, c), three);
             let yv = ld(y.qs[64 * p..].as_ptr().cast());
-            let dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lv, yv);
-            acc = _mm512_add_epi32(
-                acc,
-                _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(pick[p], ls32)),
-            );
+            let lsv = _mm512_permutexvar_epi16(pick[p], ls32);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(lv, yv), lsv);
         }
         // SAFETY: the features of this function cover the helpers.
         let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
@@ -424,7 +411,7 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
     let sub_shift = ld(SUB_SHIFT.as_ptr().cast());
     let place: [__m512i; 4] = std::array::from_fn(|p| ld(PLACE[p].as_ptr()));
     let unpack = ld(UNPACK.as_ptr());
-    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK1[p].as_ptr().cast()));
+    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[1][p].as_ptr().cast()));
     let three = _mm512_set1_epi8(3);
     let low16 = _mm512_set1_epi32(0xFFFF);
     let xs = view::<BlockIQ1S>(w);
@@ -491,7 +478,7 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
                 _mm512_and_si512(_mm512_multishift_epi64_epi8(unpack, c), three)
             });
             let lsv: [__m512i; 4] =
-                std::array::from_fn(|p| _mm512_permutexvar_epi32(pick[p], ls32));
+                std::array::from_fn(|p| _mm512_permutexvar_epi16(pick[p], ls32));
             let dx = f16c!(x.d);
             // SAFETY: the features of this function cover the helper.
             let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
@@ -500,8 +487,7 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
                 let mut acc = _mm512_setzero_si512();
                 for p in 0..4 {
                     let yv = ld(y.qs[64 * p..].as_ptr().cast());
-                    let dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lvs[p], yv);
-                    acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dp, lsv[p]));
+                    acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(lvs[p], yv), lsv[p]);
                 }
                 // SAFETY: the features of this function cover the helper.
                 let (lb, slb) = unsafe { iq1s_bsum_terms(ls8, sgn, y) };
@@ -533,7 +519,7 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
     let fields = ld(FIELDS.as_ptr());
     let masks_c = ld(MASKS.as_ptr());
     let values = ld(VALUES.as_ptr());
-    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK[p].as_ptr().cast()));
+    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[0][p].as_ptr().cast()));
     let three = _mm512_set1_epi8(3);
     let low7 = _mm512_set1_epi8(0x7F);
     let top = _mm512_set1_epi8(0x80u8 as i8);
@@ -580,7 +566,7 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
                 let lv = _mm512_and_si512(_mm512_multishift_epi64_epi8(unpack, codes), three);
                 _mm512_shuffle_epi8(values, lv)
             });
-            let lsv: [__m512i; 4] = std::array::from_fn(|p| _mm512_permutexvar_epi32(pick[p], ls));
+            let lsv: [__m512i; 4] = std::array::from_fn(|p| _mm512_permutexvar_epi16(pick[p], ls));
             let dx = f16c!(x.d);
             for (c, y) in ys.iter().enumerate() {
                 let y = &y[b];
@@ -588,8 +574,7 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
                 for p in 0..4 {
                     let yv = ld(y.qs[64 * p..].as_ptr().cast());
                     let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
-                    let dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), grid[p], sy);
-                    acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dp, lsv[p]));
+                    acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(grid[p], sy), lsv[p]);
                 }
                 s[c] += dx * y.d() * _mm512_reduce_add_epi32(acc) as f32;
             }
