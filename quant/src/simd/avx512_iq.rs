@@ -133,78 +133,13 @@ static VALUES: [u8; 64] = bytes64!(|e| match e % 16 {
     _ => 0,
 });
 
-/// IQ2_XXS · Q8_K with AVX-512 (see the module docs).
+/// IQ2_XXS · Q8_K with AVX-512 (see the module docs): the multi-column kernel on one column.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
-unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let ld = |p: *const u8| {
-        // SAFETY: every pointer passed is into a slice of at least 64 bytes (the tables,
-        // control arrays, a block's 64 code bytes, 64-byte quarters of the activation codes);
-        // the loads are unaligned.
-        unsafe { _mm512_loadu_si512(p.cast()) }
-    };
-    let lo_t: [__m512i; 4] = std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr()));
-    let hi_t: [__m512i; 4] = std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr()));
-    let idx_c = ld(IDX.as_ptr());
-    let place: [__m512i; 4] = std::array::from_fn(|p| ld(PLACE[p].as_ptr()));
-    let unpack = ld(UNPACK.as_ptr());
-    let fields = ld(FIELDS.as_ptr());
-    let masks_c = ld(MASKS.as_ptr());
-    let values = ld(VALUES.as_ptr());
-    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[0][p].as_ptr().cast()));
-    let three = _mm512_set1_epi8(3);
-    let low7 = _mm512_set1_epi8(0x7F);
-    let top = _mm512_set1_epi8(0x80u8 as i8);
-    let ones8 = _mm512_set1_epi8(1);
-    let mut s = 0f32;
-    for (x, y) in view::<BlockIQ2XXS>(w).iter().zip(view::<BlockQ8K>(a)) {
-        let q = ld(x.qs.as_ptr());
-        // the 32 grid indices → their level bytes (256-entry lookups: two 128-entry
-        // `vpermt2b` each, blended on index bit 7)
-        let idx = _mm512_permutexvar_epi8(idx_c, q);
-        let hi_half = _mm512_movepi8_mask(idx);
-        let lo = _mm512_mask_blend_epi8(
-            hi_half,
-            _mm512_permutex2var_epi8(lo_t[0], idx, lo_t[1]),
-            _mm512_permutex2var_epi8(lo_t[2], idx, lo_t[3]),
-        );
-        let hi = _mm512_mask_blend_epi8(
-            hi_half,
-            _mm512_permutex2var_epi8(hi_t[0], idx, hi_t[1]),
-            _mm512_permutex2var_epi8(hi_t[2], idx, hi_t[3]),
-        );
-        // sign bytes: 7-bit field plus its parity as bit 7, gathered into one u64 mask per
-        // quarter
-        let f = _mm512_and_si512(_mm512_multishift_epi64_epi8(fields, q), low7);
-        let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), ones8);
-        let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, top));
-        let mut neg = [0u64; 8];
-        // SAFETY: `neg` has room for 64 bytes (unaligned store).
-        unsafe {
-            _mm512_storeu_si512(
-                neg.as_mut_ptr().cast(),
-                _mm512_permutexvar_epi8(masks_c, signs),
-            )
-        };
-        // group scales 2·(a1 >> 28) + 1 in the low dword of each qword
-        let ls = _mm512_add_epi64(
-            _mm512_slli_epi64(_mm512_srli_epi64(q, 60), 1),
-            _mm512_set1_epi64(1),
-        );
-        let mut acc = _mm512_setzero_si512();
-        for p in 0..4 {
-            let codes = _mm512_permutex2var_epi8(lo, place[p], hi);
-            let lv = _mm512_and_si512(_mm512_multishift_epi64_epi8(unpack, codes), three);
-            let grid = _mm512_shuffle_epi8(values, lv);
-            let yv = ld(y.qs[64 * p..].as_ptr().cast());
-            let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
-            // pair sums ≤ 2·43·127 in i16, times the group scale, accumulated (`vpdpwssd`)
-            let lsv = _mm512_permutexvar_epi16(pick[p], ls);
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(grid, sy), lsv);
-        }
-        let bsum = _mm512_reduce_add_epi32(acc);
-        s += f16c!(x.d) * y.d() * bsum as f32;
-    }
-    0.125 * s
+unsafe fn dot_iq2_xxs_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut o = [0f32];
+    // SAFETY: same features as this function.
+    unsafe { dot_iq2_xxs_avx512_multi(n, w, &[a], &mut o) };
+    o[0]
 }
 
 /// IQ1_S's per-block bsum terms for one activation block: (Σ ls_g·B_g, Σ ±ls_g·B_g) with
@@ -310,97 +245,20 @@ static SUB_SHIFT: [u16; 32] = {
     t
 };
 
-/// IQ1_S · Q8_K with AVX-512: the 32 11-bit grid indices are formed in vector registers,
-/// their 2-bit level codes gathered from a 4 KiB table (`vpgatherdd`), unpacked like
-/// IQ2_XXS, and Σ (l − 1)·y = Σ l·y − Σ y uses the activation block sums. Exact integer
-/// arithmetic and the reference's float combine: the reference's bits.
+/// IQ1_S · Q8_K with AVX-512: the multi-column kernel on one column.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
-unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let ld = |p: *const u8| {
-        // SAFETY: every pointer passed is into a slice of at least 64 bytes; unaligned loads.
-        unsafe { _mm512_loadu_si512(p.cast()) }
-    };
-    let group_of = ld(GROUP_OF.as_ptr().cast());
-    let sub_shift = ld(SUB_SHIFT.as_ptr().cast());
-    let place: [__m512i; 4] = std::array::from_fn(|p| ld(PLACE[p].as_ptr()));
-    let unpack = ld(UNPACK.as_ptr());
-    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[1][p].as_ptr().cast()));
-    let three = _mm512_set1_epi8(3);
-    let low16 = _mm512_set1_epi32(0xFFFF);
-    let mut s = 0f32;
-    for (x, y) in view::<BlockIQ1S>(w).iter().zip(view::<BlockQ8K>(a)) {
-        // SAFETY: 32 `qs` bytes and 16 `qh` bytes per block (unaligned loads).
-        let (qs, qh) = unsafe {
-            (
-                _mm256_loadu_si256(x.qs.as_ptr().cast()),
-                _mm_loadu_si128(x.qh.as_ptr().cast()),
-            )
-        };
-        let hi = _mm512_and_si512(
-            _mm512_srlv_epi16(
-                _mm512_permutexvar_epi16(group_of, _mm512_castsi128_si512(qh)),
-                sub_shift,
-            ),
-            _mm512_set1_epi16(7),
-        );
-        let idx = _mm512_or_si512(_mm512_cvtepu8_epi16(qs), _mm512_slli_epi16(hi, 8));
-        let base = IQ1S_LEVELS.as_ptr().cast::<u8>();
-        // SAFETY: every index is < 2048 and the table has 2049 u16, so each 4-byte read at
-        // 2·index is inside it.
-        let (g0, g1) = unsafe {
-            (
-                _mm512_i32gather_epi32::<2>(
-                    _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx)),
-                    base.cast(),
-                ),
-                _mm512_i32gather_epi32::<2>(
-                    _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(idx)),
-                    base.cast(),
-                ),
-            )
-        };
-        // 32 level codes as u16 lanes, sub-group order
-        let codes = _mm512_inserti64x4::<1>(
-            _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_and_si512(g0, low16))),
-            _mm512_cvtepi32_epi16(_mm512_and_si512(g1, low16)),
-        );
-        // the low byte of each code is `lo`, the high byte `hi` (for the IQ2_XXS placement)
-        let lo_b = _mm512_cvtepi16_epi8(codes);
-        let hi_b = _mm512_cvtepi16_epi8(_mm512_srli_epi16(codes, 8));
-        let lo_v = _mm512_castsi256_si512(lo_b);
-        let hi_v = _mm512_castsi256_si512(hi_b);
-        let ls32 = _mm512_castsi256_si512(_mm256_add_epi32(
-            _mm256_slli_epi32(
-                _mm256_and_si256(
-                    _mm256_srli_epi32(_mm256_cvtepu16_epi32(qh), 12),
-                    _mm256_set1_epi32(7),
-                ),
-                1,
-            ),
-            _mm256_set1_epi32(1),
-        ));
-        let mut acc = _mm512_setzero_si512();
-        for p in 0..4 {
-            let c = _mm512_permutex2var_epi8(lo_v, place[p], hi_v);
-            let lv = _mm512_and_si512(_mm512_multishift_epi64_epi8(unpack, c), three);
-            let yv = ld(y.qs[64 * p..].as_ptr().cast());
-            let lsv = _mm512_permutexvar_epi16(pick[p], ls32);
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(lv, yv), lsv);
-        }
-        // SAFETY: the features of this function cover the helpers.
-        let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
-        // SAFETY: the features of this function cover the helper.
-        let (lb, slb) = unsafe { iq1s_bsum_terms(ls8, sgn, y) };
-        // − Σ ls·B is the −1 of the level offset
-        let (sumi, sumi1) = (_mm512_reduce_add_epi32(acc) - lb, slb);
-        s += f16c!(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
-    }
-    s
+unsafe fn dot_iq1_s_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut o = [0f32];
+    // SAFETY: same features as this function.
+    unsafe { dot_iq1_s_avx512_multi(n, w, &[a], &mut o) };
+    o[0]
 }
 
-/// IQ1_S · Q8_K against several activation columns (up to four per pass): indices,
-/// gathers and level unpacking once per super-block, then per column the operations of
-/// [`dot_iq1_s_avx512`] — each result is the reference's bits.
+/// IQ1_S · Q8_K against up to four activation columns per pass. Per super-block the 32
+/// 11-bit grid indices are formed in vector registers, their 2-bit level codes gathered from
+/// a 4 KiB table (`vpgatherdd`) and unpacked like IQ2_XXS; per column Σ (l − 1)·y =
+/// Σ l·y − Σ y uses the activation block sums. Exact integer arithmetic and the reference's
+/// float combine: each column gets the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let ld = |p: *const u8| {
@@ -501,8 +359,8 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
 }
 
 /// IQ2_XXS · Q8_K against several activation columns: each super-block is unpacked once
-/// (grid values, sign masks, scales) and used for up to four columns. Per column the
-/// operations are those of [`dot_iq2_xxs_avx512`], so each result is the reference's bits.
+/// (grid values, sign masks, scales) and used for up to four columns; per column exact
+/// integer sums and the reference's float combine, so each result is the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let ld = |p: *const u8| {

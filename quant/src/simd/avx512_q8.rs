@@ -39,78 +39,18 @@ unsafe fn tree4(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m512i {
     _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd))
 }
 
-/// Q2_0 · Q8_0 with AVX-512 (see the module docs).
+/// Q2_0 · Q8_0 with AVX-512 (see the module docs): the multi-column kernel on one column.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-unsafe fn dot_q2_0_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let xs = view::<BlockQ2_0>(w);
-    let ys = view::<BlockQ8_0>(a);
-    // SAFETY: CUT has 64 bytes (unaligned load).
-    let cut = unsafe { _mm512_loadu_si512(CUT.as_ptr().cast()) };
-    let spread = _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1);
-    let pick = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
-    let m2 = _mm512_set1_epi8(3);
-    let ones = _mm512_set1_epi8(1);
-    let mut s = 0f32;
-    for (xc, yc) in xs.chunks(8).zip(ys.chunks(16)) {
-        let (mut hx, mut hy0, mut hy1) = ([0u16; 8], [0u16; 8], [0u16; 8]);
-        let mut v = [_mm512_setzero_si512(); 8];
-        for (k, (x, y)) in xc.iter().zip(yc.chunks_exact(2)).enumerate() {
-            hx[k] = u16::from_le_bytes(x.d);
-            hy0[k] = u16::from_le_bytes(y[0].d);
-            hy1[k] = u16::from_le_bytes(y[1].d);
-            // SAFETY: 16 code bytes per weight block, 32 per activation block (unaligned).
-            let (q, y0, y1) = unsafe {
-                (
-                    _mm_loadu_si128(x.qs.as_ptr().cast()),
-                    _mm256_loadu_si256(y[0].qs.as_ptr().cast()),
-                    _mm256_loadu_si256(y[1].qs.as_ptr().cast()),
-                )
-            };
-            let q = _mm512_permutexvar_epi64(spread, _mm512_castsi128_si512(q));
-            let c = _mm512_and_si512(_mm512_multishift_epi64_epi8(cut, q), m2);
-            let yv = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(y0), y1);
-            let z = _mm512_setzero_si512();
-            // lanes 0..8: Σ (c − 1)·y of the first half, 8..16 of the second
-            v[k] = _mm512_sub_epi32(
-                _mm512_dpbusd_epi32(z, c, yv),
-                _mm512_dpbusd_epi32(z, ones, yv),
-            );
-        }
-        // SAFETY: the features of this function cover the helpers.
-        let (i0, i1) = unsafe {
-            let x = tree4(v[0], v[1], v[2], v[3]);
-            let y = tree4(v[4], v[5], v[6], v[7]);
-            // lanes 0 and 2 of x' hold the first- and second-half sums of blocks 0..4
-            let x = _mm512_add_epi32(x, _mm512_shuffle_i64x2::<0b10_11_00_01>(x, x));
-            let y = _mm512_add_epi32(y, _mm512_shuffle_i64x2::<0b10_11_00_01>(y, y));
-            let r = _mm512_permutex2var_epi64(x, pick, y);
-            (
-                _mm256_cvtepi32_ps(_mm512_castsi512_si256(r)),
-                _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64::<1>(r)),
-            )
-        };
-        // per block dx·(dy0·Σ0 + dy1·Σ1) with the reference's separate roundings, summed in
-        // block order like the reference
-        // SAFETY: the features of this function cover the helpers; `vals` holds 8 f32.
-        let vals = unsafe {
-            let inner = _mm256_add_ps(
-                _mm256_mul_ps(f16x8(&hy0), i0),
-                _mm256_mul_ps(f16x8(&hy1), i1),
-            );
-            let mut vals = [0f32; 8];
-            _mm256_storeu_ps(vals.as_mut_ptr(), _mm256_mul_ps(f16x8(&hx), inner));
-            vals
-        };
-        for vk in &vals[..xc.len()] {
-            s += vk;
-        }
-    }
-    s
+unsafe fn dot_q2_0_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut o = [0f32];
+    // SAFETY: same features as this function.
+    unsafe { dot_q2_0_avx512_multi(n, w, &[a], &mut o) };
+    o[0]
 }
 
 /// Q2_0 · Q8_0 against several activation columns: each block's codes are cut out once per
-/// eight-block chunk and used for every column; per column the operations of
-/// [`dot_q2_0_avx512`], so each result is the reference's bits.
+/// eight-block chunk and used for every column (see the module docs); each result is the
+/// reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
 unsafe fn dot_q2_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let xs = view::<BlockQ2_0>(w);
