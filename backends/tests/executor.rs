@@ -218,3 +218,43 @@ fn masked_matmul_never_reads_masked_weight_rows() {
         );
     }
 }
+
+#[test]
+fn masked_multi_column_matmul_gives_zeros_only_where_masked() {
+    // Q8_0 weights {32, 3}: row 1 has a NaN scale. With 3 activation columns the prompt path
+    // uses the multi-column kernel; row 1 is masked for every column and no NaN may reach the
+    // output, row 2 is masked for one column only and must be 0 there and a dot elsewhere.
+    let k = 32;
+    let mut wb = Vec::new();
+    for r in 0..3u8 {
+        let d: u16 = if r == 1 { 0x7E00 } else { 0x3C00 }; // NaN, 1.0
+        wb.extend_from_slice(&d.to_le_bytes());
+        wb.extend((0..k).map(|i| (i as i8 - 16 + r as i8) as u8));
+    }
+    let mut g = Graph::new();
+    let wid = g
+        .weight(
+            "w",
+            TensorDesc::new(quant::DType::Q8_0, &[k, 3]).unwrap(),
+            graph::WeightData::from_vec(wb),
+        )
+        .unwrap();
+    let x = g.input("x", TensorDesc::f32(&[k, 3]).unwrap()).unwrap();
+    let m = g.input("m", TensorDesc::f32(&[3, 3]).unwrap()).unwrap();
+    let y = g.mul_mat_masked(wid, x, m).unwrap();
+    g.output("out", y).unwrap();
+    let xs: Vec<f32> = (0..3 * k).map(|i| ((i % 7) as f32 - 3.0) * 0.5).collect();
+    // mask[t][n]: row 1 masked everywhere, row 2 masked for column 1
+    let mask = [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0];
+    for threads in [1, 2] {
+        let mut e = Executor::new(g.clone(), cfg(threads, true, false));
+        e.set_input_f32("x", &xs).unwrap();
+        e.set_input_f32("m", &mask).unwrap();
+        e.run();
+        let out = e.output_f32("out").unwrap();
+        assert!(out.iter().all(|v| v.is_finite()), "{out:?}");
+        assert_eq!(out[4], 0.0); // column 1, row 1
+        assert_eq!(out[5], 0.0); // column 1, row 2 (masked)
+        assert!(out[2] != 0.0 && out[8] != 0.0, "{out:?}"); // row 2 where not masked
+    }
+}

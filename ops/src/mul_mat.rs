@@ -73,28 +73,18 @@ fn compute(
                 quant::simd::prefetch(weight_row(w, x, b, n + 1));
             }
             let wr = weight_row(w, x, b, n);
-            for t0 in (0..s.t).step_by(COLS) {
-                let mut cols = [0usize; COLS];
-                let mut acts: [&[u8]; COLS] = [&[]; COLS];
-                let mut m = 0;
-                for t in t0..(t0 + COLS).min(s.t) {
-                    let j = b * s.t + t;
-                    if mask.is_some_and(|mk| mk.row_f32(j)[n] == 0.0) {
-                        dst.row_range_f32_mut(j, n..n + 1)[0] = 0.0;
-                    } else {
-                        cols[m] = j;
-                        acts[m] = &q[j * s.qrow..(j + 1) * s.qrow];
-                        m += 1;
-                    }
-                }
-                let mut out = [0f32; COLS];
-                if m > 0 {
-                    multi(s.k, wr, &acts[..m], &mut out[..m]);
-                }
-                for (&j, &o) in cols[..m].iter().zip(&out) {
-                    dst.row_range_f32_mut(j, n..n + 1)[0] = o;
-                }
-            }
+            let masked = |j: usize| mask.is_some_and(|mk| mk.row_f32(j)[n] == 0.0);
+            let act = |j: usize| &q[j * s.qrow..(j + 1) * s.qrow];
+            dot_row_columns(
+                multi,
+                s.k,
+                wr,
+                n,
+                (0..s.t).map(|t| b * s.t + t),
+                act,
+                masked,
+                dst,
+            );
         }
         return;
     }
@@ -117,7 +107,49 @@ fn compute(
 }
 
 /// Activation columns per multi-column kernel call.
-pub(crate) const COLS: usize = 8;
+const COLS: usize = 8;
+
+/// Output column `n` (weight row `wr`) for the activation rows `js`, up to [`COLS`] per
+/// multi-column kernel call: `dst[j][n] = dot(wr, act(j))`, or 0 where `masked(j)` (a
+/// masked row is not read for that activation; it is not read at all if every one masks it).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn dot_row_columns<'q>(
+    multi: quant::simd::MultiDotFn,
+    k: usize,
+    wr: &[u8],
+    n: usize,
+    js: impl Iterator<Item = usize>,
+    act: impl Fn(usize) -> &'q [u8],
+    masked: impl Fn(usize) -> bool,
+    dst: &TensorMut,
+) {
+    let mut cols = [0usize; COLS];
+    let mut acts: [&[u8]; COLS] = [&[]; COLS];
+    let mut m = 0;
+    let flush = |cols: &[usize], acts: &[&[u8]]| {
+        let mut out = [0f32; COLS];
+        multi(k, wr, acts, &mut out[..acts.len()]);
+        for (&j, &o) in cols.iter().zip(&out) {
+            dst.row_range_f32_mut(j, n..n + 1)[0] = o;
+        }
+    };
+    for j in js {
+        if masked(j) {
+            dst.row_range_f32_mut(j, n..n + 1)[0] = 0.0;
+            continue;
+        }
+        cols[m] = j;
+        acts[m] = act(j);
+        m += 1;
+        if m == COLS {
+            flush(&cols, &acts);
+            m = 0;
+        }
+    }
+    if m > 0 {
+        flush(&cols[..m], &acts[..m]);
+    }
+}
 
 /// The scalar reference dot of the weight type.
 pub(crate) fn reference_dot(w: &TensorRef) -> quant::DotFn {

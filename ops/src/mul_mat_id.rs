@@ -225,30 +225,16 @@ impl CpuKernel for MulMatId {
                     // several tokens chose this expert: each weight row is unpacked once for
                     // up to eight of them (same bits as one at a time)
                     for n in cols.clone() {
-                        let wr = weight_row(w, e, n);
-                        for chunk in group.chunks(crate::mul_mat::COLS) {
-                            let mut js = [0usize; crate::mul_mat::COLS];
-                            let mut acts: [&[u8]; crate::mul_mat::COLS] =
-                                [&[]; crate::mul_mat::COLS];
-                            let mut m = 0;
-                            for &j in chunk {
-                                let j = j as usize;
-                                if srcs.get(3).is_some_and(|mk| mk.row_f32(j)[n] == 0.0) {
-                                    dst.row_range_f32_mut(j, n..n + 1)[0] = 0.0;
-                                } else {
-                                    js[m] = j;
-                                    acts[m] = act(q, &s, j);
-                                    m += 1;
-                                }
-                            }
-                            let mut out = [0f32; crate::mul_mat::COLS];
-                            if m > 0 {
-                                multi(s.k, wr, &acts[..m], &mut out[..m]);
-                            }
-                            for (&j, &o) in js[..m].iter().zip(&out) {
-                                dst.row_range_f32_mut(j, n..n + 1)[0] = o;
-                            }
-                        }
+                        crate::mul_mat::dot_row_columns(
+                            multi,
+                            s.k,
+                            weight_row(w, e, n),
+                            n,
+                            group.iter().map(|&j| j as usize),
+                            |j| act(q, &s, j),
+                            |j| srcs.get(3).is_some_and(|mk| mk.row_f32(j)[n] == 0.0),
+                            dst,
+                        );
                     }
                     continue;
                 }
