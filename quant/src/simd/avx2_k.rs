@@ -13,41 +13,63 @@ entry!(
     dot_q6_k_avx2_entry => dot_q6_k_avx2,
 );
 
-/// Q4_K · Q8_K with AVX2: the integer sub-block sums Σ q·y come from `vpmaddubsw` (codes
-/// 0..15 are unsigned, no saturation) and `vpmaddwd`; everything after them is the
-/// reference's scalar arithmetic, so the result is the reference's bits.
+/// The shared Q4_K / Q5_K integer sums of one super-block: (Σ_j scale_j·Σ q·y over
+/// sub-block j, Σ_j min_j·(bsum(2j) + bsum(2j+1))). `codes(c)` gives chunk c's 64 unsigned
+/// codes as (sub-block 2c, sub-block 2c+1); `vpmaddubsw` forms the pair sums (codes ≤ 31:
+/// |pair| ≤ 2·31·127) and `vpmaddwd` multiplies them by the sub-block scale in vector lanes.
+/// Exact integer arithmetic: the reference's sums.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn k4_sums(
+    scales: &[u8; 12],
+    codes: impl Fn(usize) -> (__m256i, __m256i),
+    y: &BlockQ8K,
+) -> (i32, i32) {
+    let mut sc = [0i16; 8];
+    let mut imin = 0i32;
+    for (j, scj) in sc.iter_mut().enumerate() {
+        let (s, m) = scale_min_k4(j, scales);
+        *scj = s as i16;
+        imin += m as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+    }
+    let mut acc = _mm256_setzero_si256();
+    for c in 0..4 {
+        let (lo, hi) = codes(c);
+        // SAFETY: 64 activation bytes per chunk are inside the block (unaligned loads).
+        let (ylo, yhi) = unsafe {
+            (
+                _mm256_loadu_si256(y.qs.as_ptr().add(64 * c).cast()),
+                _mm256_loadu_si256(y.qs.as_ptr().add(64 * c + 32).cast()),
+            )
+        };
+        let a = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(sc[2 * c]));
+        let b = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(hi, yhi),
+            _mm256_set1_epi16(sc[2 * c + 1]),
+        );
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(a, b));
+    }
+    // SAFETY: AVX2 is enabled for this function.
+    (unsafe { hsum_i32(acc) }, imin)
+}
+
+/// Q4_K · Q8_K with AVX2: [`k4_sums`] with the nibbles as codes, then the reference's float
+/// combine, so the result is the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let ones = _mm256_set1_epi16(1);
     let m4 = _mm256_set1_epi8(0x0F);
     let mut s = 0f32;
     for (x, y) in view::<BlockQ4K>(w).iter().zip(view::<BlockQ8K>(a)) {
-        let (mut isc, mut imin) = (0i32, 0i32);
-        for c in 0..4 {
-            // SAFETY: 32 code bytes per chunk and 64 activation bytes per chunk are inside
-            // the blocks (unaligned loads).
-            let (q, ylo, yhi) = unsafe {
-                (
-                    _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()),
-                    _mm256_loadu_si256(y.qs.as_ptr().add(64 * c).cast()),
-                    _mm256_loadu_si256(y.qs.as_ptr().add(64 * c + 32).cast()),
-                )
-            };
-            let lo = _mm256_and_si256(q, m4);
-            let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            // SAFETY: AVX2 is enabled for this function.
-            let (s_lo, s_hi) = unsafe {
-                (
-                    hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones)),
-                    hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones)),
-                )
-            };
-            for (j, isum) in [(2 * c, s_lo), (2 * c + 1, s_hi)] {
-                let (sc, m) = scale_min_k4(j, &x.scales);
-                imin += m as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
-                isc += sc as i32 * isum;
-            }
-        }
+        let codes = |c: usize| {
+            // SAFETY: 32 code bytes per chunk are inside the block (unaligned load).
+            let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()) };
+            (
+                _mm256_and_si256(q, m4),
+                _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+            )
+        };
+        // SAFETY: the features of this function cover the helper.
+        let (isc, imin) = unsafe { k4_sums(&x.scales, codes, y) };
         let dy = y.d();
         s += dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32);
     }
@@ -115,46 +137,29 @@ unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `vpmaddubsw`); the float combine is the reference's, so the result is the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let ones = _mm256_set1_epi16(1);
     let m4 = _mm256_set1_epi8(0x0F);
     let sixteen = _mm256_set1_epi8(16);
     let mut s = 0f32;
     for (x, y) in view::<BlockQ5K>(w).iter().zip(view::<BlockQ8K>(a)) {
         // SAFETY: `qh` has 32 bytes (unaligned load).
         let qh = unsafe { _mm256_loadu_si256(x.qh.as_ptr().cast()) };
-        let high = |bit: i32| -> __m256i {
+        let high = |bit: usize| -> __m256i {
             let m = _mm256_set1_epi8((1u8 << bit) as i8);
             _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m), m), sixteen)
         };
-        let (mut isc, mut imin) = (0i32, 0i32);
-        for c in 0..4 {
-            // SAFETY: 32 code bytes per chunk and 64 activation bytes per chunk are inside
-            // the blocks (unaligned loads).
-            let (q, ylo, yhi) = unsafe {
-                (
-                    _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()),
-                    _mm256_loadu_si256(y.qs.as_ptr().add(64 * c).cast()),
-                    _mm256_loadu_si256(y.qs.as_ptr().add(64 * c + 32).cast()),
-                )
-            };
-            let lo = _mm256_or_si256(_mm256_and_si256(q, m4), high(2 * c as i32));
-            let hi = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                high(2 * c as i32 + 1),
-            );
-            // SAFETY: AVX2 is enabled for this function.
-            let (s_lo, s_hi) = unsafe {
-                (
-                    hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones)),
-                    hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones)),
-                )
-            };
-            for (j, isum) in [(2 * c, s_lo), (2 * c + 1, s_hi)] {
-                let (sc, m) = scale_min_k4(j, &x.scales);
-                imin += m as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
-                isc += sc as i32 * isum;
-            }
-        }
+        let codes = |c: usize| {
+            // SAFETY: 32 code bytes per chunk are inside the block (unaligned load).
+            let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()) };
+            (
+                _mm256_or_si256(_mm256_and_si256(q, m4), high(2 * c)),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                    high(2 * c + 1),
+                ),
+            )
+        };
+        // SAFETY: the features of this function cover the helper.
+        let (isc, imin) = unsafe { k4_sums(&x.scales, codes, y) };
         let dy = y.d();
         s += dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32);
     }
