@@ -6,10 +6,16 @@
 use crate::case::CaseBuilder;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat::MulMat;
+use quant::simd::tile_q8::{
+    pack_q8_0_panel, panel_bytes, q8_0_tile_fn, TileFn, TILE_COLS, TILE_ROWS,
+};
 use quant::DType;
 
 /// Weight rows per claimed chunk.
 const CHUNK: usize = 16;
+
+/// Fewest activation columns for which MUL_MAT uses the tiled Q8_0 GEMM.
+const TILED_MIN_COLS: usize = 2;
 
 struct Shape {
     k: usize,
@@ -106,6 +112,80 @@ fn compute(
     }
 }
 
+/// Output rows `rows` of batch `b` for every activation column with the tiled Q8_0 GEMM:
+/// four weight rows at a time (kept in L1) against each packed eight-column panel of
+/// `panels` (built by [`pack_panels`]); every output has the reference's bits.
+fn compute_tiles(
+    srcs: &[TensorRef],
+    tile: TileFn,
+    s: &Shape,
+    panels: &[u8],
+    dst: &TensorMut,
+    b: usize,
+    rows: std::ops::Range<usize>,
+) {
+    let (w, x) = (&srcs[0], &srcs[1]);
+    let groups = s.t.div_ceil(TILE_COLS);
+    let stride = panel_bytes(s.k, TILE_COLS);
+    let mut n0 = rows.start;
+    while n0 < rows.end {
+        let nr = (rows.end - n0).min(TILE_ROWS);
+        let wr: [&[u8]; TILE_ROWS] =
+            std::array::from_fn(|i| weight_row(w, x, b, n0 + i.min(nr - 1)));
+        if n0 + nr < s.n {
+            for i in n0 + nr..(n0 + 2 * nr).min(s.n) {
+                quant::simd::prefetch(weight_row(w, x, b, i));
+            }
+        }
+        for g in 0..groups {
+            let cols = (s.t - g * TILE_COLS).min(TILE_COLS);
+            let off = (b * groups + g) * stride;
+            let mut out = [0f32; TILE_ROWS * TILE_COLS];
+            tile(
+                s.k,
+                &wr[..nr],
+                &panels[off..off + panel_bytes(s.k, cols)],
+                cols,
+                &mut out[..nr * cols],
+            );
+            for c in 0..cols {
+                let d = dst.row_range_f32_mut(b * s.t + g * TILE_COLS + c, n0..n0 + nr);
+                for (r, o) in d.iter_mut().enumerate() {
+                    *o = out[r * cols + c];
+                }
+            }
+        }
+        n0 += nr;
+    }
+}
+
+/// Bytes of the panels [`pack_panels`] writes.
+fn panels_bytes(s: &Shape) -> usize {
+    s.batches * s.t.div_ceil(TILE_COLS) * panel_bytes(s.k, TILE_COLS)
+}
+
+/// Packs the quantized activation rows `q` into eight-column panels per batch (the last one
+/// of a batch narrower) at a fixed stride, for [`compute_tiles`].
+fn pack_panels(s: &Shape, q: &[u8], panels: &mut [u8]) {
+    let groups = s.t.div_ceil(TILE_COLS);
+    let stride = panel_bytes(s.k, TILE_COLS);
+    for b in 0..s.batches {
+        for g in 0..groups {
+            let cols = (s.t - g * TILE_COLS).min(TILE_COLS);
+            let acts: [&[u8]; TILE_COLS] = std::array::from_fn(|c| {
+                let j = b * s.t + g * TILE_COLS + c.min(cols - 1);
+                &q[j * s.qrow..(j + 1) * s.qrow]
+            });
+            let off = (b * groups + g) * stride;
+            pack_q8_0_panel(
+                s.k,
+                &acts[..cols],
+                &mut panels[off..off + panel_bytes(s.k, cols)],
+            );
+        }
+    }
+}
+
 /// Activation columns per multi-column kernel call.
 const COLS: usize = 8;
 
@@ -183,24 +263,29 @@ impl CpuKernel for MulMat {
         // every thread converts the activations itself: no intra-node barrier, and for decode
         // (one row) the cost is negligible next to streaming the weights
         let mut scratch = std::mem::take(&mut cx.scratch.bytes);
-        if scratch.len() < s.qrow * s.t * s.batches {
-            scratch.resize(s.qrow * s.t * s.batches, 0);
+        let qbytes = s.qrow * s.t * s.batches;
+        // prompt chunks of Q8_0 weights go through the tiled GEMM (not with a row mask: it
+        // would read masked rows)
+        let tile = q8_0_tile_fn()
+            .filter(|_| w.desc.dtype == DType::Q8_0 && s.t >= TILED_MIN_COLS && srcs.len() == 2);
+        let need = qbytes + tile.map_or(0, |_| panels_bytes(&s));
+        if scratch.len() < need {
+            scratch.resize(need, 0);
         }
-        quantize_all(x, &s, &mut scratch);
+        let (q, panels) = scratch.split_at_mut(qbytes);
+        quantize_all(x, &s, q);
+        if tile.is_some() {
+            pack_panels(&s, q, panels);
+        }
         let multi = quant::simd::vec_dot_multi_fn(w.desc.dtype);
         while let Some(items) = cx.claim(total, 1) {
             for item in items {
                 let (b, c) = (item / nchunks, item % nchunks);
                 let rows = c * CHUNK..((c + 1) * CHUNK).min(s.n);
-                compute(
-                    srcs,
-                    (fast_dot(&srcs[0]), multi),
-                    &s,
-                    &scratch,
-                    dst,
-                    b,
-                    rows,
-                );
+                match tile {
+                    Some(tile) => compute_tiles(srcs, tile, &s, panels, dst, b, rows),
+                    None => compute(srcs, (fast_dot(&srcs[0]), multi), &s, q, dst, b, rows),
+                }
             }
         }
         cx.scratch.bytes = scratch;
@@ -229,6 +314,7 @@ impl CpuKernel for MulMat {
             for (k, n, tt, quick) in [
                 (256usize, 37usize, 1usize, true),
                 (512, 19, 3, true),
+                (256, 21, 11, true),
                 (4096, 64, 2, false),
             ] {
                 let mut b = CaseBuilder::new(9);

@@ -294,3 +294,72 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         }
     }
 }
+
+/// The tiled Q8_0 GEMM gives every (row, column) the reference's bits, for every row count
+/// 1..=4 and column count 1..=8 (each pair count, odd columns paired with themselves), with
+/// extreme codes (−128 and 127 weights, saturated activations) included.
+#[test]
+fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
+    use quant::simd::tile_q8::{pack_q8_0_panel, panel_bytes, q8_0_tile_fn, TILE_COLS};
+    #[cfg(target_arch = "x86_64")]
+    assert!(
+        !(std::is_x86_feature_detected!("avx512vnni")
+            && std::is_x86_feature_detected!("avx512vbmi")
+            && std::is_x86_feature_detected!("avx512bitalg")
+            && std::env::var("FATHOM_FORCE_SCALAR").is_err()
+            && q8_0_tile_fn().is_none()),
+        "no tile kernel on an AVX-512 VNNI CPU, so this test would compare nothing"
+    );
+    let Some(tile) = q8_0_tile_fn() else {
+        eprintln!("no tiled Q8_0 kernel on this CPU; only the panel packing is exercised");
+        return;
+    };
+    let reference = DType::Q8_0.info().vec_dot.unwrap();
+    let mut r = rng(0x711e);
+    for nb in [1usize, 3, 8, 17] {
+        let n = 32 * nb;
+        let rows: Vec<Vec<u8>> = (0..4)
+            .map(|i| {
+                let mut w = random_blocks(&mut r, DType::Q8_0, n, &[0], 0.004);
+                if i == 1 {
+                    // extreme codes: the +128 offset must not overflow a byte
+                    for (j, b) in w.iter_mut().enumerate() {
+                        if j % 34 >= 2 {
+                            *b = if j % 2 == 0 { 0x80 } else { 0x7f };
+                        }
+                    }
+                }
+                w
+            })
+            .collect();
+        let acts: Vec<Vec<u8>> = (0..TILE_COLS)
+            .map(|c| {
+                let x = activations(&mut r, n, if c == 3 { 1e3 } else { 2.0 });
+                let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
+                quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
+                a
+            })
+            .collect();
+        for nr in 1..=4usize {
+            let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
+            for cols in 1..=TILE_COLS {
+                let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                let mut panel = vec![0u8; panel_bytes(n, cols)];
+                pack_q8_0_panel(n, &ar, &mut panel);
+                let mut out = vec![f32::NAN; nr * cols];
+                tile(n, &wr, &panel, cols, &mut out);
+                for (ri, w) in wr.iter().enumerate() {
+                    for (c, a) in ar.iter().enumerate() {
+                        let want = reference(n, w, a);
+                        let got = out[ri * cols + c];
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

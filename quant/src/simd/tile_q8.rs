@@ -1,0 +1,188 @@
+//! Register-tiled Q8_0 · Q8_0 GEMM for prompt chunks (AVX-512 VNNI): up to four weight rows
+//! × eight activation columns per call, every output with the scalar reference's bits.
+//!
+//! The activation columns are first packed into a *panel* ([`pack_q8_0_panel`]): for every
+//! block, pairs of columns side by side — 64 code bytes (first column's block, then the
+//! second's) and 16 f32 scales (eight lanes of each) — so that one 512-bit register holds a
+//! block of two columns and lines up with a weight block broadcast to both halves. An odd
+//! last column is paired with itself.
+//!
+//! `vpdpbusd` multiplies unsigned by signed bytes, so the weight codes are offset by 128
+//! (`x ^ 0x80` = x + 128 as u8) once per block for all columns, and the offset's share,
+//! 128·Σy per 4-element lane, is formed once per column pair and block (a `vpdpbusd` with a
+//! register of 128s) and subtracted by starting the accumulation from its negative. So each
+//! of the eight lanes holds the exact integer Σ of elements 4k..4k+3, as in the reference,
+//! and each lane's FMA chain (scale product dw·dy, then the fused multiply-add) runs in the
+//! reference's block order: the reference's bits. Per (row, column pair, block) that is one
+//! `vpdpbusd`, one conversion, one multiply and one FMA; the weight register is reused for
+//! four column pairs and the activation register for four rows, so the loads and offsets
+//! are amortised across the tile, where the multi-column kernel reloads every activation
+//! block for every weight row.
+
+use crate::blocks::{view, BlockQ8_0};
+use crate::scalar::le_f16;
+
+/// Bytes of one packed pair-block: 64 code bytes and 16 f32 scales.
+const PAIR_BLOCK: usize = 128;
+
+/// Most activation columns in one panel (four pairs).
+pub const TILE_COLS: usize = 8;
+
+/// Most weight rows in one tile call.
+pub const TILE_ROWS: usize = 4;
+
+/// Bytes of the panel for `cols` (1..=[`TILE_COLS`]) Q8_0 columns of `n` elements.
+pub fn panel_bytes(n: usize, cols: usize) -> usize {
+    (n / 32) * cols.div_ceil(2) * PAIR_BLOCK
+}
+
+/// Packs `acts` (1..=[`TILE_COLS`] Q8_0 rows of `n` elements) into `out`, which must be
+/// [`panel_bytes`]`(n, acts.len())` long (see the module docs for the layout).
+///
+/// # Panics
+/// If the column count or a length does not match (a caller's bug, not bad input).
+pub fn pack_q8_0_panel(n: usize, acts: &[&[u8]], out: &mut [u8]) {
+    let cols = acts.len();
+    assert!((1..=TILE_COLS).contains(&cols), "panel of {cols} columns");
+    assert_eq!(out.len(), panel_bytes(n, cols), "panel length");
+    let mut ys: [&[BlockQ8_0]; TILE_COLS] = [&[]; TILE_COLS];
+    for (y, a) in ys.iter_mut().zip(acts) {
+        *y = view::<BlockQ8_0>(a);
+        assert_eq!(y.len(), n / 32, "activation length");
+    }
+    let pairs = cols.div_ceil(2);
+    for (i, pb) in out.chunks_exact_mut(PAIR_BLOCK).enumerate() {
+        let (b, p) = (i / pairs, i % pairs);
+        let (c0, c1) = (2 * p, (2 * p + 1).min(cols - 1));
+        let (y0, y1) = (&ys[c0][b], &ys[c1][b]);
+        for (dst, src) in pb[..32].iter_mut().zip(&y0.qs) {
+            *dst = *src as u8;
+        }
+        for (dst, src) in pb[32..64].iter_mut().zip(&y1.qs) {
+            *dst = *src as u8;
+        }
+        let (d0, d1) = (le_f16(y0.d).to_le_bytes(), le_f16(y1.d).to_le_bytes());
+        for (l, dst) in pb[64..].chunks_exact_mut(4).enumerate() {
+            dst.copy_from_slice(if l < 8 { &d0 } else { &d1 });
+        }
+    }
+}
+
+/// A tile kernel: `out[r * cols + c] = dot_q8_0(n, rows[r], column c of the panel)` for up
+/// to [`TILE_ROWS`] rows and the panel's `cols` columns.
+pub type TileFn = fn(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]);
+
+/// The tiled Q8_0 GEMM kernel if this CPU has the AVX-512 features it needs.
+pub fn q8_0_tile_fn() -> Option<TileFn> {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512_iq::has_features() && !super::force_scalar() {
+        return Some(x86::tile_entry);
+    }
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{BlockQ8_0, PAIR_BLOCK, TILE_COLS, TILE_ROWS};
+    use crate::blocks::view;
+    use std::arch::x86_64::*;
+
+    /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count.
+    pub(super) fn tile_entry(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]) {
+        let nb = n / 32;
+        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
+        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
+        assert_eq!(panel.len(), super::panel_bytes(n, cols), "panel length");
+        assert_eq!(out.len(), rows.len() * cols, "tile output length");
+        assert!(rows.iter().all(|r| r.len() == nb * 34), "weight row length");
+        macro_rules! go {
+            ($r:literal, $($p:literal),*) => {{
+                let xs: [&[BlockQ8_0]; $r] = std::array::from_fn(|i| view::<BlockQ8_0>(rows[i]));
+                match cols.div_ceil(2) {
+                    $($p => {
+                        // SAFETY: `q8_0_tile_fn` hands this entry out only after checking
+                        // the features the kernel is compiled for; the shapes are checked
+                        // above (every block and pair-block index is in bounds).
+                        let acc = unsafe { tile::<$r, $p>(nb, &xs, panel) };
+                        finish(&acc, cols, out);
+                    })*
+                    _ => unreachable!("pairs checked above"),
+                }
+            }};
+        }
+        match rows.len() {
+            1 => go!(1, 1, 2, 3, 4),
+            2 => go!(2, 1, 2, 3, 4),
+            3 => go!(3, 1, 2, 3, 4),
+            _ => go!(4, 1, 2, 3, 4),
+        }
+    }
+
+    /// Horizontal sums of the lane accumulators in the reference's order.
+    fn finish<const R: usize, const P: usize>(
+        acc: &[[[f32; 16]; P]; R],
+        cols: usize,
+        out: &mut [f32],
+    ) {
+        for (r, row) in acc.iter().enumerate() {
+            for c in 0..cols {
+                let lanes = &row[c / 2];
+                let h: [f32; 8] = std::array::from_fn(|i| lanes[8 * (c % 2) + i]);
+                out[r * cols + c] = crate::dot::hsum8(&h);
+            }
+        }
+    }
+
+    /// The tile's lane accumulators: `R` weight rows × `P` column pairs (see the module docs).
+    ///
+    /// # Safety
+    /// The CPU must have the enabled features; every row holds `nb` blocks and `panel`
+    /// `nb · P` pair-blocks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+    unsafe fn tile<const R: usize, const P: usize>(
+        nb: usize,
+        xs: &[&[BlockQ8_0]; R],
+        panel: &[u8],
+    ) -> [[[f32; 16]; P]; R] {
+        let zero = _mm512_setzero_si512();
+        let c80 = _mm512_set1_epi8(0x80u8 as i8);
+        let mut acc = [[_mm512_setzero_ps(); P]; R];
+        for b in 0..nb {
+            let mut wu = [zero; R];
+            let mut dw = [_mm512_setzero_ps(); R];
+            for r in 0..R {
+                let x = &xs[r][b];
+                // SAFETY: a block's 32 code bytes are readable (unaligned load).
+                let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
+                wu[r] = _mm512_xor_si512(_mm512_broadcast_i64x4(q), c80);
+                dw[r] = _mm512_cvtph_ps(_mm256_set1_epi16(u16::from_le_bytes(x.d) as i16));
+            }
+            let base = &panel[b * P * PAIR_BLOCK..(b + 1) * P * PAIR_BLOCK];
+            for p in 0..P {
+                let pb = &base[p * PAIR_BLOCK..(p + 1) * PAIR_BLOCK];
+                // SAFETY: `pb` is 128 readable bytes: codes at 0..64, scales at 64..128.
+                let (y, dy) = unsafe {
+                    (
+                        _mm512_loadu_si512(pb.as_ptr().cast()),
+                        _mm512_loadu_ps(pb[64..].as_ptr().cast()),
+                    )
+                };
+                // −128·Σy per lane, so that each row's lane sum starts from it
+                let neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c80, y));
+                for r in 0..R {
+                    let l = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, wu[r], y));
+                    let d = _mm512_mul_ps(dw[r], dy);
+                    acc[r][p] = _mm512_fmadd_ps(d, l, acc[r][p]);
+                }
+            }
+        }
+        let mut lanes = [[[0f32; 16]; P]; R];
+        for r in 0..R {
+            for p in 0..P {
+                // SAFETY: `lanes[r][p]` has room for 16 f32.
+                unsafe { _mm512_storeu_ps(lanes[r][p].as_mut_ptr(), acc[r][p]) };
+            }
+        }
+        lanes
+    }
+}
