@@ -37,6 +37,10 @@ pub fn has_features() -> bool {
         && std::is_x86_feature_detected!("f16c")
 }
 
+/// Activation columns per unpacked weight block in the multi-column kernels (the most
+/// [`super::MultiDotFn`]'s callers pass).
+const COLS: usize = 8;
+
 /// `IQ2XXS_GRID[i]` as eight 2-bit levels (0: 8, 1: 25, 2: 43), element `j` at bits 2j.
 static LEVELS: [u16; 256] = {
     let mut t = [0u16; 256];
@@ -254,7 +258,7 @@ unsafe fn dot_iq1_s_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
     o[0]
 }
 
-/// IQ1_S · Q8_K against up to four activation columns per pass. Per super-block the 32
+/// IQ1_S · Q8_K against up to eight activation columns per pass. Per super-block the 32
 /// 11-bit grid indices are formed in vector registers, their 2-bit level codes gathered from
 /// a 4 KiB table (`vpgatherdd`) and unpacked like IQ2_XXS; per column Σ (l − 1)·y =
 /// Σ l·y − Σ y uses the activation block sums. Exact integer arithmetic and the reference's
@@ -273,13 +277,13 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
     let three = _mm512_set1_epi8(3);
     let low16 = _mm512_set1_epi32(0xFFFF);
     let xs = view::<BlockIQ1S>(w);
-    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
-        let mut ys: [&[BlockQ8K]; 4] = [&[]; 4];
+    for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
+        let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
         for (y, a) in ys.iter_mut().zip(acts) {
             *y = view::<BlockQ8K>(a);
         }
         let ys = &ys[..acts.len()];
-        let mut s = [0f32; 4];
+        let mut s = [0f32; COLS];
         for (bi, x) in xs.iter().enumerate() {
             // SAFETY: 32 `qs` bytes and 16 `qh` bytes per block (unaligned loads).
             let (qs, qh) = unsafe {
@@ -359,7 +363,7 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
 }
 
 /// IQ2_XXS · Q8_K against several activation columns: each super-block is unpacked once
-/// (grid values, sign masks, scales) and used for up to four columns; per column exact
+/// (grid values, sign masks, scales) and used for up to eight columns; per column exact
 /// integer sums and the reference's float combine, so each result is the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
@@ -383,13 +387,13 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
     let top = _mm512_set1_epi8(0x80u8 as i8);
     let ones8 = _mm512_set1_epi8(1);
     let xs = view::<BlockIQ2XXS>(w);
-    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
-        let mut ys: [&[BlockQ8K]; 4] = [&[]; 4];
+    for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
+        let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
         for (y, a) in ys.iter_mut().zip(acts) {
             *y = view::<BlockQ8K>(a);
         }
         let ys = &ys[..acts.len()];
-        let mut s = [0f32; 4];
+        let mut s = [0f32; COLS];
         for (b, x) in xs.iter().enumerate() {
             let q = ld(x.qs.as_ptr());
             let idx = _mm512_permutexvar_epi8(idx_c, q);
