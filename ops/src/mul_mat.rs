@@ -113,8 +113,10 @@ fn compute(
 }
 
 /// Output rows `rows` of batch `b` for every activation column with the tiled Q8_0 GEMM:
-/// four weight rows at a time (kept in L1) against each packed eight-column panel of
-/// `panels` (built by [`pack_panels`]); every output has the reference's bits.
+/// each packed eight-column panel of `panels` (built by [`pack_panels`]) against the chunk's
+/// rows four at a time. Panels outer, rows inner: the chunk's weight rows stay in L2 while
+/// one panel at a time is hot (all panels of a 512-token ubatch would not fit). Every
+/// output has the reference's bits.
 fn compute_tiles(
     srcs: &[TensorRef],
     tile: TileFn,
@@ -127,35 +129,31 @@ fn compute_tiles(
     let (w, x) = (&srcs[0], &srcs[1]);
     let groups = s.t.div_ceil(TILE_COLS);
     let stride = panel_bytes(s.k, TILE_COLS);
-    let mut n0 = rows.start;
-    while n0 < rows.end {
-        let nr = (rows.end - n0).min(TILE_ROWS);
-        let wr: [&[u8]; TILE_ROWS] =
-            std::array::from_fn(|i| weight_row(w, x, b, n0 + i.min(nr - 1)));
-        if n0 + nr < s.n {
-            for i in n0 + nr..(n0 + 2 * nr).min(s.n) {
-                quant::simd::prefetch(weight_row(w, x, b, i));
-            }
+    if rows.end < s.n {
+        // the next chunk's rows, while this chunk computes
+        for i in rows.end..(rows.end + CHUNK).min(s.n) {
+            quant::simd::prefetch(weight_row(w, x, b, i));
         }
-        for g in 0..groups {
-            let cols = (s.t - g * TILE_COLS).min(TILE_COLS);
-            let off = (b * groups + g) * stride;
+    }
+    for g in 0..groups {
+        let cols = (s.t - g * TILE_COLS).min(TILE_COLS);
+        let off = (b * groups + g) * stride;
+        let panel = &panels[off..off + panel_bytes(s.k, cols)];
+        let mut n0 = rows.start;
+        while n0 < rows.end {
+            let nr = (rows.end - n0).min(TILE_ROWS);
+            let wr: [&[u8]; TILE_ROWS] =
+                std::array::from_fn(|i| weight_row(w, x, b, n0 + i.min(nr - 1)));
             let mut out = [0f32; TILE_ROWS * TILE_COLS];
-            tile(
-                s.k,
-                &wr[..nr],
-                &panels[off..off + panel_bytes(s.k, cols)],
-                cols,
-                &mut out[..nr * cols],
-            );
+            tile(s.k, &wr[..nr], panel, cols, &mut out[..nr * cols]);
             for c in 0..cols {
                 let d = dst.row_range_f32_mut(b * s.t + g * TILE_COLS + c, n0..n0 + nr);
                 for (r, o) in d.iter_mut().enumerate() {
                     *o = out[r * cols + c];
                 }
             }
+            n0 += nr;
         }
-        n0 += nr;
     }
 }
 

@@ -14,10 +14,15 @@ use crate::case::CaseBuilder;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
 use graph::{TensorDesc, WeightData};
+use quant::simd::tile_iq2;
 use quant::DType;
 
 /// Weight rows per claimed chunk.
 const CHUNK: usize = 16;
+
+/// Fewest tokens on one expert for which IQ2_XXS experts go through the tiled GEMM (below
+/// it, expanding a row costs more than the multi-column kernel's per-token overhead).
+const TILED_MIN_TOKENS: usize = 4;
 
 struct Shape {
     k: usize,
@@ -88,6 +93,49 @@ fn act<'q>(q: &'q [u8], s: &Shape, j: usize) -> &'q [u8] {
     let (t, u) = (j / s.n_used, j % s.n_used);
     let r = t * s.b + u % s.b;
     &q[r * s.qrow..(r + 1) * s.qrow]
+}
+
+/// Output columns `cols` of every output row in `group` (the `(token, slot)` rows routed to
+/// expert `e`) with the tiled IQ2_XXS GEMM: four weight rows are expanded into `ex` at a
+/// time and multiplied against up to eight of the group's activations per call (the
+/// reference's bits).
+#[allow(clippy::too_many_arguments)]
+fn expert_tiles(
+    (tile, expand): (tile_iq2::TileFn, tile_iq2::ExpandFn),
+    s: &Shape,
+    w: &TensorRef,
+    e: usize,
+    cols: std::ops::Range<usize>,
+    group: &[u32],
+    q: &[u8],
+    ex: &mut [u8],
+    dst: &TensorMut,
+) {
+    const R: usize = tile_iq2::TILE_ROWS;
+    const C: usize = tile_iq2::TILE_COLS;
+    let eb = tile_iq2::expanded_bytes(s.k);
+    let mut n0 = cols.start;
+    while n0 < cols.end {
+        let nr = (cols.end - n0).min(R);
+        for (i, buf) in ex.chunks_exact_mut(eb).take(nr).enumerate() {
+            expand(weight_row(w, e, n0 + i), buf);
+        }
+        let xr: [&[u8]; R] = std::array::from_fn(|i| &ex[i.min(nr - 1) * eb..][..eb]);
+        for chunk in group.chunks(C) {
+            let acts: [&[u8]; C] =
+                std::array::from_fn(|c| act(q, s, chunk[c.min(chunk.len() - 1)] as usize));
+            let mut out = [0f32; R * C];
+            let m = chunk.len();
+            tile(s.k, &xr[..nr], &acts[..m], &mut out[..nr * m]);
+            for (c, &j) in chunk.iter().enumerate() {
+                let d = dst.row_range_f32_mut(j as usize, n0..n0 + nr);
+                for (r, o) in d.iter_mut().enumerate() {
+                    *o = out[r * m + c];
+                }
+            }
+        }
+        n0 += nr;
+    }
 }
 
 /// Fill the output row of a skipped / invalid pair; `false` for a valid expert.
@@ -199,13 +247,20 @@ impl CpuKernel for MulMatId {
         for j in cx.my_rows(s.n_used * s.t) {
             fill_special(dst, route(ids, &s, j % s.n_used, j / s.n_used), j);
         }
+        // IQ2_XXS experts with several tokens go through the tiled GEMM (not with a row
+        // mask: it would read masked rows)
+        let tiled = tile_iq2::iq2_xxs_tile_fn()
+            .filter(|_| w.desc.dtype == DType::IQ2_XXS && srcs.len() == 3)
+            .map(|t| (t, tile_iq2::expand_iq2_xxs_fn()));
+        let exbytes = tiled.map_or(0, |_| tile_iq2::TILE_ROWS * tile_iq2::expanded_bytes(s.k));
         let qbytes = s.qrow * s.b * s.t;
-        let need = qbytes + 4 * bucket_len(&s) + 4;
+        let need = qbytes + exbytes + 4 * bucket_len(&s) + 4;
         let mut buf = std::mem::take(&mut cx.scratch.bytes);
         if buf.len() < need {
             buf.resize(need, 0);
         }
         let (q, rest) = buf.split_at_mut(qbytes);
+        let (ex, rest) = rest.split_at_mut(exbytes);
         let (_, mem, _) = bytemuck::pod_align_to_mut::<u8, u32>(rest);
         let bk = bucket(ids, &s, &mut mem[..bucket_len(&s)]);
         if cx.ith == 0 {
@@ -221,6 +276,10 @@ impl CpuKernel for MulMatId {
                 let c = item % nchunks;
                 let cols = c * CHUNK..((c + 1) * CHUNK).min(s.n);
                 let group = &bk.rows[bk.start[e] as usize..bk.start[e + 1] as usize];
+                if let (Some(tiled), true) = (tiled, group.len() >= TILED_MIN_TOKENS) {
+                    expert_tiles(tiled, &s, w, e, cols, group, q, ex, dst);
+                    continue;
+                }
                 if let (Some(multi), true) = (multi, group.len() > 1) {
                     // several tokens chose this expert: each weight row is unpacked once for
                     // up to eight of them (same bits as one at a time)
@@ -293,6 +352,32 @@ impl CpuKernel for MulMatId {
                         .expect("case"),
                     );
                 }
+            }
+        }
+        // experts chosen by many tokens (9, 6 and 7 of 11: the tiled IQ2_XXS path, with a
+        // column-chunk tail and a row-quad tail at N = 37)
+        let ids_many: Vec<i32> = (0..11)
+            .flat_map(|t| [if t < 9 { 0 } else { 2 }, if t % 2 == 0 { 1 } else { 2 }])
+            .collect();
+        for t in [DType::IQ2_XXS, DType::Q8_0] {
+            for bsz in [1usize, 2] {
+                let mut b = CaseBuilder::new(25);
+                let w = b.weight("w", t, &[512, 37, 3], 0.5).expect("case");
+                let x = b.input_f32("x", &[512, bsz, 11], 1.0).expect("case");
+                let idd = TensorDesc::new(DType::I32, &[2, 11]).expect("case");
+                let idt = b
+                    .input_data("ids", idd, bytemuck::cast_slice(&ids_many).to_vec())
+                    .expect("case");
+                let out = b.g.mul_mat_id(w, x, idt).expect("case");
+                v.push(
+                    b.finish(
+                        format!("MUL_MAT_ID {t}{{512,37,3}} · f32{{512,{bsz},11}} many tokens"),
+                        out,
+                        0.0,
+                        true,
+                    )
+                    .expect("case"),
+                );
             }
         }
         // invalid ids → NaN rows; ids as a non-contiguous (transposed) view

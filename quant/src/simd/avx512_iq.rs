@@ -362,30 +362,110 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
     }
 }
 
+/// The IQ2_XXS unpacking tables, held in registers for a whole row (see the module docs).
+pub(super) struct Iq2Unpack {
+    lo_t: [__m512i; 4],
+    hi_t: [__m512i; 4],
+    idx_c: __m512i,
+    place: [__m512i; 4],
+    unpack: __m512i,
+    fields: __m512i,
+    masks_c: __m512i,
+    values: __m512i,
+}
+
+/// One unpacked IQ2_XXS super-block: the grid values of each 64-element quarter (unsigned),
+/// each quarter's negation mask (bit j: element j of the quarter is negated) and the eight
+/// group scales `2·(a1 >> 28) + 1` (qword g of `ls` holds group g's).
+pub(super) struct Iq2Block {
+    pub grid: [__m512i; 4],
+    pub neg: [u64; 4],
+    pub ls: __m512i,
+}
+
+impl Iq2Unpack {
+    /// Loads the tables.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn new() -> Self {
+        let ld = |p: *const u8| {
+            // SAFETY: every pointer passed is into a table of at least 64 bytes (unaligned).
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        };
+        Iq2Unpack {
+            lo_t: std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr())),
+            hi_t: std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr())),
+            idx_c: ld(IDX.as_ptr()),
+            place: std::array::from_fn(|p| ld(PLACE[p].as_ptr())),
+            unpack: ld(UNPACK.as_ptr()),
+            fields: ld(FIELDS.as_ptr()),
+            masks_c: ld(MASKS.as_ptr()),
+            values: ld(VALUES.as_ptr()),
+        }
+    }
+
+    /// Unpacks one super-block (exact; see the module docs).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn block(&self, x: &BlockIQ2XXS) -> Iq2Block {
+        // SAFETY: a block's 64 code bytes are readable (unaligned load).
+        let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
+        let idx = _mm512_permutexvar_epi8(self.idx_c, q);
+        let hi_half = _mm512_movepi8_mask(idx);
+        let (lo_t, hi_t) = (&self.lo_t, &self.hi_t);
+        let lo = _mm512_mask_blend_epi8(
+            hi_half,
+            _mm512_permutex2var_epi8(lo_t[0], idx, lo_t[1]),
+            _mm512_permutex2var_epi8(lo_t[2], idx, lo_t[3]),
+        );
+        let hi = _mm512_mask_blend_epi8(
+            hi_half,
+            _mm512_permutex2var_epi8(hi_t[0], idx, hi_t[1]),
+            _mm512_permutex2var_epi8(hi_t[2], idx, hi_t[3]),
+        );
+        let f = _mm512_and_si512(
+            _mm512_multishift_epi64_epi8(self.fields, q),
+            _mm512_set1_epi8(0x7F),
+        );
+        let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), _mm512_set1_epi8(1));
+        let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, _mm512_set1_epi8(-128)));
+        let mut neg = [0u64; 4];
+        // SAFETY: `neg` has room for 32 bytes; the low half of the permuted masks is stored.
+        unsafe {
+            _mm256_storeu_si256(
+                neg.as_mut_ptr().cast(),
+                _mm512_castsi512_si256(_mm512_permutexvar_epi8(self.masks_c, signs)),
+            )
+        };
+        let ls = _mm512_add_epi64(
+            _mm512_slli_epi64(_mm512_srli_epi64(q, 60), 1),
+            _mm512_set1_epi64(1),
+        );
+        let grid = std::array::from_fn(|p| {
+            let codes = _mm512_permutex2var_epi8(lo, self.place[p], hi);
+            let lv = _mm512_and_si512(
+                _mm512_multishift_epi64_epi8(self.unpack, codes),
+                _mm512_set1_epi8(3),
+            );
+            _mm512_shuffle_epi8(self.values, lv)
+        });
+        Iq2Block { grid, neg, ls }
+    }
+}
+
 /// IQ2_XXS · Q8_K against several activation columns: each super-block is unpacked once
 /// (grid values, sign masks, scales) and used for up to eight columns; per column exact
 /// integer sums and the reference's float combine, so each result is the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let ld = |p: *const u8| {
-        // SAFETY: every pointer passed is into a slice of at least 64 bytes (the tables,
-        // control arrays, a block's 64 code bytes, 64-byte quarters of the activation codes);
-        // the loads are unaligned.
+        // SAFETY: every pointer passed is into a slice of at least 64 bytes (the control
+        // arrays, 64-byte quarters of the activation codes); the loads are unaligned.
         unsafe { _mm512_loadu_si512(p.cast()) }
     };
-    let lo_t: [__m512i; 4] = std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr()));
-    let hi_t: [__m512i; 4] = std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr()));
-    let idx_c = ld(IDX.as_ptr());
-    let place: [__m512i; 4] = std::array::from_fn(|p| ld(PLACE[p].as_ptr()));
-    let unpack = ld(UNPACK.as_ptr());
-    let fields = ld(FIELDS.as_ptr());
-    let masks_c = ld(MASKS.as_ptr());
-    let values = ld(VALUES.as_ptr());
+    // SAFETY: same features as this function.
+    let un = unsafe { Iq2Unpack::new() };
     let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[0][p].as_ptr().cast()));
-    let three = _mm512_set1_epi8(3);
-    let low7 = _mm512_set1_epi8(0x7F);
-    let top = _mm512_set1_epi8(0x80u8 as i8);
-    let ones8 = _mm512_set1_epi8(1);
     let xs = view::<BlockIQ2XXS>(w);
     for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
@@ -395,39 +475,8 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
         let ys = &ys[..acts.len()];
         let mut s = [0f32; COLS];
         for (b, x) in xs.iter().enumerate() {
-            let q = ld(x.qs.as_ptr());
-            let idx = _mm512_permutexvar_epi8(idx_c, q);
-            let hi_half = _mm512_movepi8_mask(idx);
-            let lo = _mm512_mask_blend_epi8(
-                hi_half,
-                _mm512_permutex2var_epi8(lo_t[0], idx, lo_t[1]),
-                _mm512_permutex2var_epi8(lo_t[2], idx, lo_t[3]),
-            );
-            let hi = _mm512_mask_blend_epi8(
-                hi_half,
-                _mm512_permutex2var_epi8(hi_t[0], idx, hi_t[1]),
-                _mm512_permutex2var_epi8(hi_t[2], idx, hi_t[3]),
-            );
-            let f = _mm512_and_si512(_mm512_multishift_epi64_epi8(fields, q), low7);
-            let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), ones8);
-            let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, top));
-            let mut neg = [0u64; 8];
-            // SAFETY: `neg` has room for 64 bytes (unaligned store).
-            unsafe {
-                _mm512_storeu_si512(
-                    neg.as_mut_ptr().cast(),
-                    _mm512_permutexvar_epi8(masks_c, signs),
-                )
-            };
-            let ls = _mm512_add_epi64(
-                _mm512_slli_epi64(_mm512_srli_epi64(q, 60), 1),
-                _mm512_set1_epi64(1),
-            );
-            let grid: [__m512i; 4] = std::array::from_fn(|p| {
-                let codes = _mm512_permutex2var_epi8(lo, place[p], hi);
-                let lv = _mm512_and_si512(_mm512_multishift_epi64_epi8(unpack, codes), three);
-                _mm512_shuffle_epi8(values, lv)
-            });
+            // SAFETY: same features as this function.
+            let Iq2Block { grid, neg, ls } = unsafe { un.block(x) };
             let lsv: [__m512i; 4] = std::array::from_fn(|p| _mm512_permutexvar_epi16(pick[p], ls));
             let dx = f16c!(x.d);
             for (c, y) in ys.iter().enumerate() {
@@ -444,5 +493,40 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
         for (o, sc) in out.iter_mut().zip(s) {
             *o = 0.125 * sc;
         }
+    }
+}
+
+/// Expands an IQ2_XXS row into the tile layout of [`super::tile_iq2`] (signed grid values,
+/// group scales, f32 scale, offset correction), byte for byte what the scalar
+/// `expand_iq2_xxs` writes. The correction Σ ls·Σ gs is formed with `vpmaddubsw` pair sums
+/// and `vpdpwssd` by the group scales (exact).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
+    use super::tile_iq2::EXPANDED_SB;
+    // SAFETY: same features as this function.
+    let un = unsafe { Iq2Unpack::new() };
+    let pick: [__m512i; 4] = std::array::from_fn(|p| {
+        // SAFETY: each PICK16 row is 64 readable bytes (unaligned load).
+        unsafe { _mm512_loadu_si512(PICK16[0][p].as_ptr().cast()) }
+    });
+    let ones = _mm512_set1_epi8(1);
+    for (x, o) in view::<BlockIQ2XXS>(w)
+        .iter()
+        .zip(out.chunks_exact_mut(EXPANDED_SB))
+    {
+        // SAFETY: same features as this function.
+        let Iq2Block { grid, neg, ls } = unsafe { un.block(x) };
+        let mut corr = _mm512_setzero_si512();
+        for p in 0..4 {
+            let gs = _mm512_mask_sub_epi8(grid[p], neg[p], _mm512_setzero_si512(), grid[p]);
+            let lsv = _mm512_permutexvar_epi16(pick[p], ls);
+            corr = _mm512_dpwssd_epi32(corr, _mm512_maddubs_epi16(ones, gs), lsv);
+            // SAFETY: `o` is EXPANDED_SB (≥ 256) bytes; quarter p is bytes 64p..64p+64.
+            unsafe { _mm512_storeu_si512(o[64 * p..].as_mut_ptr().cast(), gs) };
+        }
+        // SAFETY: bytes 256..272 of `o` take the eight 16-bit group scales.
+        unsafe { _mm_storeu_si128(o[256..].as_mut_ptr().cast(), _mm512_cvtepi64_epi16(ls)) };
+        o[272..276].copy_from_slice(&f16c!(x.d).to_le_bytes());
+        o[276..280].copy_from_slice(&(128 * _mm512_reduce_add_epi32(corr)).to_le_bytes());
     }
 }
