@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # fathom vs llama.cpp, side by side in one run, on the same GGUF and thread count.
 #
-#   benches/compare/compare.sh MODEL.gguf [-t THREADS] [-p 512] [-n 32] [-r 3]
+#   benches/compare/compare.sh MODEL.gguf [-t THREADS] [-p 512] [-n 32] [-r 3] [-u 512]
+#
+# -u is the prompt chunk (ubatch) of both engines; 512 is llama-bench's default n_ubatch.
 #
 # First run: builds llama-cpp-python from source with native CPU flags into a virtualenv
 # ($FATHOM_COMPARE_VENV, default target/compare-venv; about 8 min on 2 cores). Then runs
@@ -13,13 +15,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 model=${1:?usage: compare.sh MODEL.gguf [-t THREADS] [-p PROMPTS] [-n GENS] [-r REPS]}
 shift
-threads=2 prompts=512 gens=32 reps=3
+threads=2 prompts=512 gens=32 reps=3 ubatch=512
 while [ $# -gt 0 ]; do
   case $1 in
     -t) threads=$2; shift 2 ;;
     -p) prompts=$2; shift 2 ;;
     -n) gens=$2; shift 2 ;;
     -r) reps=$2; shift 2 ;;
+    -u) ubatch=$2; shift 2 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -40,12 +43,12 @@ out=$(mktemp -d)
 # both engines map the file: read it into the page cache right before each, so that neither
 # pays for disk reads the other did not
 warm() { cat "$model" >/dev/null; }
-echo "llama.cpp: $model, $threads threads" >&2
+echo "llama.cpp: $model, $threads threads, ubatch $ubatch" >&2
 warm
-"$venv/bin/python" "$here/llama_bench.py" -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" >"$out/llama.json"
+"$venv/bin/python" "$here/llama_bench.py" -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" >"$out/llama.json"
 echo "fathom: $model, $threads threads" >&2
 warm
-"$fathom" bench -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" --membw --json >"$out/fathom.json"
+"$fathom" bench -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" --membw --json >"$out/fathom.json"
 python3 - "$out/llama.json" "$out/fathom.json" <<'PY'
 import json, sys
 ll = {(o["n_prompt"], o["n_gen"]): o for o in json.load(open(sys.argv[1]))}

@@ -44,7 +44,7 @@ def main():
     ap.add_argument("-n", "--gen", default="32")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("-r", "--reps", type=int, default=3)
-    ap.add_argument("-u", "--ubatch", type=int, default=128)
+    ap.add_argument("-u", "--ubatch", type=int, default=512)
     a = ap.parse_args()
 
     @ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)

@@ -1,11 +1,20 @@
 //! MUL_MAT kernels. The activation rows are converted once per node to the weight type's dot
-//! type (Q8_0 / Q8_K / F16 / BF16 / F32, ggml's x86 rounding); then every output element is a
-//! reference `vec_dot`. The forward kernel splits weight rows into chunks claimed from the
-//! node's atomic counter and reuses each weight row for all activation columns.
+//! type (Q8_0 / Q8_K / F16 / BF16 / F32, ggml's x86 rounding). The forward kernel splits
+//! weight rows into chunks claimed from the node's atomic counter; per chunk:
+//! - Q8_0 weights with two or more columns: the register-tiled VNNI GEMM
+//!   (`quant::simd::tile_q8`, four rows × eight packed columns; the reference's bits);
+//! - F32 / F16 / BF16 weights with four or more columns: the float tile GEMM
+//!   (`quant::simd::tile_float`; f32 accumulation, within its documented bound);
+//! - otherwise each weight row is reused for all columns through the multi-column kernel
+//!   where the type has one, else one `vec_dot` per output element (the reference's bits).
+//!
+//! A row mask (SwiGLU row skipping) always takes the last path: the tiles would read masked
+//! rows.
 
 use crate::case::CaseBuilder;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat::MulMat;
+use quant::simd::tile_float;
 use quant::simd::tile_q8::{
     pack_q8_0_panel, panel_bytes, q8_0_tile_fn, TileFn, TILE_COLS, TILE_ROWS,
 };
@@ -157,6 +166,51 @@ fn compute_tiles(
     }
 }
 
+/// Output rows `rows` of batch `b` for every activation column with the float tile GEMM
+/// (F32/F16/BF16; f32 accumulation, within the bound `quant::simd::tile_float` documents):
+/// four columns at a time outer, four weight rows inner.
+fn compute_float_tiles(
+    srcs: &[TensorRef],
+    tile: tile_float::TileFn,
+    s: &Shape,
+    q: &[u8],
+    dst: &TensorMut,
+    b: usize,
+    rows: std::ops::Range<usize>,
+) {
+    const R: usize = tile_float::TILE_ROWS;
+    const C: usize = tile_float::TILE_COLS;
+    let (w, x) = (&srcs[0], &srcs[1]);
+    if rows.end < s.n {
+        for i in rows.end..(rows.end + CHUNK).min(s.n) {
+            quant::simd::prefetch(weight_row(w, x, b, i));
+        }
+    }
+    let mut t0 = 0;
+    while t0 < s.t {
+        let cols = (s.t - t0).min(C);
+        let acts: [&[u8]; C] = std::array::from_fn(|c| {
+            let j = b * s.t + t0 + c.min(cols - 1);
+            &q[j * s.qrow..(j + 1) * s.qrow]
+        });
+        let mut n0 = rows.start;
+        while n0 < rows.end {
+            let nr = (rows.end - n0).min(R);
+            let wr: [&[u8]; R] = std::array::from_fn(|i| weight_row(w, x, b, n0 + i.min(nr - 1)));
+            let mut out = [0f32; R * C];
+            tile(s.k, &wr[..nr], &acts[..cols], &mut out[..nr * cols]);
+            for c in 0..cols {
+                let d = dst.row_range_f32_mut(b * s.t + t0 + c, n0..n0 + nr);
+                for (r, o) in d.iter_mut().enumerate() {
+                    *o = out[r * cols + c];
+                }
+            }
+            n0 += nr;
+        }
+        t0 += cols;
+    }
+}
+
 /// Bytes of the panels [`pack_panels`] writes.
 fn panels_bytes(s: &Shape) -> usize {
     s.batches * s.t.div_ceil(TILE_COLS) * panel_bytes(s.k, TILE_COLS)
@@ -276,13 +330,16 @@ impl CpuKernel for MulMat {
             pack_panels(&s, q, panels);
         }
         let multi = quant::simd::vec_dot_multi_fn(w.desc.dtype);
+        let float_tile = tile_float::float_tile_fn(w.desc.dtype)
+            .filter(|_| s.t >= tile_float::TILE_COLS && srcs.len() == 2);
         while let Some(items) = cx.claim(total, 1) {
             for item in items {
                 let (b, c) = (item / nchunks, item % nchunks);
                 let rows = c * CHUNK..((c + 1) * CHUNK).min(s.n);
-                match tile {
-                    Some(tile) => compute_tiles(srcs, tile, &s, panels, dst, b, rows),
-                    None => compute(srcs, (fast_dot(&srcs[0]), multi), &s, q, dst, b, rows),
+                match (tile, float_tile) {
+                    (Some(tile), _) => compute_tiles(srcs, tile, &s, panels, dst, b, rows),
+                    (_, Some(ft)) => compute_float_tiles(srcs, ft, &s, q, dst, b, rows),
+                    _ => compute(srcs, (fast_dot(&srcs[0]), multi), &s, q, dst, b, rows),
                 }
             }
         }

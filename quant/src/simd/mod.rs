@@ -27,6 +27,7 @@ mod avx2_q8;
 mod avx512_iq;
 #[cfg(target_arch = "x86_64")]
 mod avx512_q8;
+pub mod tile_float;
 pub mod tile_iq2;
 pub mod tile_q8;
 

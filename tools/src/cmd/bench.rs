@@ -35,8 +35,9 @@ pub struct Args {
     /// Repetitions per test.
     #[arg(short = 'r', long, default_value_t = 3)]
     reps: usize,
-    /// Prompt chunk size.
-    #[arg(short = 'u', long, default_value_t = 128)]
+    /// Prompt chunk size (llama-bench's default n_ubatch; MoE experts see more tokens
+    /// per chunk, so their weight rows are unpacked for more columns).
+    #[arg(short = 'u', long, default_value_t = 512)]
     ubatch: usize,
     /// Print one JSON array (llama-bench field names plus ours).
     #[arg(long)]

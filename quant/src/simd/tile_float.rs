@@ -1,0 +1,182 @@
+//! Register-tiled GEMM for the float weight types (F32, F16, BF16 against activations of the
+//! same type) for prompt chunks (AVX-512F): four weight rows × four activation columns per
+//! call, sixteen f32 lanes per register.
+//!
+//! Each element pair is converted to f32 exactly (F16 by `vcvtph2ps`, BF16 by a 16-bit
+//! shift) and multiplied-accumulated with one FMA per (row, column, 16 elements); the weight
+//! registers are reused for four columns and the activation registers for four rows. The
+//! sixteen lane sums are added in f64 at the end.
+//!
+//! **Not bit-identical** to the reference, which rounds each product to f32 and accumulates
+//! in f64: here the accumulation is in f32 (as in ggml's own SIMD float dots), so a result
+//! can differ by up to about (n/16 + 4)·2⁻²⁴·Σ|w·a|; the tests assert that bound. Only
+//! prompt chunks use it; decode keeps the single-column kernel.
+
+/// Most weight rows in one tile call.
+pub const TILE_ROWS: usize = 4;
+
+/// Most activation columns in one tile call.
+pub const TILE_COLS: usize = 4;
+
+/// A tile kernel: `out[r * cols + c] ≈ dot(n, rows[r], acts[c])` for up to [`TILE_ROWS`]
+/// rows and [`TILE_COLS`] columns of `n` elements (see the module docs for the error bound).
+pub type TileFn = fn(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]);
+
+/// The float tile kernel for `dtype` (F32, F16 or BF16) if this CPU has AVX-512F/BW/VL
+/// (and F16C for F16).
+pub fn float_tile_fn(dtype: crate::DType) -> Option<TileFn> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::DType;
+        let ok = std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("f16c")
+            && !super::force_scalar();
+        if ok {
+            return match dtype {
+                DType::F32 => Some(x86::tile_f32_entry),
+                DType::F16 => Some(x86::tile_f16_entry),
+                DType::BF16 => Some(x86::tile_bf16_entry),
+                _ => None,
+            };
+        }
+    }
+    let _ = dtype;
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{TILE_COLS, TILE_ROWS};
+    use std::arch::x86_64::*;
+
+    /// Element formats (the `K` parameter of the kernel).
+    const F32: u8 = 0;
+    const F16: u8 = 1;
+    const BF16: u8 = 2;
+
+    macro_rules! entries {
+        ($($name:ident => $k:expr, $size:expr;)*) => {$(
+            /// Safe entry: checks the shapes, then runs the kernel for the tile's shape.
+            pub(super) fn $name(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+                run::<{ $k }>(n, $size, rows, acts, out)
+            }
+        )*};
+    }
+    entries! {
+        tile_f32_entry => F32, 4;
+        tile_f16_entry => F16, 2;
+        tile_bf16_entry => BF16, 2;
+    }
+
+    fn run<const K: u8>(n: usize, size: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+        let cols = acts.len();
+        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
+        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
+        assert_eq!(out.len(), rows.len() * cols, "tile output length");
+        assert!(
+            rows.iter().chain(acts).all(|r| r.len() == n * size),
+            "row length"
+        );
+        macro_rules! go {
+            ($($r:literal),*) => {
+                match (rows.len(), cols) {
+                    $(
+                        ($r, 1) => shape::<K, $r, 1>(n, rows, acts, out),
+                        ($r, 2) => shape::<K, $r, 2>(n, rows, acts, out),
+                        ($r, 3) => shape::<K, $r, 3>(n, rows, acts, out),
+                        ($r, _) => shape::<K, $r, 4>(n, rows, acts, out),
+                    )*
+                    _ => unreachable!("rows checked above"),
+                }
+            };
+        }
+        go!(1, 2, 3, 4)
+    }
+
+    fn shape<const K: u8, const R: usize, const C: usize>(
+        n: usize,
+        rows: &[&[u8]],
+        acts: &[&[u8]],
+        out: &mut [f32],
+    ) {
+        let xs: [&[u8]; R] = std::array::from_fn(|i| rows[i]);
+        let ys: [&[u8]; C] = std::array::from_fn(|i| acts[i]);
+        // SAFETY: `float_tile_fn` hands the entries out only after checking the features the
+        // kernel is compiled for; every row holds `n` elements (checked by `run`).
+        let s = unsafe { tile::<K, R, C>(n, &xs, &ys) };
+        for r in 0..R {
+            for c in 0..C {
+                out[r * C + c] = s[r][c];
+            }
+        }
+    }
+
+    /// Sixteen elements from element `i` of `b` as f32 (`m` masks a tail; exact).
+    ///
+    /// # Safety
+    /// The features of [`tile`]; the elements selected by `m` are inside `b`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+    #[inline]
+    unsafe fn load<const K: u8>(b: &[u8], i: usize, m: u16) -> __m512 {
+        let at = |size: usize| b.as_ptr().wrapping_add(size * i);
+        match K {
+            // SAFETY: the masked load touches only the selected elements, in bounds (caller).
+            F32 => unsafe { _mm512_maskz_loadu_ps(m, at(4).cast()) },
+            F16 => {
+                // SAFETY: as above.
+                let h = unsafe { _mm256_maskz_loadu_epi16(m, at(2).cast()) };
+                _mm512_cvtph_ps(h)
+            }
+            _ => {
+                // SAFETY: as above.
+                let h = unsafe { _mm256_maskz_loadu_epi16(m, at(2).cast()) };
+                _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+            }
+        }
+    }
+
+    /// The tile's sums: `R` rows × `C` columns (see the module docs).
+    ///
+    /// # Safety
+    /// The CPU must have the enabled features; every row holds `n` elements of format `K`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+    unsafe fn tile<const K: u8, const R: usize, const C: usize>(
+        n: usize,
+        xs: &[&[u8]; R],
+        ys: &[&[u8]; C],
+    ) -> [[f32; C]; R] {
+        let mut acc = [[_mm512_setzero_ps(); C]; R];
+        let mut i = 0;
+        while i < n {
+            let m = if n - i >= 16 {
+                u16::MAX
+            } else {
+                (1u16 << (n - i)) - 1
+            };
+            // SAFETY: the mask selects elements i..min(i + 16, n), inside every row.
+            let w: [__m512; R] = std::array::from_fn(|r| unsafe { load::<K>(xs[r], i, m) });
+            for c in 0..C {
+                // SAFETY: as above.
+                let a = unsafe { load::<K>(ys[c], i, m) };
+                for r in 0..R {
+                    acc[r][c] = _mm512_fmadd_ps(w[r], a, acc[r][c]);
+                }
+            }
+            i += 16;
+        }
+        let mut out = [[0f32; C]; R];
+        for r in 0..R {
+            for c in 0..C {
+                let v = acc[r][c];
+                let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+                let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
+                    _mm512_castps_pd(v),
+                )));
+                out[r][c] = _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)) as f32;
+            }
+        }
+        out
+    }
+}
