@@ -1,7 +1,8 @@
 //! Criterion benches of the scalar reference layer: dequantization and reference dot
 //! products for every supported weight type, reported as MB/s of weight bytes.
 //!
-//! Run: `cargo bench -p fathom-benches --bench quant` (add `-- dequant` or `-- dot` to filter).
+//! Run: `cargo bench -p fathom-benches --bench quant` (add `-- dequant`, `-- dot`, `-- vec_dot`
+//! or `-- gemm` to filter). `vec_dot` and `gemm` time the SIMD kernels of issue 5.
 //! These numbers are the baseline the SIMD kernels of issue 5 must beat.
 
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
@@ -129,10 +130,94 @@ fn bench_act_quant(c: &mut Criterion) {
     g.finish();
 }
 
+/// Prompt-chunk kernels on one thread, in cache (`gemm/<type>/<kernel>`), as FLOP per
+/// second (`2·N` per row-column; criterion prints elem/s: read Gelem/s as GFLOP/s): the
+/// multi-column kernel (one row × eight columns) next to the register tiles (four rows ×
+/// eight columns, four × four for the float types), and the IQ2_XXS row expander (bytes of
+/// IQ2_XXS per second).
+fn bench_gemm_kernels(c: &mut Criterion) {
+    use quant::simd::{tile_float, tile_iq2, tile_q8};
+    let mut g = c.benchmark_group("gemm");
+    for t in [DType::Q8_0, DType::IQ2_XXS, DType::BF16, DType::F32] {
+        let rows: Vec<Vec<u8>> = (0..4).map(|_| weights(t)).collect();
+        let vt = t.info().dot_type.unwrap();
+        let acts: Vec<Vec<u8>> = (0..8u64)
+            .map(|i| {
+                let mut a = vec![0u8; bytes_for(vt, N).unwrap()];
+                quantize_activation(vt, &test_data(N, 99 + i), &mut a).unwrap();
+                a
+            })
+            .collect();
+        let ar: Vec<&[u8]> = acts.iter().map(|a| a.as_slice()).collect();
+        let wr: Vec<&[u8]> = rows.iter().map(|w| w.as_slice()).collect();
+        if let Some(multi) = quant::simd::vec_dot_multi_fn(t) {
+            let mut out = [0f32; 8];
+            g.throughput(Throughput::Elements((2 * N * 8) as u64));
+            g.bench_function(BenchmarkId::new(t.name(), "multi1x8"), |b| {
+                b.iter(|| multi(N, black_box(wr[0]), &ar, &mut out))
+            });
+        }
+        let mut out = [0f32; 32];
+        match t {
+            DType::Q8_0 => {
+                let Some(tile) = tile_q8::q8_0_tile_fn() else {
+                    continue;
+                };
+                let mut panel = vec![0u8; tile_q8::panel_bytes(N, 8)];
+                tile_q8::pack_q8_0_panel(N, &ar, &mut panel);
+                g.throughput(Throughput::Elements((2 * N * 32) as u64));
+                g.bench_function(BenchmarkId::new(t.name(), "tile4x8"), |b| {
+                    b.iter(|| tile(N, black_box(&wr), &panel, 8, &mut out))
+                });
+            }
+            DType::IQ2_XXS => {
+                let Some(tile) = tile_iq2::iq2_xxs_tile_fn() else {
+                    continue;
+                };
+                let expand = tile_iq2::expand_iq2_xxs_fn();
+                let mut ex = vec![vec![0u8; tile_iq2::expanded_bytes(N)]; 4];
+                for (w, e) in wr.iter().zip(ex.iter_mut()) {
+                    expand(w, e);
+                }
+                let er: Vec<&[u8]> = ex.iter().map(|e| e.as_slice()).collect();
+                g.throughput(Throughput::Elements((2 * N * 32) as u64));
+                g.bench_function(BenchmarkId::new(t.name(), "tile4x8"), |b| {
+                    b.iter(|| tile(N, black_box(&er), &ar, &mut out))
+                });
+                let mut e = vec![0u8; tile_iq2::expanded_bytes(N)];
+                g.throughput(Throughput::Bytes(wr[0].len() as u64));
+                g.bench_function(BenchmarkId::new(t.name(), "expand"), |b| {
+                    b.iter(|| expand(black_box(wr[0]), &mut e))
+                });
+            }
+            _ => {
+                let Some(tile) = tile_float::float_tile_fn(t) else {
+                    continue;
+                };
+                let dot = quant::simd::vec_dot_fn(t).unwrap();
+                g.throughput(Throughput::Elements((2 * N * 16) as u64));
+                g.bench_function(BenchmarkId::new(t.name(), "single4x4"), |b| {
+                    b.iter(|| {
+                        for (r, w) in wr.iter().enumerate() {
+                            for (c, a) in ar[..4].iter().enumerate() {
+                                out[4 * r + c] = dot(N, black_box(w), a);
+                            }
+                        }
+                    })
+                });
+                g.bench_function(BenchmarkId::new(t.name(), "tile4x4"), |b| {
+                    b.iter(|| tile(N, black_box(&wr), &ar[..4], &mut out[..16]))
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(300))
         .measurement_time(std::time::Duration::from_millis(800));
-    targets = bench_dequant, bench_dot, bench_kernels, bench_act_quant
+    targets = bench_dequant, bench_dot, bench_kernels, bench_act_quant, bench_gemm_kernels
 }
 criterion_main!(benches);
