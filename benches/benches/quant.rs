@@ -136,9 +136,15 @@ fn bench_act_quant(c: &mut Criterion) {
 /// eight columns, four × four for the float types), and the IQ2_XXS row expander (bytes of
 /// IQ2_XXS per second).
 fn bench_gemm_kernels(c: &mut Criterion) {
-    use quant::simd::{tile_float, tile_iq2, tile_q8};
+    use quant::simd::{tile_float, tile_grid, tile_q8};
     let mut g = c.benchmark_group("gemm");
-    for t in [DType::Q8_0, DType::IQ2_XXS, DType::BF16, DType::F32] {
+    for t in [
+        DType::Q8_0,
+        DType::IQ2_XXS,
+        DType::IQ1_S,
+        DType::BF16,
+        DType::F32,
+    ] {
         let rows: Vec<Vec<u8>> = (0..4).map(|_| weights(t)).collect();
         let vt = t.info().dot_type.unwrap();
         let acts: Vec<Vec<u8>> = (0..8u64)
@@ -170,12 +176,12 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                     b.iter(|| tile(N, black_box(&wr), &panel, 8, &mut out))
                 });
             }
-            DType::IQ2_XXS => {
-                let Some(tile) = tile_iq2::iq2_xxs_tile_fn() else {
+            DType::IQ2_XXS | DType::IQ1_S => {
+                let Some(tile) = tile_grid::tile_fn(t) else {
                     continue;
                 };
-                let expand = tile_iq2::expand_iq2_xxs_fn();
-                let mut ex = vec![vec![0u8; tile_iq2::expanded_bytes(N)]; 4];
+                let expand = tile_grid::expand_fn(t).expect("grid type");
+                let mut ex = vec![vec![0u8; tile_grid::expanded_bytes(N)]; 4];
                 for (w, e) in wr.iter().zip(ex.iter_mut()) {
                     expand(w, e);
                 }
@@ -184,7 +190,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new(t.name(), "tile4x8"), |b| {
                     b.iter(|| tile(N, black_box(&er), &ar, &mut out))
                 });
-                let mut e = vec![0u8; tile_iq2::expanded_bytes(N)];
+                let mut e = vec![0u8; tile_grid::expanded_bytes(N)];
                 g.throughput(Throughput::Bytes(wr[0].len() as u64));
                 g.bench_function(BenchmarkId::new(t.name(), "expand"), |b| {
                     b.iter(|| expand(black_box(wr[0]), &mut e))

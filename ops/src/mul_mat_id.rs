@@ -14,14 +14,15 @@ use crate::case::CaseBuilder;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
 use graph::{TensorDesc, WeightData};
-use quant::simd::tile_iq2;
+use quant::simd::tile_grid;
 use quant::DType;
 
 /// Weight rows per claimed chunk.
 const CHUNK: usize = 16;
 
-/// Fewest tokens on one expert for which IQ2_XXS experts go through the tiled GEMM (below
-/// it, expanding a row costs more than the multi-column kernel's per-token overhead).
+/// Fewest tokens on one expert for which IQ2_XXS and IQ1_S experts go through the tiled
+/// GEMM (below it, expanding a row costs more than the multi-column kernel's per-token
+/// overhead).
 const TILED_MIN_TOKENS: usize = 4;
 
 struct Shape {
@@ -96,12 +97,12 @@ fn act<'q>(q: &'q [u8], s: &Shape, j: usize) -> &'q [u8] {
 }
 
 /// Output columns `cols` of every output row in `group` (the `(token, slot)` rows routed to
-/// expert `e`) with the tiled IQ2_XXS GEMM: four weight rows are expanded into `ex` at a
-/// time and multiplied against up to eight of the group's activations per call (the
-/// reference's bits).
+/// expert `e`) with the tiled grid GEMM (IQ2_XXS, IQ1_S): four weight rows are expanded
+/// into `ex` at a time and multiplied against up to eight of the group's activations per
+/// call (the reference's bits).
 #[allow(clippy::too_many_arguments)]
 fn expert_tiles(
-    (tile, expand): (tile_iq2::TileFn, tile_iq2::ExpandFn),
+    (tile, expand): (tile_grid::TileFn, tile_grid::ExpandFn),
     s: &Shape,
     w: &TensorRef,
     e: usize,
@@ -111,9 +112,9 @@ fn expert_tiles(
     ex: &mut [u8],
     dst: &TensorMut,
 ) {
-    const R: usize = tile_iq2::TILE_ROWS;
-    const C: usize = tile_iq2::TILE_COLS;
-    let eb = tile_iq2::expanded_bytes(s.k);
+    const R: usize = tile_grid::TILE_ROWS;
+    const C: usize = tile_grid::TILE_COLS;
+    let eb = tile_grid::expanded_bytes(s.k);
     let mut n0 = cols.start;
     while n0 < cols.end {
         let nr = (cols.end - n0).min(R);
@@ -247,12 +248,12 @@ impl CpuKernel for MulMatId {
         for j in cx.my_rows(s.n_used * s.t) {
             fill_special(dst, route(ids, &s, j % s.n_used, j / s.n_used), j);
         }
-        // IQ2_XXS experts with several tokens go through the tiled GEMM (not with a row
+        // IQ2_XXS and IQ1_S experts with several tokens go through the tiled GEMM (not with a row
         // mask: it would read masked rows)
-        let tiled = tile_iq2::iq2_xxs_tile_fn()
-            .filter(|_| w.desc.dtype == DType::IQ2_XXS && srcs.len() == 3)
-            .map(|t| (t, tile_iq2::expand_iq2_xxs_fn()));
-        let exbytes = tiled.map_or(0, |_| tile_iq2::TILE_ROWS * tile_iq2::expanded_bytes(s.k));
+        let tiled = tile_grid::tile_fn(w.desc.dtype)
+            .zip(tile_grid::expand_fn(w.desc.dtype))
+            .filter(|_| srcs.len() == 3);
+        let exbytes = tiled.map_or(0, |_| tile_grid::TILE_ROWS * tile_grid::expanded_bytes(s.k));
         let qbytes = s.qrow * s.b * s.t;
         let need = qbytes + exbytes + 4 * bucket_len(&s) + 4;
         let mut buf = std::mem::take(&mut cx.scratch.bytes);
@@ -354,12 +355,12 @@ impl CpuKernel for MulMatId {
                 }
             }
         }
-        // experts chosen by many tokens (9, 6 and 7 of 11: the tiled IQ2_XXS path, with a
+        // experts chosen by many tokens (9, 6 and 7 of 11: the tiled grid path, with a
         // column-chunk tail and a row-quad tail at N = 37)
         let ids_many: Vec<i32> = (0..11)
             .flat_map(|t| [if t < 9 { 0 } else { 2 }, if t % 2 == 0 { 1 } else { 2 }])
             .collect();
-        for t in [DType::IQ2_XXS, DType::Q8_0] {
+        for t in [DType::IQ2_XXS, DType::IQ1_S, DType::Q8_0] {
             for bsz in [1usize, 2] {
                 let mut b = CaseBuilder::new(25);
                 let w = b.weight("w", t, &[512, 37, 3], 0.5).expect("case");

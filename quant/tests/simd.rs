@@ -364,72 +364,77 @@ fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
     }
 }
 
-/// The IQ2_XXS expanders agree byte for byte, and the tiled IQ2_XXS GEMM on expanded rows
-/// gives every (row, column) the reference dot's bits, for every row count 1..=4 and column
-/// count 1..=8.
+/// The grid-format expanders (IQ2_XXS, IQ1_S) agree byte for byte with their references,
+/// and the tiled GEMM on expanded rows gives every (row, column) the reference dot's bits,
+/// for every row count 1..=4 and column count 1..=8.
 #[test]
-fn iq2_xxs_tile_kernel_matches_the_reference_bit_for_bit() {
-    use quant::simd::tile_iq2::{
-        expand_iq2_xxs, expand_iq2_xxs_fn, expanded_bytes, iq2_xxs_tile_fn, TILE_COLS,
+fn grid_tile_kernels_match_the_reference_bit_for_bit() {
+    use quant::simd::tile_grid::{
+        expand_fn, expand_iq1_s, expand_iq2_xxs, expanded_bytes, tile_fn, TILE_COLS,
     };
-    let reference = DType::IQ2_XXS.info().vec_dot.unwrap();
     let mut r = rng(0x1a2);
-    for nsb in [1usize, 2, 5] {
-        let n = 256 * nsb;
-        let rows: Vec<Vec<u8>> = (0..4)
-            .map(|_| random_blocks(&mut r, DType::IQ2_XXS, n, &[0], 0.004))
-            .collect();
-        let expanded: Vec<Vec<u8>> = rows
-            .iter()
-            .map(|w| {
-                let mut want = vec![0u8; expanded_bytes(n)];
-                expand_iq2_xxs(w, &mut want);
-                let mut got = vec![0u8; expanded_bytes(n)];
-                expand_iq2_xxs_fn()(w, &mut got);
-                assert_eq!(got, want, "expanders differ, n={n}");
-                want
-            })
-            .collect();
-        let Some(tile) = iq2_xxs_tile_fn() else {
-            continue;
-        };
-        let acts: Vec<Vec<u8>> = (0..TILE_COLS)
-            .map(|c| {
-                let x = activations(&mut r, n, if c == 5 { 1e4 } else { 2.0 });
-                let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
-                quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
-                a
-            })
-            .collect();
-        for nr in 1..=4usize {
-            let xr: Vec<&[u8]> = expanded[..nr].iter().map(|w| w.as_slice()).collect();
-            for cols in 1..=TILE_COLS {
-                let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
-                let mut out = vec![f32::NAN; nr * cols];
-                tile(n, &xr, &ar, &mut out);
-                for ri in 0..nr {
-                    for (c, a) in ar.iter().enumerate() {
-                        let want = reference(n, &rows[ri], a);
-                        let got = out[ri * cols + c];
-                        assert_eq!(
-                            got.to_bits(),
-                            want.to_bits(),
-                            "n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
-                        );
+    for (wt, reference_expand) in [
+        (DType::IQ2_XXS, expand_iq2_xxs as fn(&[u8], &mut [u8])),
+        (DType::IQ1_S, expand_iq1_s),
+    ] {
+        let reference = wt.info().vec_dot.unwrap();
+        for nsb in [1usize, 2, 5] {
+            let n = 256 * nsb;
+            let rows: Vec<Vec<u8>> = (0..4)
+                .map(|_| random_blocks(&mut r, wt, n, &[0], 0.004))
+                .collect();
+            let expanded: Vec<Vec<u8>> = rows
+                .iter()
+                .map(|w| {
+                    let mut want = vec![0u8; expanded_bytes(n)];
+                    reference_expand(w, &mut want);
+                    let mut got = vec![0u8; expanded_bytes(n)];
+                    expand_fn(wt).unwrap()(w, &mut got);
+                    assert_eq!(got, want, "{wt:?} expanders differ, n={n}");
+                    want
+                })
+                .collect();
+            let Some(tile) = tile_fn(wt) else {
+                continue;
+            };
+            let acts: Vec<Vec<u8>> = (0..TILE_COLS)
+                .map(|c| {
+                    let x = activations(&mut r, n, if c == 5 { 1e4 } else { 2.0 });
+                    let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+                    quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+                    a
+                })
+                .collect();
+            for nr in 1..=4usize {
+                let xr: Vec<&[u8]> = expanded[..nr].iter().map(|w| w.as_slice()).collect();
+                for cols in 1..=TILE_COLS {
+                    let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                    let mut out = vec![f32::NAN; nr * cols];
+                    tile(n, &xr, &ar, &mut out);
+                    for ri in 0..nr {
+                        for (c, a) in ar.iter().enumerate() {
+                            let want = reference(n, &rows[ri], a);
+                            let got = out[ri * cols + c];
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{wt:?} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                            );
+                        }
                     }
                 }
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        assert!(
+            !(std::is_x86_feature_detected!("avx512vnni")
+                && std::is_x86_feature_detected!("avx512vbmi")
+                && std::is_x86_feature_detected!("avx512bitalg")
+                && std::env::var("FATHOM_FORCE_SCALAR").is_err()
+                && tile_fn(wt).is_none()),
+            "no {wt:?} tile kernel on an AVX-512 VBMI CPU, so the tile half compared nothing"
+        );
     }
-    #[cfg(target_arch = "x86_64")]
-    assert!(
-        !(std::is_x86_feature_detected!("avx512vnni")
-            && std::is_x86_feature_detected!("avx512vbmi")
-            && std::is_x86_feature_detected!("avx512bitalg")
-            && std::env::var("FATHOM_FORCE_SCALAR").is_err()
-            && iq2_xxs_tile_fn().is_none()),
-        "no IQ2_XXS tile kernel on an AVX-512 VBMI CPU, so the tile half compared nothing"
-    );
 }
 
 /// The float tile kernels (f32 accumulation) stay within their documented bound of the f64

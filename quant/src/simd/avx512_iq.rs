@@ -269,13 +269,9 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
         // SAFETY: every pointer passed is into a slice of at least 64 bytes; unaligned loads.
         unsafe { _mm512_loadu_si512(p.cast()) }
     };
-    let group_of = ld(GROUP_OF.as_ptr().cast());
-    let sub_shift = ld(SUB_SHIFT.as_ptr().cast());
-    let place: [__m512i; 4] = std::array::from_fn(|p| ld(PLACE[p].as_ptr()));
-    let unpack = ld(UNPACK.as_ptr());
+    // SAFETY: same features as this function.
+    let un = unsafe { Iq1Unpack::new() };
     let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[1][p].as_ptr().cast()));
-    let three = _mm512_set1_epi8(3);
-    let low16 = _mm512_set1_epi32(0xFFFF);
     let xs = view::<BlockIQ1S>(w);
     for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
@@ -285,60 +281,8 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
         let ys = &ys[..acts.len()];
         let mut s = [0f32; COLS];
         for (bi, x) in xs.iter().enumerate() {
-            // SAFETY: 32 `qs` bytes and 16 `qh` bytes per block (unaligned loads).
-            let (qs, qh) = unsafe {
-                (
-                    _mm256_loadu_si256(x.qs.as_ptr().cast()),
-                    _mm_loadu_si128(x.qh.as_ptr().cast()),
-                )
-            };
-            let hi = _mm512_and_si512(
-                _mm512_srlv_epi16(
-                    _mm512_permutexvar_epi16(group_of, _mm512_castsi128_si512(qh)),
-                    sub_shift,
-                ),
-                _mm512_set1_epi16(7),
-            );
-            let idx = _mm512_or_si512(_mm512_cvtepu8_epi16(qs), _mm512_slli_epi16(hi, 8));
-            let base = IQ1S_LEVELS.as_ptr().cast::<u8>();
-            // SAFETY: every index is < 2048 and the table has 2049 u16, so each 4-byte read at
-            // 2·index is inside it.
-            let (g0, g1) = unsafe {
-                (
-                    _mm512_i32gather_epi32::<2>(
-                        _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx)),
-                        base.cast(),
-                    ),
-                    _mm512_i32gather_epi32::<2>(
-                        _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(idx)),
-                        base.cast(),
-                    ),
-                )
-            };
-            // 32 level codes as u16 lanes, sub-group order
-            let codes = _mm512_inserti64x4::<1>(
-                _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_and_si512(g0, low16))),
-                _mm512_cvtepi32_epi16(_mm512_and_si512(g1, low16)),
-            );
-            // the low byte of each code is `lo`, the high byte `hi` (for the IQ2_XXS placement)
-            let lo_b = _mm512_cvtepi16_epi8(codes);
-            let hi_b = _mm512_cvtepi16_epi8(_mm512_srli_epi16(codes, 8));
-            let lo_v = _mm512_castsi256_si512(lo_b);
-            let hi_v = _mm512_castsi256_si512(hi_b);
-            let ls32 = _mm512_castsi256_si512(_mm256_add_epi32(
-                _mm256_slli_epi32(
-                    _mm256_and_si256(
-                        _mm256_srli_epi32(_mm256_cvtepu16_epi32(qh), 12),
-                        _mm256_set1_epi32(7),
-                    ),
-                    1,
-                ),
-                _mm256_set1_epi32(1),
-            ));
-            let lvs: [__m512i; 4] = std::array::from_fn(|p| {
-                let c = _mm512_permutex2var_epi8(lo_v, place[p], hi_v);
-                _mm512_and_si512(_mm512_multishift_epi64_epi8(unpack, c), three)
-            });
+            // SAFETY: same features as this function.
+            let Iq1Block { lvs, ls32, qh } = unsafe { un.block(x) };
             let lsv: [__m512i; 4] =
                 std::array::from_fn(|p| _mm512_permutexvar_epi16(pick[p], ls32));
             let dx = f16c!(x.d);
@@ -359,6 +303,105 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
             }
         }
         out.copy_from_slice(&s[..out.len()]);
+    }
+}
+
+/// The IQ1_S unpacking tables, held in registers for a whole row.
+pub(super) struct Iq1Unpack {
+    group_of: __m512i,
+    sub_shift: __m512i,
+    place: [__m512i; 4],
+    unpack: __m512i,
+}
+
+/// One unpacked IQ1_S super-block: the level codes l = v + 1 (0..2) of each 64-element
+/// quarter in element order, the eight group scales `2·((h >> 12) & 7) + 1` as the low
+/// 256 bits of `ls32` (one per dword) and the raw `qh` words.
+pub(super) struct Iq1Block {
+    pub lvs: [__m512i; 4],
+    pub ls32: __m512i,
+    pub qh: __m128i,
+}
+
+impl Iq1Unpack {
+    /// Loads the tables.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn new() -> Self {
+        let ld = |p: *const u8| {
+            // SAFETY: every pointer passed is into a table of at least 64 bytes (unaligned).
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        };
+        Iq1Unpack {
+            group_of: ld(GROUP_OF.as_ptr().cast()),
+            sub_shift: ld(SUB_SHIFT.as_ptr().cast()),
+            place: std::array::from_fn(|p| ld(PLACE[p].as_ptr())),
+            unpack: ld(UNPACK.as_ptr()),
+        }
+    }
+
+    /// Unpacks one super-block (exact): the 32 11-bit grid indices formed in registers, their
+    /// level codes gathered from [`IQ1S_LEVELS`] and placed like IQ2_XXS's.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn block(&self, x: &BlockIQ1S) -> Iq1Block {
+        // SAFETY: 32 `qs` bytes and 16 `qh` bytes per block (unaligned loads).
+        let (qs, qh) = unsafe {
+            (
+                _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                _mm_loadu_si128(x.qh.as_ptr().cast()),
+            )
+        };
+        let hi = _mm512_and_si512(
+            _mm512_srlv_epi16(
+                _mm512_permutexvar_epi16(self.group_of, _mm512_castsi128_si512(qh)),
+                self.sub_shift,
+            ),
+            _mm512_set1_epi16(7),
+        );
+        let idx = _mm512_or_si512(_mm512_cvtepu8_epi16(qs), _mm512_slli_epi16(hi, 8));
+        let base = IQ1S_LEVELS.as_ptr().cast::<u8>();
+        // SAFETY: every index is < 2048 and the table has 2049 u16, so each 4-byte read at
+        // 2·index is inside it.
+        let (g0, g1) = unsafe {
+            (
+                _mm512_i32gather_epi32::<2>(
+                    _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx)),
+                    base.cast(),
+                ),
+                _mm512_i32gather_epi32::<2>(
+                    _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(idx)),
+                    base.cast(),
+                ),
+            )
+        };
+        let low16 = _mm512_set1_epi32(0xFFFF);
+        // 32 level codes as u16 lanes, sub-group order
+        let codes = _mm512_inserti64x4::<1>(
+            _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_and_si512(g0, low16))),
+            _mm512_cvtepi32_epi16(_mm512_and_si512(g1, low16)),
+        );
+        // the low byte of each code is `lo`, the high byte `hi` (for the IQ2_XXS placement)
+        let lo_v = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(codes));
+        let hi_v = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srli_epi16(codes, 8)));
+        let ls32 = _mm512_castsi256_si512(_mm256_add_epi32(
+            _mm256_slli_epi32(
+                _mm256_and_si256(
+                    _mm256_srli_epi32(_mm256_cvtepu16_epi32(qh), 12),
+                    _mm256_set1_epi32(7),
+                ),
+                1,
+            ),
+            _mm256_set1_epi32(1),
+        ));
+        let lvs = std::array::from_fn(|p| {
+            let c = _mm512_permutex2var_epi8(lo_v, self.place[p], hi_v);
+            _mm512_and_si512(
+                _mm512_multishift_epi64_epi8(self.unpack, c),
+                _mm512_set1_epi8(3),
+            )
+        });
+        Iq1Block { lvs, ls32, qh }
     }
 }
 
@@ -496,13 +539,13 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
     }
 }
 
-/// Expands an IQ2_XXS row into the tile layout of [`super::tile_iq2`] (signed grid values,
+/// Expands an IQ2_XXS row into the tile layout of [`super::tile_grid`] (signed grid values,
 /// group scales, f32 scale, offset correction), byte for byte what the scalar
 /// `expand_iq2_xxs` writes. The correction Σ ls·Σ gs is formed with `vpmaddubsw` pair sums
 /// and `vpdpwssd` by the group scales (exact).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
-    use super::tile_iq2::EXPANDED_SB;
+    use super::tile_grid::EXPANDED_SB;
     // SAFETY: same features as this function.
     let un = unsafe { Iq2Unpack::new() };
     let pick: [__m512i; 4] = std::array::from_fn(|p| {
@@ -526,6 +569,55 @@ pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
         }
         // SAFETY: bytes 256..272 of `o` take the eight 16-bit group scales.
         unsafe { _mm_storeu_si128(o[256..].as_mut_ptr().cast(), _mm512_cvtepi64_epi16(ls)) };
+        o[272..276].copy_from_slice(&f16c!(x.d).to_le_bytes());
+        o[276..280].copy_from_slice(&(128 * _mm512_reduce_add_epi32(corr)).to_le_bytes());
+        o[280..EXPANDED_SB].fill(0);
+    }
+}
+
+/// Expands an IQ1_S row into the tile layout of [`super::tile_grid`] (values −1/0/+1, group
+/// scales, f32 scale, offset correction, and the delta term's ls·sign per group), byte for
+/// byte what the scalar `expand_iq1_s` writes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+pub(super) unsafe fn expand_iq1_s_avx512(w: &[u8], out: &mut [u8]) {
+    use super::tile_grid::EXPANDED_SB;
+    // SAFETY: same features as this function.
+    let un = unsafe { Iq1Unpack::new() };
+    let pick: [__m512i; 4] = std::array::from_fn(|p| {
+        // SAFETY: each PICK16 row is 64 readable bytes (unaligned load).
+        unsafe { _mm512_loadu_si512(PICK16[1][p].as_ptr().cast()) }
+    });
+    let ones = _mm512_set1_epi8(1);
+    for (x, o) in view::<BlockIQ1S>(w)
+        .iter()
+        .zip(out.chunks_exact_mut(EXPANDED_SB))
+    {
+        // SAFETY: same features as this function.
+        let Iq1Block { lvs, ls32, qh } = unsafe { un.block(x) };
+        let mut corr = _mm512_setzero_si512();
+        for p in 0..4 {
+            let v = _mm512_sub_epi8(lvs[p], ones);
+            let lsv = _mm512_permutexvar_epi16(pick[p], ls32);
+            corr = _mm512_dpwssd_epi32(corr, _mm512_maddubs_epi16(ones, v), lsv);
+            // SAFETY: `o` is EXPANDED_SB (≥ 256) bytes; quarter p is bytes 64p..64p+64.
+            unsafe { _mm512_storeu_si512(o[64 * p..].as_mut_ptr().cast(), v) };
+        }
+        // SAFETY: the features of this function cover the helper.
+        let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
+        let ls16 = _mm256_cvtepi32_epi16(ls8);
+        let lsg16 = _mm256_cvtepi32_epi16(_mm256_sign_epi32(ls8, sgn));
+        // SAFETY: bytes 256..272 take the scales, 280..312 the ls·sign pairs (each twice).
+        unsafe {
+            _mm_storeu_si128(o[256..].as_mut_ptr().cast(), ls16);
+            _mm_storeu_si128(
+                o[280..].as_mut_ptr().cast(),
+                _mm_unpacklo_epi16(lsg16, lsg16),
+            );
+            _mm_storeu_si128(
+                o[296..].as_mut_ptr().cast(),
+                _mm_unpackhi_epi16(lsg16, lsg16),
+            );
+        }
         o[272..276].copy_from_slice(&f16c!(x.d).to_le_bytes());
         o[276..280].copy_from_slice(&(128 * _mm512_reduce_add_epi32(corr)).to_le_bytes());
     }

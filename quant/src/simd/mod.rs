@@ -28,7 +28,7 @@ mod avx512_iq;
 #[cfg(target_arch = "x86_64")]
 mod avx512_q8;
 pub mod tile_float;
-pub mod tile_iq2;
+pub mod tile_grid;
 pub mod tile_q8;
 
 /// Declares a safe entry point for an `unsafe` `#[target_feature]` kernel. The entry is only

@@ -1,0 +1,388 @@
+//! Register-tiled GEMM for the grid formats IQ2_XXS and IQ1_S against Q8_K, for MoE experts
+//! chosen by several tokens (AVX-512): weight rows are first *expanded* — grid lookups,
+//! signs and scales done once per row — and then up to four expanded rows × eight activation
+//! columns are multiplied per call, every output with the scalar reference's bits.
+//!
+//! The expanded layout is its own format with its own references ([`expand_iq2_xxs`],
+//! [`expand_iq1_s`], and AVX-512 expanders tested byte for byte against them): per
+//! 256-element super-block [`EXPANDED_SB`] bytes —
+//! - bytes 0..256: the signed values in element order (int8: IQ2_XXS ±grid, |v| ≤ 43; IQ1_S
+//!   the grid's −1/0/+1);
+//! - bytes 256..272: the eight group scales `ls` as little-endian i16 (IQ2_XXS
+//!   `2·(a1 >> 28) + 1`, IQ1_S `2·((h >> 12) & 7) + 1`);
+//! - bytes 272..276: the super-block scale `d` as f32;
+//! - bytes 276..280: the offset correction `128 · Σ_g ls_g · Σ_{j∈g} v_j` as i32;
+//! - bytes 280..312: IQ1_S's delta weights `ls_g · sign_g`, each twice (one per 16-element
+//!   `bsums` entry of the group), as i16; zero for IQ2_XXS.
+//!
+//! The kernel offsets the activation codes by 128 (`y ^ 0x80`, unsigned) so that
+//! `vpmaddubsw` can multiply them by the signed values (pair sums ≤ 2·255·43, no
+//! saturation); `vpdpwssd` multiplies the pair sums by their group's scale and accumulates.
+//! Subtracting the correction leaves the exact integer Σ ls·v·y of the reference. IQ1_S's
+//! delta sum Σ ls·sign·(bsum(2g) + bsum(2g+1)) is one `vpdpwssd` of the delta weights
+//! with the column's `bsums`. The float combine (`s += d·dy·Σ`, IQ1_S
+//! `s += d·dy·(Σ + Σδ/8)`) and IQ2_XXS's final `×0.125` are the reference's operations in
+//! the reference's order.
+//!
+//! A 512-bit register holds a 32-element group of two columns against one row's group
+//! broadcast to both halves, so per (row, column pair, group) the work is one `vpmaddubsw`
+//! and one `vpdpwssd`; the activation register is reused for four rows and the row's values
+//! for four column pairs. The multi-column kernels instead unpack per call and reduce
+//! across lanes once per column and super-block.
+
+use crate::blocks::{le_u16, view, BlockIQ1S, BlockIQ2XXS};
+use crate::codec::iquants::grid_byte;
+use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
+use crate::scalar::le_f16;
+use crate::DType;
+
+/// Expanded bytes per 256-element super-block (see the module docs).
+pub const EXPANDED_SB: usize = 312;
+
+/// Most expanded weight rows in one tile call.
+pub const TILE_ROWS: usize = 4;
+
+/// Most activation columns in one tile call.
+pub const TILE_COLS: usize = 8;
+
+/// Bytes of an expanded row of `n` elements.
+pub fn expanded_bytes(n: usize) -> usize {
+    n / 256 * EXPANDED_SB
+}
+
+/// An expander: weight row `w` → its expanded layout in `out` ([`expanded_bytes`] long).
+pub type ExpandFn = fn(w: &[u8], out: &mut [u8]);
+
+/// Writes the scales, `d`, correction and delta weights of one expanded super-block whose
+/// values are already in `o[..256]`.
+fn finish_block(o: &mut [u8], ls: [i32; 8], lsg: [i32; 8], d: f32) {
+    let mut corr = 0i32;
+    for g in 0..8 {
+        let sum: i32 = o[32 * g..32 * g + 32].iter().map(|&v| v as i8 as i32).sum();
+        corr += ls[g] * sum;
+        o[256 + 2 * g..258 + 2 * g].copy_from_slice(&(ls[g] as i16).to_le_bytes());
+        for k in 0..2 {
+            let at = 280 + 4 * g + 2 * k;
+            o[at..at + 2].copy_from_slice(&(lsg[g] as i16).to_le_bytes());
+        }
+    }
+    o[272..276].copy_from_slice(&d.to_le_bytes());
+    o[276..280].copy_from_slice(&(128 * corr).to_le_bytes());
+}
+
+/// The scalar reference expander of IQ2_XXS (see the module docs for the layout).
+///
+/// # Panics
+/// If `out` is not [`expanded_bytes`] of the row's length (a caller's bug).
+pub fn expand_iq2_xxs(w: &[u8], out: &mut [u8]) {
+    let xs = view::<BlockIQ2XXS>(w);
+    assert_eq!(out.len(), xs.len() * EXPANDED_SB, "expanded row length");
+    for (x, o) in xs.iter().zip(out.chunks_exact_mut(EXPANDED_SB)) {
+        let mut ls = [0i32; 8];
+        for g in 0..8 {
+            let q = &x.qs[8 * g..8 * g + 8];
+            let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
+            ls[g] = (2 * (a1 >> 28) + 1) as i32;
+            for k in 0..4 {
+                let signs = KSIGNS_IQ2XS[((a1 >> (7 * k)) & 127) as usize];
+                let grid = IQ2XXS_GRID[q[k] as usize];
+                for j in 0..8 {
+                    let v = grid_byte(grid, j) as i32;
+                    let v = if signs & (1 << j) != 0 { -v } else { v };
+                    o[32 * g + 8 * k + j] = v as i8 as u8;
+                }
+            }
+        }
+        finish_block(o, ls, [0; 8], le_f16(x.d));
+    }
+}
+
+/// The scalar reference expander of IQ1_S (see the module docs for the layout).
+///
+/// # Panics
+/// If `out` is not [`expanded_bytes`] of the row's length (a caller's bug).
+pub fn expand_iq1_s(w: &[u8], out: &mut [u8]) {
+    let xs = view::<BlockIQ1S>(w);
+    assert_eq!(out.len(), xs.len() * EXPANDED_SB, "expanded row length");
+    for (x, o) in xs.iter().zip(out.chunks_exact_mut(EXPANDED_SB)) {
+        let (mut ls, mut lsg) = ([0i32; 8], [0i32; 8]);
+        for g in 0..8 {
+            let h = le_u16(&x.qh, g);
+            ls[g] = (2 * ((h >> 12) & 7) + 1) as i32;
+            lsg[g] = if h & 0x8000 != 0 { -ls[g] } else { ls[g] };
+            for k in 0..4 {
+                let idx = x.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
+                for j in 0..8 {
+                    o[32 * g + 8 * k + j] = grid_byte(IQ1S_GRID[idx], j);
+                }
+            }
+        }
+        finish_block(o, ls, lsg, le_f16(x.d));
+    }
+}
+
+/// The fastest expander of `dtype` (IQ2_XXS or IQ1_S) on this CPU (AVX-512 VBMI, else the
+/// reference); `None` for other types.
+pub fn expand_fn(dtype: DType) -> Option<ExpandFn> {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512_iq::has_features() && !super::force_scalar() {
+        return match dtype {
+            DType::IQ2_XXS => Some(x86::expand_iq2_xxs_entry),
+            DType::IQ1_S => Some(x86::expand_iq1_s_entry),
+            _ => None,
+        };
+    }
+    match dtype {
+        DType::IQ2_XXS => Some(expand_iq2_xxs),
+        DType::IQ1_S => Some(expand_iq1_s),
+        _ => None,
+    }
+}
+
+/// A tile kernel: `out[r * cols + c] = dot(n, weight row r, acts[c])` for up to
+/// [`TILE_ROWS`] expanded rows and [`TILE_COLS`] Q8_K activation rows.
+pub type TileFn = fn(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]);
+
+/// The tiled GEMM kernel for `dtype` (IQ2_XXS or IQ1_S) if this CPU has the AVX-512
+/// features it needs.
+pub fn tile_fn(dtype: DType) -> Option<TileFn> {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512_iq::has_features() && !super::force_scalar() {
+        return match dtype {
+            DType::IQ2_XXS => Some(x86::tile_iq2_xxs_entry),
+            DType::IQ1_S => Some(x86::tile_iq1_s_entry),
+            _ => None,
+        };
+    }
+    let _ = dtype;
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{EXPANDED_SB, TILE_COLS, TILE_ROWS};
+    use crate::blocks::{view, BlockQ8K};
+    use std::arch::x86_64::*;
+
+    /// Formats (the `K` parameter of the kernel).
+    const IQ2_XXS: u8 = 0;
+    const IQ1_S: u8 = 1;
+
+    /// Safe entry of the AVX-512 IQ2_XXS expander: checks the lengths, then expands.
+    pub(super) fn expand_iq2_xxs_entry(w: &[u8], out: &mut [u8]) {
+        assert_eq!(w.len() % 66, 0, "whole IQ2_XXS blocks");
+        assert_eq!(out.len(), w.len() / 66 * EXPANDED_SB, "expanded row length");
+        // SAFETY: `expand_fn` hands this entry out only after checking the features; the
+        // lengths are checked above.
+        unsafe { crate::simd::avx512_iq::expand_iq2_xxs_avx512(w, out) }
+    }
+
+    /// Safe entry of the AVX-512 IQ1_S expander: checks the lengths, then expands.
+    pub(super) fn expand_iq1_s_entry(w: &[u8], out: &mut [u8]) {
+        assert_eq!(w.len() % 50, 0, "whole IQ1_S blocks");
+        assert_eq!(out.len(), w.len() / 50 * EXPANDED_SB, "expanded row length");
+        // SAFETY: as above.
+        unsafe { crate::simd::avx512_iq::expand_iq1_s_avx512(w, out) }
+    }
+
+    /// Safe entry, IQ2_XXS.
+    pub(super) fn tile_iq2_xxs_entry(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+        run::<IQ2_XXS>(n, rows, acts, out)
+    }
+
+    /// Safe entry, IQ1_S.
+    pub(super) fn tile_iq1_s_entry(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+        run::<IQ1_S>(n, rows, acts, out)
+    }
+
+    /// Checks the shapes, then runs the kernel for the tile's row and pair count.
+    fn run<const K: u8>(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+        let nsb = n / 256;
+        let cols = acts.len();
+        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
+        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
+        assert_eq!(out.len(), rows.len() * cols, "tile output length");
+        assert!(
+            rows.iter().all(|r| r.len() == nsb * EXPANDED_SB),
+            "expanded row length"
+        );
+        assert!(
+            acts.iter().all(|a| a.len() == nsb * 292),
+            "activation length"
+        );
+        // an odd last column is paired with itself
+        let ys: [&[BlockQ8K]; TILE_COLS] =
+            std::array::from_fn(|c| view::<BlockQ8K>(acts[c.min(cols - 1)]));
+        macro_rules! go {
+            ($r:literal, $($p:literal),*) => {{
+                let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
+                match cols.div_ceil(2) {
+                    $($p => {
+                        // SAFETY: `tile_fn` hands the entries out only after checking the
+                        // features; the shapes are checked above.
+                        let s = unsafe { tile::<K, $r, $p>(nsb, &xs, &ys) };
+                        let scale = if K == IQ2_XXS { 0.125 } else { 1.0 };
+                        for r in 0..$r {
+                            for c in 0..cols {
+                                // ×1.0 is exact: IQ1_S keeps the reference's bits
+                                out[r * cols + c] = scale * s[c][r];
+                            }
+                        }
+                    })*
+                    _ => unreachable!("pairs checked above"),
+                }
+            }};
+        }
+        match rows.len() {
+            1 => go!(1, 1, 2, 3, 4),
+            2 => go!(2, 1, 2, 3, 4),
+            3 => go!(3, 1, 2, 3, 4),
+            _ => go!(4, 1, 2, 3, 4),
+        }
+    }
+
+    /// Per 128-bit lane, the lane sums of `a`, `b`, `c`, `d` (exact).
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    fn tree4(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m512i {
+        let ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+        let cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+        _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd))
+    }
+
+    /// `u = t + (t's 128-bit lanes 1, 3 moved to 0, 2)`: lane 0 then holds the sums of lanes
+    /// 0 and 1 of `t`, lane 2 those of lanes 2 and 3.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn fold_pairs(t: __m512i) -> (__m128i, __m128i) {
+        let u = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0x31>(t, t));
+        (_mm512_castsi512_si128(u), _mm512_extracti32x4_epi32::<2>(u))
+    }
+
+    /// The tile's float sums before IQ2_XXS's final ×0.125: `[column][row]` for `R` rows ×
+    /// `P` column pairs (see the module docs).
+    ///
+    /// # Safety
+    /// The CPU must have the enabled features; every row holds `nsb` expanded super-blocks
+    /// and every activation row `nsb` Q8_K blocks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+    unsafe fn tile<const K: u8, const R: usize, const P: usize>(
+        nsb: usize,
+        xs: &[&[u8]; R],
+        ys: &[&[BlockQ8K]; TILE_COLS],
+    ) -> [[f32; 4]; TILE_COLS] {
+        let zero = _mm512_setzero_si512();
+        let c80 = _mm512_set1_epi8(0x80u8 as i8);
+        let mut s = [_mm_setzero_ps(); TILE_COLS];
+        for b in 0..nsb {
+            let sb: [&[u8]; R] =
+                std::array::from_fn(|r| &xs[r][b * EXPANDED_SB..(b + 1) * EXPANDED_SB]);
+            let mut acc = [[zero; P]; R];
+            for g in 0..8 {
+                let mut gs = [zero; R];
+                let mut ls = [zero; R];
+                for r in 0..R {
+                    // SAFETY: bytes 32g..32g+32 of the super-block are the group's values.
+                    let v = unsafe { _mm256_loadu_si256(sb[r][32 * g..].as_ptr().cast()) };
+                    gs[r] = _mm512_broadcast_i64x4(v);
+                    let l = i16::from_le_bytes([sb[r][256 + 2 * g], sb[r][257 + 2 * g]]);
+                    ls[r] = _mm512_set1_epi16(l);
+                }
+                for p in 0..P {
+                    let (y0, y1) = (&ys[2 * p][b].qs, &ys[2 * p + 1][b].qs);
+                    // SAFETY: a Q8_K block's codes 32g..32g+32 are readable (unaligned).
+                    let y = unsafe {
+                        _mm512_inserti64x4::<1>(
+                            _mm512_castsi256_si512(_mm256_loadu_si256(
+                                y0[32 * g..].as_ptr().cast(),
+                            )),
+                            _mm256_loadu_si256(y1[32 * g..].as_ptr().cast()),
+                        )
+                    };
+                    let yu = _mm512_xor_si512(y, c80);
+                    for r in 0..R {
+                        let pairs = _mm512_maddubs_epi16(yu, gs[r]);
+                        acc[r][p] = _mm512_dpwssd_epi32(acc[r][p], pairs, ls[r]);
+                    }
+                }
+            }
+            let f32_at = |r: usize| {
+                if r < R {
+                    f32::from_le_bytes([sb[r][272], sb[r][273], sb[r][274], sb[r][275]])
+                } else {
+                    0.0
+                }
+            };
+            let i32_at = |r: usize| {
+                if r < R {
+                    i32::from_le_bytes([sb[r][276], sb[r][277], sb[r][278], sb[r][279]])
+                } else {
+                    0
+                }
+            };
+            let dx = _mm_setr_ps(f32_at(0), f32_at(1), f32_at(2), f32_at(3));
+            let corr = _mm_setr_epi32(i32_at(0), i32_at(1), i32_at(2), i32_at(3));
+            // IQ1_S: rows 0, 1 and rows 2, 3 of the delta weights, 256 bits each
+            let lsg = |r: usize| {
+                if r < R {
+                    // SAFETY: bytes 280..312 of the super-block (unaligned load).
+                    unsafe { _mm256_loadu_si256(sb[r][280..].as_ptr().cast()) }
+                } else {
+                    _mm256_setzero_si256()
+                }
+            };
+            let (l01, l23) = if K == IQ1_S {
+                (
+                    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lsg(0)), lsg(1)),
+                    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lsg(2)), lsg(3)),
+                )
+            } else {
+                (zero, zero)
+            };
+            for p in 0..P {
+                let a: [__m512i; 4] = std::array::from_fn(|r| if r < R { acc[r][p] } else { zero });
+                let (lo, hi) = fold_pairs(tree4(a[0], a[1], a[2], a[3]));
+                let sums = [lo, hi];
+                let deltas = if K == IQ1_S {
+                    let bs = |c: usize| {
+                        // SAFETY: a Q8_K block's 32 `bsums` bytes (unaligned load).
+                        let v = unsafe { _mm256_loadu_si256(ys[c][b].bsums.as_ptr().cast()) };
+                        _mm512_broadcast_i64x4(v)
+                    };
+                    let (b0, b1) = (bs(2 * p), bs(2 * p + 1));
+                    let t = tree4(
+                        _mm512_dpwssd_epi32(zero, l01, b0),
+                        _mm512_dpwssd_epi32(zero, l23, b0),
+                        _mm512_dpwssd_epi32(zero, l01, b1),
+                        _mm512_dpwssd_epi32(zero, l23, b1),
+                    );
+                    // lane 0: rows 0, 2 of both columns; lane 2: rows 1, 3
+                    let (e, o) = fold_pairs(t);
+                    [_mm_unpacklo_epi32(e, o), _mm_unpackhi_epi32(e, o)]
+                } else {
+                    [_mm_setzero_si128(); 2]
+                };
+                for h in 0..2 {
+                    let c = 2 * p + h;
+                    let v = _mm_cvtepi32_ps(_mm_sub_epi32(sums[h], corr));
+                    let v = if K == IQ1_S {
+                        _mm_add_ps(
+                            v,
+                            _mm_mul_ps(_mm_set1_ps(0.125), _mm_cvtepi32_ps(deltas[h])),
+                        )
+                    } else {
+                        v
+                    };
+                    let d = _mm_mul_ps(dx, _mm_set1_ps(ys[c][b].d()));
+                    s[c] = _mm_add_ps(s[c], _mm_mul_ps(d, v));
+                }
+            }
+        }
+        let mut out = [[0f32; 4]; TILE_COLS];
+        for (o, v) in out.iter_mut().zip(s) {
+            // SAFETY: `o` has room for 4 f32.
+            unsafe { _mm_storeu_ps(o.as_mut_ptr(), v) };
+        }
+        out
+    }
+}
