@@ -140,6 +140,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
     let mut g = c.benchmark_group("gemm");
     for t in [
         DType::Q8_0,
+        DType::Q2_0,
         DType::IQ2_XXS,
         DType::IQ1_S,
         DType::BF16,
@@ -165,8 +166,13 @@ fn bench_gemm_kernels(c: &mut Criterion) {
         }
         let mut out = [0f32; 32];
         match t {
-            DType::Q8_0 => {
-                let Some(tile) = tile_q8::q8_0_tile_fn() else {
+            DType::Q8_0 | DType::Q2_0 => {
+                let tile = if t == DType::Q8_0 {
+                    tile_q8::q8_0_tile_fn()
+                } else {
+                    quant::simd::tile_q2::q2_0_tile_fn()
+                };
+                let Some(tile) = tile else {
                     continue;
                 };
                 let mut panel = vec![0u8; tile_q8::panel_bytes(N, 8)];

@@ -1,8 +1,9 @@
 //! MUL_MAT kernels. The activation rows are converted once per node to the weight type's dot
 //! type (Q8_0 / Q8_K / F16 / BF16 / F32, ggml's x86 rounding). The forward kernel splits
 //! weight rows into chunks claimed from the node's atomic counter; per chunk:
-//! - Q8_0 weights with two or more columns: the register-tiled VNNI GEMM
-//!   (`quant::simd::tile_q8`, four rows × eight packed columns; the reference's bits);
+//! - Q8_0 and Q2_0 weights with two or more columns: the register-tiled VNNI GEMMs
+//!   (`quant::simd::tile_q8` / `tile_q2`, four rows × eight columns packed once per node;
+//!   the reference's bits);
 //! - F32 / F16 / BF16 weights with four or more columns: the float tile GEMM
 //!   (`quant::simd::tile_float`; f32 accumulation, within its documented bound);
 //! - otherwise each weight row is reused for all columns through the multi-column kernel
@@ -23,7 +24,7 @@ use quant::DType;
 /// Weight rows per claimed chunk.
 const CHUNK: usize = 16;
 
-/// Fewest activation columns for which MUL_MAT uses the tiled Q8_0 GEMM.
+/// Fewest activation columns for which MUL_MAT uses the tiled Q8_0 / Q2_0 GEMMs.
 const TILED_MIN_COLS: usize = 2;
 
 struct Shape {
@@ -121,7 +122,8 @@ fn compute(
     }
 }
 
-/// Output rows `rows` of batch `b` for every activation column with the tiled Q8_0 GEMM:
+/// Output rows `rows` of batch `b` for every activation column with a tiled GEMM on Q8_0
+/// panels (Q8_0 or Q2_0 weights):
 /// each packed eight-column panel of `panels` (built by [`pack_panels`]) against the chunk's
 /// rows four at a time. Panels outer, rows inner: the chunk's weight rows stay in L2 while
 /// one panel at a time is hot (all panels of a 512-token ubatch would not fit). Every
@@ -318,8 +320,12 @@ impl CpuKernel for MulMat {
         let qbytes = s.qrow * s.t * s.batches;
         // prompt chunks of Q8_0 weights go through the tiled GEMM (not with a row mask: it
         // would read masked rows)
-        let tile = q8_0_tile_fn()
-            .filter(|_| w.desc.dtype == DType::Q8_0 && s.t >= TILED_MIN_COLS && srcs.len() == 2);
+        let tile = match w.desc.dtype {
+            DType::Q8_0 => q8_0_tile_fn(),
+            DType::Q2_0 => quant::simd::tile_q2::q2_0_tile_fn(),
+            _ => None,
+        }
+        .filter(|_| s.t >= TILED_MIN_COLS && srcs.len() == 2);
         let need = qbytes + tile.map_or(0, |_| panels_bytes(&s));
         if scratch.len() < need {
             scratch.resize(need, 0);

@@ -496,3 +496,60 @@ fn float_tile_kernels_stay_within_their_bound_of_the_reference() {
         }
     }
 }
+
+/// The tiled Q2_0 GEMM (on the Q8_0 panel) gives every (row, column) the reference's bits,
+/// for every row count 1..=4 and column count 1..=8.
+#[test]
+fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
+    use quant::simd::tile_q2::q2_0_tile_fn;
+    use quant::simd::tile_q8::{pack_q8_0_panel, panel_bytes, TILE_COLS};
+    #[cfg(target_arch = "x86_64")]
+    assert!(
+        !(std::is_x86_feature_detected!("avx512vnni")
+            && std::is_x86_feature_detected!("avx512vbmi")
+            && std::is_x86_feature_detected!("avx512bitalg")
+            && std::env::var("FATHOM_FORCE_SCALAR").is_err()
+            && q2_0_tile_fn().is_none()),
+        "no Q2_0 tile kernel on an AVX-512 VBMI CPU, so this test would compare nothing"
+    );
+    let Some(tile) = q2_0_tile_fn() else {
+        return;
+    };
+    let reference = DType::Q2_0.info().vec_dot.unwrap();
+    let mut r = rng(0x2a0);
+    for nb in [1usize, 3, 8, 17] {
+        let n = 64 * nb;
+        let rows: Vec<Vec<u8>> = (0..4)
+            .map(|_| random_blocks(&mut r, DType::Q2_0, n, &[0], 0.004))
+            .collect();
+        let acts: Vec<Vec<u8>> = (0..TILE_COLS)
+            .map(|c| {
+                let x = activations(&mut r, n, if c == 6 { 1e3 } else { 2.0 });
+                let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
+                quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
+                a
+            })
+            .collect();
+        for nr in 1..=4usize {
+            let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
+            for cols in 1..=TILE_COLS {
+                let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                let mut panel = vec![0u8; panel_bytes(n, cols)];
+                pack_q8_0_panel(n, &ar, &mut panel);
+                let mut out = vec![f32::NAN; nr * cols];
+                tile(n, &wr, &panel, cols, &mut out);
+                for (ri, w) in wr.iter().enumerate() {
+                    for (c, a) in ar.iter().enumerate() {
+                        let want = reference(n, w, a);
+                        let got = out[ri * cols + c];
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

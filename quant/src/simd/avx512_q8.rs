@@ -20,7 +20,7 @@ entry!(
 );
 
 /// `vpmultishiftqb` control: byte j of qword i takes bits (16i + 2j) mod 64 of its qword.
-static CUT: [u8; 64] = {
+pub(super) static CUT: [u8; 64] = {
     let mut t = [0u8; 64];
     let mut e = 0;
     while e < 64 {

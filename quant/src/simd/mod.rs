@@ -29,6 +29,7 @@ mod avx512_iq;
 mod avx512_q8;
 pub mod tile_float;
 pub mod tile_grid;
+pub mod tile_q2;
 pub mod tile_q8;
 
 /// Declares a safe entry point for an `unsafe` `#[target_feature]` kernel. The entry is only

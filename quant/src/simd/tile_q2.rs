@@ -1,0 +1,163 @@
+//! Register-tiled Q2_0 · Q8_0 GEMM for prompt chunks (AVX-512 VBMI/VNNI) on the packed Q8_0
+//! activation panel of [`super::tile_q8`]: up to four weight rows × eight columns per call,
+//! every output with the scalar reference's bits.
+//!
+//! Each 64-element weight block's 2-bit codes c (0..3, value c − 1) are cut into bytes by
+//! `vpmultishiftqb` once per row, and each 32-element half is broadcast to both halves of a
+//! register so that it lines up with a column pair's activation block in the panel.
+//! `vpdpbusd` forms Σ c·y per 4-element lane, starting from −Σ y (one `vpdpbusd` with ones
+//! per column pair and half, shared by the four rows), which leaves the exact Σ (c − 1)·y.
+//! The reference combines each half's integer sum as a scalar —
+//! `s += d·(dy₀·Σ₀ + dy₁·Σ₁)` — so the lane sums are reduced per (row, column, half): four
+//! rows' registers at a time by an unpack tree, leaving four rows of one column per 128-bit
+//! lane, and the float combine runs on four rows at once, in the reference's order.
+
+use super::tile_q8::{panel_bytes, TileFn, TILE_COLS, TILE_ROWS};
+
+/// The tiled Q2_0 GEMM kernel if this CPU has the AVX-512 features it needs.
+pub fn q2_0_tile_fn() -> Option<TileFn> {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512_iq::has_features() && !super::force_scalar() {
+        return Some(x86::tile_entry);
+    }
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{panel_bytes, TILE_COLS, TILE_ROWS};
+    use crate::blocks::{view, BlockQ2_0};
+    use crate::simd::f16c;
+    use std::arch::x86_64::*;
+
+    /// Bytes of one packed pair-block of the panel (see `tile_q8`).
+    const PAIR_BLOCK: usize = 128;
+
+    /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count.
+    pub(super) fn tile_entry(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]) {
+        let nb = n / 64;
+        assert_eq!(n % 64, 0, "whole Q2_0 blocks");
+        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
+        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
+        assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
+        assert_eq!(out.len(), rows.len() * cols, "tile output length");
+        assert!(rows.iter().all(|r| r.len() == nb * 18), "weight row length");
+        macro_rules! go {
+            ($r:literal, $($p:literal),*) => {{
+                let xs: [&[BlockQ2_0]; $r] = std::array::from_fn(|i| view::<BlockQ2_0>(rows[i]));
+                match cols.div_ceil(2) {
+                    $($p => {
+                        // SAFETY: `q2_0_tile_fn` hands this entry out only after checking
+                        // the features; the shapes are checked above (every block and
+                        // pair-block index is in bounds).
+                        let s = unsafe { tile::<$r, $p>(nb, &xs, panel) };
+                        for r in 0..$r {
+                            for c in 0..cols {
+                                out[r * cols + c] = s[c][r];
+                            }
+                        }
+                    })*
+                    _ => unreachable!("pairs checked above"),
+                }
+            }};
+        }
+        match rows.len() {
+            1 => go!(1, 1, 2, 3, 4),
+            2 => go!(2, 1, 2, 3, 4),
+            3 => go!(3, 1, 2, 3, 4),
+            _ => go!(4, 1, 2, 3, 4),
+        }
+    }
+
+    /// Per 128-bit lane, the lane sums of `a`, `b`, `c`, `d` (exact).
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    fn tree4(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m512i {
+        let ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+        let cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+        _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd))
+    }
+
+    /// The f32 at byte `at` of `b`.
+    fn f32_at(b: &[u8], at: usize) -> f32 {
+        f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    }
+
+    /// The tile's sums `[column][row]` for `R` rows × `P` column pairs (see the module docs).
+    ///
+    /// # Safety
+    /// The CPU must have the enabled features; every row holds `nb` Q2_0 blocks and `panel`
+    /// `2·nb·P` pair-blocks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,f16c")]
+    unsafe fn tile<const R: usize, const P: usize>(
+        nb: usize,
+        xs: &[&[BlockQ2_0]; R],
+        panel: &[u8],
+    ) -> [[f32; 4]; TILE_COLS] {
+        let zero = _mm512_setzero_si512();
+        let ones = _mm512_set1_epi8(1);
+        let m2 = _mm512_set1_epi8(3);
+        // SAFETY: CUT has 64 bytes (unaligned load).
+        let cut = unsafe { _mm512_loadu_si512(super::super::avx512_q8::CUT.as_ptr().cast()) };
+        let spread = _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1);
+        let mut s = [_mm_setzero_ps(); TILE_COLS];
+        for i in 0..nb {
+            let mut halves = [[zero; 2]; R];
+            let mut dxs = [0f32; 4];
+            for r in 0..R {
+                let x = &xs[r][i];
+                // SAFETY: 16 code bytes per weight block (unaligned load).
+                let q = unsafe { _mm_loadu_si128(x.qs.as_ptr().cast()) };
+                let q = _mm512_permutexvar_epi64(spread, _mm512_castsi128_si512(q));
+                let codes = _mm512_and_si512(_mm512_multishift_epi64_epi8(cut, q), m2);
+                halves[r] = [
+                    _mm512_shuffle_i64x2::<0b01_00_01_00>(codes, codes),
+                    _mm512_shuffle_i64x2::<0b11_10_11_10>(codes, codes),
+                ];
+                dxs[r] = f16c!(x.d);
+            }
+            // SAFETY: `dxs` is 16 readable bytes (unaligned load).
+            let dx = unsafe { _mm_loadu_ps(dxs.as_ptr()) };
+            for p in 0..P {
+                // integer sums per half of the pair's two columns, four rows per register
+                let mut isum = [[_mm_setzero_si128(); 2]; 2];
+                for (h, isum_h) in isum.iter_mut().enumerate() {
+                    let pb = (2 * i + h) * P + p;
+                    let at = &panel[pb * PAIR_BLOCK..(pb + 1) * PAIR_BLOCK];
+                    // SAFETY: 64 code bytes at the start of the pair-block (unaligned load).
+                    let y = unsafe { _mm512_loadu_si512(at.as_ptr().cast()) };
+                    let neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, ones, y));
+                    let a: [__m512i; 4] = std::array::from_fn(|r| {
+                        if r < R {
+                            _mm512_dpbusd_epi32(neg, halves[r][h], y)
+                        } else {
+                            zero
+                        }
+                    });
+                    let t = tree4(a[0], a[1], a[2], a[3]);
+                    // 128-bit lane 0 += lane 1 (first column), lane 2 += lane 3 (second)
+                    let u = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0x31>(t, t));
+                    *isum_h = [_mm512_castsi512_si128(u), _mm512_extracti32x4_epi32::<2>(u)];
+                }
+                for k in 0..2 {
+                    let c = 2 * p + k;
+                    let dy = |h: usize| {
+                        let pb = (2 * i + h) * P + p;
+                        _mm_set1_ps(f32_at(panel, pb * PAIR_BLOCK + 64 + 32 * k))
+                    };
+                    let inner = _mm_add_ps(
+                        _mm_mul_ps(dy(0), _mm_cvtepi32_ps(isum[0][k])),
+                        _mm_mul_ps(dy(1), _mm_cvtepi32_ps(isum[1][k])),
+                    );
+                    s[c] = _mm_add_ps(s[c], _mm_mul_ps(dx, inner));
+                }
+            }
+        }
+        let mut out = [[0f32; 4]; TILE_COLS];
+        for (o, v) in out.iter_mut().zip(s) {
+            // SAFETY: `o` has room for 4 f32.
+            unsafe { _mm_storeu_ps(o.as_mut_ptr(), v) };
+        }
+        out
+    }
+}
