@@ -8,7 +8,7 @@
 //! together by an unpack tree. Exact integer arithmetic and the reference's float combine:
 //! the reference's bits.
 
-use super::{entry, f16c, f16x8};
+use super::{entry, f16c, f16x8, tree4};
 use crate::blocks::{view, BlockQ2_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 use std::arch::x86_64::*;
 
@@ -29,15 +29,6 @@ pub(super) static CUT: [u8; 64] = {
     }
     t
 };
-
-/// Per 128-bit lane, the lane sums of `a`, `b`, `c`, `d` (exact).
-#[target_feature(enable = "avx512f,avx512bw")]
-#[inline]
-unsafe fn tree4(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m512i {
-    let ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-    let cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
-    _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd))
-}
 
 /// Q2_0 · Q8_0 with AVX-512 (see the module docs): the multi-column kernel on one column.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]

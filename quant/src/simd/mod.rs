@@ -189,6 +189,36 @@ unsafe fn f16x8(h: &[u16; 8]) -> std::arch::x86_64::__m256 {
     _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
 }
 
+/// Per 128-bit lane, the lane sums of `a`, `b`, `c`, `d` (exact): lane L of the result is
+/// `[Σ_L a, Σ_L b, Σ_L c, Σ_L d]`. Reduces four registers of lane sums at once.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn tree4(
+    a: std::arch::x86_64::__m512i,
+    b: std::arch::x86_64::__m512i,
+    c: std::arch::x86_64::__m512i,
+    d: std::arch::x86_64::__m512i,
+) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    let ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    let cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+    _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd))
+}
+
+/// `t`'s 128-bit lanes 0 + 1 and 2 + 3 (exact): after [`tree4`] on registers holding two
+/// columns each (lanes 0–1 the first, 2–3 the second), the first and the second column.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn fold_pairs(
+    t: std::arch::x86_64::__m512i,
+) -> (std::arch::x86_64::__m128i, std::arch::x86_64::__m128i) {
+    use std::arch::x86_64::*;
+    let u = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0x31>(t, t));
+    (_mm512_castsi512_si128(u), _mm512_extracti32x4_epi32::<2>(u))
+}
+
 /// Horizontal sum of 8 i32 lanes (exact).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]

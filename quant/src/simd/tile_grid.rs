@@ -162,6 +162,7 @@ pub fn tile_fn(dtype: DType) -> Option<TileFn> {
 mod x86 {
     use super::{EXPANDED_SB, TILE_COLS, TILE_ROWS};
     use crate::blocks::{view, BlockQ8K};
+    use crate::simd::{fold_pairs, tree4};
     use std::arch::x86_64::*;
 
     /// Formats (the `K` parameter of the kernel).
@@ -239,24 +240,6 @@ mod x86 {
             3 => go!(3, 1, 2, 3, 4),
             _ => go!(4, 1, 2, 3, 4),
         }
-    }
-
-    /// Per 128-bit lane, the lane sums of `a`, `b`, `c`, `d` (exact).
-    #[target_feature(enable = "avx512f,avx512bw")]
-    #[inline]
-    fn tree4(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m512i {
-        let ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-        let cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
-        _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd))
-    }
-
-    /// `u = t + (t's 128-bit lanes 1, 3 moved to 0, 2)`: lane 0 then holds the sums of lanes
-    /// 0 and 1 of `t`, lane 2 those of lanes 2 and 3.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn fold_pairs(t: __m512i) -> (__m128i, __m128i) {
-        let u = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0x31>(t, t));
-        (_mm512_castsi512_si128(u), _mm512_extracti32x4_epi32::<2>(u))
     }
 
     /// The tile's float sums before IQ2_XXS's final ×0.125: `[column][row]` for `R` rows ×

@@ -27,7 +27,7 @@ pub fn q2_0_tile_fn() -> Option<TileFn> {
 mod x86 {
     use super::{panel_bytes, TILE_COLS, TILE_ROWS};
     use crate::blocks::{view, BlockQ2_0};
-    use crate::simd::f16c;
+    use crate::simd::{f16c, fold_pairs, tree4};
     use std::arch::x86_64::*;
 
     /// Bytes of one packed pair-block of the panel (see `tile_q8`).
@@ -67,15 +67,6 @@ mod x86 {
             3 => go!(3, 1, 2, 3, 4),
             _ => go!(4, 1, 2, 3, 4),
         }
-    }
-
-    /// Per 128-bit lane, the lane sums of `a`, `b`, `c`, `d` (exact).
-    #[target_feature(enable = "avx512f,avx512bw")]
-    #[inline]
-    fn tree4(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m512i {
-        let ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-        let cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
-        _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd))
     }
 
     /// The f32 at byte `at` of `b`.
@@ -134,10 +125,8 @@ mod x86 {
                             zero
                         }
                     });
-                    let t = tree4(a[0], a[1], a[2], a[3]);
-                    // 128-bit lane 0 += lane 1 (first column), lane 2 += lane 3 (second)
-                    let u = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0x31>(t, t));
-                    *isum_h = [_mm512_castsi512_si128(u), _mm512_extracti32x4_epi32::<2>(u)];
+                    let (first, second) = fold_pairs(tree4(a[0], a[1], a[2], a[3]));
+                    *isum_h = [first, second];
                 }
                 for k in 0..2 {
                     let c = 2 * p + k;
