@@ -162,6 +162,46 @@ fn has_avx2_fma() -> bool {
         && std::is_x86_feature_detected!("f16c")
 }
 
+/// Runs `$body!(R, P)` for a tile of `$rows` (1..=4) weight rows and `$pairs` (1..=4)
+/// activation column pairs, the const-generic shape of the register-tiled kernels
+/// (`tile_q8`, `tile_q2`, `tile_grid`). Callers check both ranges first.
+#[cfg(target_arch = "x86_64")]
+macro_rules! tile_shapes {
+    ($rows:expr, $pairs:expr, $body:ident) => {
+        match ($rows, $pairs) {
+            (1, 1) => $body!(1, 1),
+            (1, 2) => $body!(1, 2),
+            (1, 3) => $body!(1, 3),
+            (1, _) => $body!(1, 4),
+            (2, 1) => $body!(2, 1),
+            (2, 2) => $body!(2, 2),
+            (2, 3) => $body!(2, 3),
+            (2, _) => $body!(2, 4),
+            (3, 1) => $body!(3, 1),
+            (3, 2) => $body!(3, 2),
+            (3, 3) => $body!(3, 3),
+            (3, _) => $body!(3, 4),
+            (_, 1) => $body!(4, 1),
+            (_, 2) => $body!(4, 2),
+            (_, 3) => $body!(4, 3),
+            (_, _) => $body!(4, 4),
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+use tile_shapes;
+
+/// Copies a tile's `[column][row]` sums into row-major `out` (`rows` × `cols`), times
+/// `scale` (1.0 is exact).
+#[cfg(target_arch = "x86_64")]
+fn store_tile(s: &[[f32; 4]; 8], rows: usize, cols: usize, scale: f32, out: &mut [f32]) {
+    for r in 0..rows {
+        for c in 0..cols {
+            out[r * cols + c] = scale * s[c][r];
+        }
+    }
+}
+
 /// Little-endian f16 bytes → f32 with one F16C instruction (exact, like
 /// [`crate::scalar::le_f16`], which goes through a run-time-dispatched library call). A macro,
 /// not a function: an intrinsic is only inlined into a function compiled with its features,

@@ -162,7 +162,7 @@ pub fn tile_fn(dtype: DType) -> Option<TileFn> {
 mod x86 {
     use super::{EXPANDED_SB, TILE_COLS, TILE_ROWS};
     use crate::blocks::{view, BlockQ8K};
-    use crate::simd::{fold_pairs, tree4};
+    use crate::simd::{fold_pairs, store_tile, tile_shapes, tree4};
     use std::arch::x86_64::*;
 
     /// Formats (the `K` parameter of the kernel).
@@ -214,32 +214,18 @@ mod x86 {
         // an odd last column is paired with itself
         let ys: [&[BlockQ8K]; TILE_COLS] =
             std::array::from_fn(|c| view::<BlockQ8K>(acts[c.min(cols - 1)]));
+        // ×1.0 is exact: IQ1_S keeps the reference's bits
+        let scale = if K == IQ2_XXS { 0.125 } else { 1.0 };
         macro_rules! go {
-            ($r:literal, $($p:literal),*) => {{
+            ($r:literal, $p:literal) => {{
                 let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
-                match cols.div_ceil(2) {
-                    $($p => {
-                        // SAFETY: `tile_fn` hands the entries out only after checking the
-                        // features; the shapes are checked above.
-                        let s = unsafe { tile::<K, $r, $p>(nsb, &xs, &ys) };
-                        let scale = if K == IQ2_XXS { 0.125 } else { 1.0 };
-                        for r in 0..$r {
-                            for c in 0..cols {
-                                // ×1.0 is exact: IQ1_S keeps the reference's bits
-                                out[r * cols + c] = scale * s[c][r];
-                            }
-                        }
-                    })*
-                    _ => unreachable!("pairs checked above"),
-                }
+                // SAFETY: `tile_fn` hands the entries out only after checking the features;
+                // the shapes are checked above.
+                let s = unsafe { tile::<K, $r, $p>(nsb, &xs, &ys) };
+                store_tile(&s, $r, cols, scale, out);
             }};
         }
-        match rows.len() {
-            1 => go!(1, 1, 2, 3, 4),
-            2 => go!(2, 1, 2, 3, 4),
-            3 => go!(3, 1, 2, 3, 4),
-            _ => go!(4, 1, 2, 3, 4),
-        }
+        tile_shapes!(rows.len(), cols.div_ceil(2), go)
     }
 
     /// The tile's float sums before IQ2_XXS's final ×0.125: `[column][row]` for `R` rows ×

@@ -27,7 +27,7 @@ pub fn q2_0_tile_fn() -> Option<TileFn> {
 mod x86 {
     use super::{panel_bytes, TILE_COLS, TILE_ROWS};
     use crate::blocks::{view, BlockQ2_0};
-    use crate::simd::{f16c, fold_pairs, tree4};
+    use crate::simd::{f16c, fold_pairs, store_tile, tile_shapes, tree4};
     use std::arch::x86_64::*;
 
     /// Bytes of one packed pair-block of the panel (see `tile_q8`).
@@ -43,30 +43,16 @@ mod x86 {
         assert_eq!(out.len(), rows.len() * cols, "tile output length");
         assert!(rows.iter().all(|r| r.len() == nb * 18), "weight row length");
         macro_rules! go {
-            ($r:literal, $($p:literal),*) => {{
+            ($r:literal, $p:literal) => {{
                 let xs: [&[BlockQ2_0]; $r] = std::array::from_fn(|i| view::<BlockQ2_0>(rows[i]));
-                match cols.div_ceil(2) {
-                    $($p => {
-                        // SAFETY: `q2_0_tile_fn` hands this entry out only after checking
-                        // the features; the shapes are checked above (every block and
-                        // pair-block index is in bounds).
-                        let s = unsafe { tile::<$r, $p>(nb, &xs, panel) };
-                        for r in 0..$r {
-                            for c in 0..cols {
-                                out[r * cols + c] = s[c][r];
-                            }
-                        }
-                    })*
-                    _ => unreachable!("pairs checked above"),
-                }
+                // SAFETY: `q2_0_tile_fn` hands this entry out only after checking the
+                // features; the shapes are checked above (every block and pair-block index
+                // is in bounds).
+                let s = unsafe { tile::<$r, $p>(nb, &xs, panel) };
+                store_tile(&s, $r, cols, 1.0, out);
             }};
         }
-        match rows.len() {
-            1 => go!(1, 1, 2, 3, 4),
-            2 => go!(2, 1, 2, 3, 4),
-            3 => go!(3, 1, 2, 3, 4),
-            _ => go!(4, 1, 2, 3, 4),
-        }
+        tile_shapes!(rows.len(), cols.div_ceil(2), go)
     }
 
     /// The f32 at byte `at` of `b`.

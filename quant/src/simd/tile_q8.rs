@@ -96,26 +96,16 @@ mod x86 {
         assert_eq!(out.len(), rows.len() * cols, "tile output length");
         assert!(rows.iter().all(|r| r.len() == nb * 34), "weight row length");
         macro_rules! go {
-            ($r:literal, $($p:literal),*) => {{
+            ($r:literal, $p:literal) => {{
                 let xs: [&[BlockQ8_0]; $r] = std::array::from_fn(|i| view::<BlockQ8_0>(rows[i]));
-                match cols.div_ceil(2) {
-                    $($p => {
-                        // SAFETY: `q8_0_tile_fn` hands this entry out only after checking
-                        // the features the kernel is compiled for; the shapes are checked
-                        // above (every block and pair-block index is in bounds).
-                        let acc = unsafe { tile::<$r, $p>(nb, &xs, panel) };
-                        finish(&acc, cols, out);
-                    })*
-                    _ => unreachable!("pairs checked above"),
-                }
+                // SAFETY: `q8_0_tile_fn` hands this entry out only after checking the
+                // features the kernel is compiled for; the shapes are checked above (every
+                // block and pair-block index is in bounds).
+                let acc = unsafe { tile::<$r, $p>(nb, &xs, panel) };
+                finish(&acc, cols, out);
             }};
         }
-        match rows.len() {
-            1 => go!(1, 1, 2, 3, 4),
-            2 => go!(2, 1, 2, 3, 4),
-            3 => go!(3, 1, 2, 3, 4),
-            _ => go!(4, 1, 2, 3, 4),
-        }
+        crate::simd::tile_shapes!(rows.len(), cols.div_ceil(2), go)
     }
 
     /// Horizontal sums of the lane accumulators in the reference's order.
