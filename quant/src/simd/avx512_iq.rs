@@ -1,6 +1,9 @@
 //! AVX-512 kernels for IQ2_XXS and IQ1_S · Q8_K (need AVX-512 F/BW/VL, VBMI, BITALG and
-//! VNNI). IQ1_S's 2048-entry grid is too large for registers; its kernel gathers 2-bit
-//! level codes from a 4 KiB table instead (32 scalar table reads measured slower).
+//! VNNI). IQ1_S's 2048-entry grid is too large for registers; its kernels gather each grid
+//! row's eight level bytes from a 16 KiB table (`vpgatherdq`, eight rows per instruction, so
+//! a quarter arrives in element order; gathering 2-bit codes from a 4 KiB table and placing
+//! them with byte permutes was 1.6–2× slower for decode, and 32 scalar table reads slower
+//! still).
 //!
 //! The AVX2 kernel spends most of its instructions gathering 8-byte grid rows and 8-byte
 //! sign masks with scalar loads. Here a super-block's 32 grid rows are looked up at once:
@@ -13,7 +16,7 @@
 //! integer sums. All of it is exact integer arithmetic, and the float combine is the
 //! reference's, so the result is the reference's bits.
 
-use super::{entry, f16c};
+use super::{entry, f16c, fold_pairs, tree4};
 use crate::blocks::{view, BlockIQ1S, BlockIQ2XXS, BlockQ8K};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID};
 use std::arch::x86_64::*;
@@ -203,23 +206,23 @@ static PICK16: [[[u16; 32]; 4]; 2] = {
     t
 };
 
-/// `IQ1S_GRID[i]` as eight 2-bit levels v + 1 (0: −1, 1: 0, 2: +1), element `j` at bits 2j;
-/// one spare entry so that a 4-byte gather of the last entry stays inside the table.
-static IQ1S_LEVELS: [u16; 2049] = {
-    let mut t = [0u16; 2049];
+/// `IQ1S_GRID[i]` as eight level bytes v + 1 (0: −1, 1: 0, 2: +1), element `j` in byte j:
+/// one `vpgatherdq` fetches eight grid rows, a 64-element quarter in element order.
+static IQ1S_LEVELS: [u64; 2048] = {
+    let mut t = [0u64; 2048];
     let mut i = 0;
     while i < 2048 {
         let g = IQ1S_GRID[i];
-        let mut c = 0u16;
+        let mut c = 0u64;
         let mut j = 0;
         while j < 8 {
-            let lv = match (g >> (8 * j)) as u8 {
+            let lv: u64 = match (g >> (8 * j)) as u8 {
                 0xFF => 0,
                 0 => 1,
                 1 => 2,
                 _ => panic!("IQ1S_GRID value outside -1, 0, 1"),
             };
-            c |= lv << (2 * j);
+            c |= lv << (8 * j);
             j += 1;
         }
         t[i] = c;
@@ -228,34 +231,134 @@ static IQ1S_LEVELS: [u16; 2049] = {
     t
 };
 
-/// `vpermw` control: u16 lane i takes `qh` word i/4 (its group's high index bits).
-static GROUP_OF: [u16; 32] = {
-    let mut t = [0u16; 32];
+/// `vpmultishiftqb` control on a qword holding four `qh` words: byte 1 of dword i (grid
+/// index i of those four groups, sub-group k = i mod 4 of group i/4) takes bits
+/// 16·(i/4) + 3k.. — that sub-group's three high index bits land at bits 8–10.
+static HI_BITS: [u8; 64] = {
+    let mut t = [0u8; 64];
     let mut i = 0;
-    while i < 32 {
-        t[i] = (i / 4) as u16;
-        i += 1;
-    }
-    t
-};
-/// `vpsrlvw` shifts: sub-group k's three high index bits are bits 3k.. of its group word.
-static SUB_SHIFT: [u16; 32] = {
-    let mut t = [0u16; 32];
-    let mut i = 0;
-    while i < 32 {
-        t[i] = (3 * (i % 4)) as u16;
+    while i < 16 {
+        t[4 * i + 1] = (16 * (i / 4) + 3 * (i % 4)) as u8;
         i += 1;
     }
     t
 };
 
-/// IQ1_S · Q8_K with AVX-512: the multi-column kernel on one column.
+/// `vpshufb` controls on a register holding a block's eight 16-bit scale words in every
+/// 128-bit lane: quarter p's 16-bit lane i (pair sums of elements 2i, 2i+1 of the quarter)
+/// takes group 2p + i/16's word.
+static QUARTER_SCALES: [[u8; 64]; 4] = {
+    let mut t = [[0u8; 64]; 4];
+    let mut p = 0;
+    while p < 4 {
+        let mut b = 0;
+        while b < 64 {
+            let g = 2 * p + b / 32;
+            t[p][b] = (2 * g + b % 2) as u8;
+            b += 1;
+        }
+        p += 1;
+    }
+    t
+};
+
+/// `vpshufb` control: 128-bit lane l's word w takes word 4·(l mod 2) + w/2 of its lane, so
+/// lanes 0–1 (and 2–3) hold groups 0..8's words twice each, matching the 16 `bsums` pairs.
+static PAIR_SCALES: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut b = 0;
+    while b < 64 {
+        let (l, w) = (b / 16, (b % 16) / 2);
+        t[b] = (2 * (4 * (l % 2) + w / 2) + b % 2) as u8;
+        b += 1;
+    }
+    t
+};
+
+/// IQ1_S · Q8_K with AVX-512, one column (decode's matvec). Per super-block: the levels of
+/// [`Iq1Unpack::levels`], Σ l·y per 16-bit pair by `vpmaddubsw`, times the group scale by
+/// `vpdpwssd` (the scales spread by `vpshufb` from one lane-broadcast of `qh`); the −1 of
+/// the level offset and the delta term come from one `vpmaddwd` of the `bsums` against
+/// [−ls | ls·sign]. Four super-blocks' two sums (Σ ls·Σv·y, Σ ls·sign·B) are reduced
+/// together by an unpack tree, and their float combines run in four lanes, then are added
+/// in block order: the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
-unsafe fn dot_iq1_s_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut o = [0f32];
+unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ld = |p: *const u8| {
+        // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
+        unsafe { _mm512_loadu_si512(p.cast()) }
+    };
     // SAFETY: same features as this function.
-    unsafe { dot_iq1_s_avx512_multi(n, w, &[a], &mut o) };
-    o[0]
+    let un = unsafe { Iq1Unpack::new() };
+    let quarter: [__m512i; 4] = std::array::from_fn(|p| ld(QUARTER_SCALES[p].as_ptr()));
+    let pairs = ld(PAIR_SCALES.as_ptr());
+    let xs = view::<BlockIQ1S>(w);
+    let ys = view::<BlockQ8K>(a);
+    let mut s = 0f32;
+    let nb = xs.len().min(ys.len());
+    for c in (0..nb).step_by(4) {
+        let cnt = (nb - c).min(4);
+        let mut z = [_mm512_setzero_si512(); 4];
+        let mut hd = [0u16; 4];
+        let mut dy = [0f32; 4];
+        for (k, zk) in z.iter_mut().enumerate().take(cnt) {
+            let (x, y) = (&xs[c + k], &ys[c + k]);
+            hd[k] = u16::from_le_bytes(x.d);
+            dy[k] = y.d();
+            // SAFETY: same features as this function.
+            let lvs = unsafe { un.levels(x) };
+            // SAFETY: 16 `qh` bytes, 256 activation bytes, 32 `bsums` bytes (unaligned).
+            let (rq, yq, bs) = unsafe {
+                (
+                    _mm512_broadcast_i32x4(_mm_loadu_si128(x.qh.as_ptr().cast())),
+                    y.qs.as_ptr(),
+                    _mm512_broadcast_i64x4(_mm256_loadu_si256(y.bsums.as_ptr().cast())),
+                )
+            };
+            // every 128-bit lane: the eight scales 2·((h >> 12) & 7) + 1 = ((h >> 11) & 0xE) | 1
+            let ls = _mm512_ternarylogic_epi32::<0xEA>(
+                _mm512_srli_epi16(rq, 11),
+                _mm512_set1_epi16(0xE),
+                _mm512_set1_epi16(1),
+            );
+            let sg = _mm512_srai_epi16(rq, 15);
+            let lsg = _mm512_sub_epi16(_mm512_xor_si512(ls, sg), sg);
+            let mut acc = _mm512_setzero_si512();
+            for (p, lv) in lvs.iter().enumerate() {
+                // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+                let yv = unsafe { _mm512_loadu_si512(yq.add(64 * p).cast()) };
+                acc = _mm512_dpwssd_epi32(
+                    acc,
+                    _mm512_maddubs_epi16(*lv, yv),
+                    _mm512_shuffle_epi8(ls, quarter[p]),
+                );
+            }
+            // lanes 0–1: −ls·B per group, lanes 2–3: ls·sign·B
+            let m = _mm512_shuffle_epi8(
+                _mm512_mask_blend_epi32(0xFF00, _mm512_sub_epi16(_mm512_setzero_si512(), ls), lsg),
+                pairs,
+            );
+            let corr = _mm512_madd_epi16(bs, m);
+            let folded = _mm512_add_epi32(acc, _mm512_shuffle_i64x2::<0b01_00_11_10>(acc, acc));
+            *zk = _mm512_mask_add_epi32(corr, 0x00FF, corr, folded);
+        }
+        let (sumi, sumi1) = fold_pairs(tree4(z[0], z[1], z[2], z[3]));
+        let t = _mm_add_ps(
+            _mm_cvtepi32_ps(sumi),
+            _mm_mul_ps(_mm_set1_ps(0.125), _mm_cvtepi32_ps(sumi1)),
+        );
+        let hq = hd.iter().rev().fold(0u64, |q, &h| q << 16 | u64::from(h));
+        let dx = _mm_cvtph_ps(_mm_cvtsi64_si128(hq as i64));
+        // SAFETY: `dy` holds four f32 (unaligned load).
+        let v = _mm_mul_ps(_mm_mul_ps(dx, unsafe { _mm_loadu_ps(dy.as_ptr()) }), t);
+        let mut vals = [0f32; 4];
+        // SAFETY: `vals` holds four f32 (unaligned store).
+        unsafe { _mm_storeu_ps(vals.as_mut_ptr(), v) };
+        for vk in &vals[..cnt] {
+            s += vk;
+        }
+    }
+    s
 }
 
 /// IQ1_S · Q8_K against up to eight activation columns per pass. Per super-block the 32
@@ -306,12 +409,9 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
     }
 }
 
-/// The IQ1_S unpacking tables, held in registers for a whole row.
+/// The IQ1_S unpacking constants, held in registers for a whole row.
 pub(super) struct Iq1Unpack {
-    group_of: __m512i,
-    sub_shift: __m512i,
-    place: [__m512i; 4],
-    unpack: __m512i,
+    hi_bits: __m512i,
 }
 
 /// One unpacked IQ1_S super-block: the level codes l = v + 1 (0..2) of each 64-element
@@ -324,66 +424,66 @@ pub(super) struct Iq1Block {
 }
 
 impl Iq1Unpack {
-    /// Loads the tables.
+    /// Loads the constants.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
     #[inline]
     pub(super) unsafe fn new() -> Self {
-        let ld = |p: *const u8| {
-            // SAFETY: every pointer passed is into a table of at least 64 bytes (unaligned).
-            unsafe { _mm512_loadu_si512(p.cast()) }
+        // SAFETY: HI_BITS has 64 bytes (unaligned load).
+        let hi_bits = unsafe { _mm512_loadu_si512(HI_BITS.as_ptr().cast()) };
+        Iq1Unpack { hi_bits }
+    }
+
+    /// The level codes of one super-block's four quarters (exact): the 32 11-bit grid
+    /// indices are formed in two registers (`vpmovzxbd` of the `qs` bytes, `vpmultishiftqb`
+    /// of the broadcast `qh` words for bits 8–10) and each quarter's eight grid rows are
+    /// one `vpgatherdq` from [`IQ1S_LEVELS`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn levels(&self, x: &BlockIQ1S) -> [__m512i; 4] {
+        let q = x.qs.as_ptr();
+        let h = x.qh.as_ptr();
+        // SAFETY: 32 `qs` bytes and 16 `qh` bytes per block (unaligned loads of 16 and 8).
+        let (q0, q1, h0, h1) = unsafe {
+            (
+                _mm512_cvtepu8_epi32(_mm_loadu_si128(q.cast())),
+                _mm512_cvtepu8_epi32(_mm_loadu_si128(q.add(16).cast())),
+                _mm512_broadcastq_epi64(_mm_loadl_epi64(h.cast())),
+                _mm512_broadcastq_epi64(_mm_loadl_epi64(h.add(8).cast())),
+            )
         };
-        Iq1Unpack {
-            group_of: ld(GROUP_OF.as_ptr().cast()),
-            sub_shift: ld(SUB_SHIFT.as_ptr().cast()),
-            place: std::array::from_fn(|p| ld(PLACE[p].as_ptr())),
-            unpack: ld(UNPACK.as_ptr()),
+        // index = qs | (hi & 0x700)
+        let c700 = _mm512_set1_epi32(0x700);
+        let i0 = _mm512_ternarylogic_epi32::<0xF8>(
+            q0,
+            _mm512_multishift_epi64_epi8(self.hi_bits, h0),
+            c700,
+        );
+        let i1 = _mm512_ternarylogic_epi32::<0xF8>(
+            q1,
+            _mm512_multishift_epi64_epi8(self.hi_bits, h1),
+            c700,
+        );
+        let base = IQ1S_LEVELS.as_ptr().cast::<u8>();
+        // SAFETY: every index is < 2048, the table's length, and each read is 8 bytes at
+        // 8·index.
+        unsafe {
+            [
+                _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(i0), base.cast()),
+                _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(i0), base.cast()),
+                _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(i1), base.cast()),
+                _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(i1), base.cast()),
+            ]
         }
     }
 
-    /// Unpacks one super-block (exact): the 32 11-bit grid indices formed in registers, their
-    /// level codes gathered from [`IQ1S_LEVELS`] and placed like IQ2_XXS's.
+    /// Unpacks one super-block (exact): [`Self::levels`] and the group scales.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
     #[inline]
     pub(super) unsafe fn block(&self, x: &BlockIQ1S) -> Iq1Block {
-        // SAFETY: 32 `qs` bytes and 16 `qh` bytes per block (unaligned loads).
-        let (qs, qh) = unsafe {
-            (
-                _mm256_loadu_si256(x.qs.as_ptr().cast()),
-                _mm_loadu_si128(x.qh.as_ptr().cast()),
-            )
-        };
-        let hi = _mm512_and_si512(
-            _mm512_srlv_epi16(
-                _mm512_permutexvar_epi16(self.group_of, _mm512_castsi128_si512(qh)),
-                self.sub_shift,
-            ),
-            _mm512_set1_epi16(7),
-        );
-        let idx = _mm512_or_si512(_mm512_cvtepu8_epi16(qs), _mm512_slli_epi16(hi, 8));
-        let base = IQ1S_LEVELS.as_ptr().cast::<u8>();
-        // SAFETY: every index is < 2048 and the table has 2049 u16, so each 4-byte read at
-        // 2·index is inside it.
-        let (g0, g1) = unsafe {
-            (
-                _mm512_i32gather_epi32::<2>(
-                    _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx)),
-                    base.cast(),
-                ),
-                _mm512_i32gather_epi32::<2>(
-                    _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(idx)),
-                    base.cast(),
-                ),
-            )
-        };
-        let low16 = _mm512_set1_epi32(0xFFFF);
-        // 32 level codes as u16 lanes, sub-group order
-        let codes = _mm512_inserti64x4::<1>(
-            _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_and_si512(g0, low16))),
-            _mm512_cvtepi32_epi16(_mm512_and_si512(g1, low16)),
-        );
-        // the low byte of each code is `lo`, the high byte `hi` (for the IQ2_XXS placement)
-        let lo_v = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(codes));
-        let hi_v = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srli_epi16(codes, 8)));
+        // SAFETY: same features as this function.
+        let lvs = unsafe { self.levels(x) };
+        // SAFETY: 16 `qh` bytes per block (unaligned load).
+        let qh = unsafe { _mm_loadu_si128(x.qh.as_ptr().cast()) };
         let ls32 = _mm512_castsi256_si512(_mm256_add_epi32(
             _mm256_slli_epi32(
                 _mm256_and_si256(
@@ -394,13 +494,6 @@ impl Iq1Unpack {
             ),
             _mm256_set1_epi32(1),
         ));
-        let lvs = std::array::from_fn(|p| {
-            let c = _mm512_permutex2var_epi8(lo_v, self.place[p], hi_v);
-            _mm512_and_si512(
-                _mm512_multishift_epi64_epi8(self.unpack, c),
-                _mm512_set1_epi8(3),
-            )
-        });
         Iq1Block { lvs, ls32, qh }
     }
 }
