@@ -308,13 +308,15 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             // SAFETY: same features as this function.
             let lvs = unsafe { un.levels(x) };
             // SAFETY: 16 `qh` bytes, 256 activation bytes, 32 `bsums` bytes (unaligned).
-            let (rq, yq, bs) = unsafe {
+            let (qh, yq, bs) = unsafe {
                 (
-                    _mm512_broadcast_i32x4(_mm_loadu_si128(x.qh.as_ptr().cast())),
+                    _mm512_castsi128_si512(_mm_loadu_si128(x.qh.as_ptr().cast())),
                     y.qs.as_ptr(),
-                    _mm512_broadcast_i64x4(_mm256_loadu_si256(y.bsums.as_ptr().cast())),
+                    _mm512_castsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())),
                 )
             };
+            let rq = _mm512_shuffle_i32x4::<0>(qh, qh);
+            let bs = _mm512_shuffle_i64x2::<0b01_00_01_00>(bs, bs);
             // every 128-bit lane: the eight scales 2·((h >> 12) & 7) + 1 = ((h >> 11) & 0xE) | 1
             let ls = _mm512_ternarylogic_epi32::<0xEA>(
                 _mm512_srli_epi16(rq, 11),
@@ -443,14 +445,15 @@ impl Iq1Unpack {
         let q = x.qs.as_ptr();
         let h = x.qh.as_ptr();
         // SAFETY: 32 `qs` bytes and 16 `qh` bytes per block (unaligned loads of 16 and 8).
-        let (q0, q1, h0, h1) = unsafe {
+        let (q0, q1, qh) = unsafe {
             (
                 _mm512_cvtepu8_epi32(_mm_loadu_si128(q.cast())),
                 _mm512_cvtepu8_epi32(_mm_loadu_si128(q.add(16).cast())),
-                _mm512_broadcastq_epi64(_mm_loadl_epi64(h.cast())),
-                _mm512_broadcastq_epi64(_mm_loadl_epi64(h.add(8).cast())),
+                _mm512_castsi128_si512(_mm_loadu_si128(h.cast())),
             )
         };
+        let h0 = _mm512_permutexvar_epi64(_mm512_setzero_si512(), qh);
+        let h1 = _mm512_permutexvar_epi64(_mm512_set1_epi64(1), qh);
         // index = qs | (hi & 0x700)
         let c700 = _mm512_set1_epi32(0x700);
         let i0 = _mm512_ternarylogic_epi32::<0xF8>(
