@@ -15,6 +15,13 @@
 //! sink joins at the end (`M = max(m, sink)`). Dots use 8 f32 lanes. Unlike ggml (which rounds
 //! q to f16 for an f16 K and accumulates V in f16), everything after the K/V load is f32.
 //! Block boundaries do not depend on the thread count, so results are identical at any `nth`.
+//!
+//! With AVX-512F and a head size that is a multiple of 16 (V4: 512), each block is two
+//! register-tiled products instead of per-(head, key) loops: `S = Q·Kᵀ` over the block's
+//! visible keys for the whole head chunk, the softmax update per head, then `acc += P·V`
+//! (`flash_attn_simd`); FMA accumulation, so not the scalar path's bits, but the same per-head
+//! results at any thread count (a tile's heads are independent). Measured on the iq2 synth
+//! file's 512-token prefill: 5.1 → 1.6 ms per token.
 
 use crate::case::CaseBuilder;
 use crate::softmax::mask_input;
@@ -139,7 +146,9 @@ impl CpuKernel for FlashAttnExt {
         let hc = head_chunk(h, t, cx.nth);
         let nsplit = h.div_ceil(hc);
         let kvlen = if direct { 0 } else { BLK * d };
-        let need = kvlen + hc * d + 2 * hc + 2 * BLK;
+        let simd = crate::flash_attn_simd::available() && d.is_multiple_of(16);
+        let slen = if simd { hc * BLK } else { 0 };
+        let need = kvlen + hc * d + 2 * hc + 2 * BLK + slen;
         let mut scratch = std::mem::take(&mut cx.scratch.f32s);
         if scratch.len() < need {
             scratch.resize(need, 0.0);
@@ -149,7 +158,9 @@ impl CpuKernel for FlashAttnExt {
         let (acc, rest) = rest.split_at_mut(hc * d);
         let (mx, rest) = rest.split_at_mut(hc);
         let (l, rest) = rest.split_at_mut(hc);
-        let (mk, s) = rest.split_at_mut(BLK);
+        let (mk, rest) = rest.split_at_mut(BLK);
+        let (s, sblk) = rest.split_at_mut(BLK);
+        let mut qrows: Vec<&[f32]> = Vec::with_capacity(hc);
         while let Some(items) = cx.claim(t * nsplit, 1) {
             for item in items {
                 let (tt, c) = (item / nsplit, item % nsplit);
@@ -182,6 +193,51 @@ impl CpuKernel for FlashAttnExt {
                             &kvbuf[j * d..(j + 1) * d]
                         }
                     };
+                    if simd {
+                        // tiled: S = Q·Kᵀ over the visible keys, softmax update per head,
+                        // acc += P·V (see `flash_attn_simd`)
+                        let mut vis = [0usize; BLK];
+                        let mut nv = 0;
+                        for (j, &m) in mk[..nb].iter().enumerate() {
+                            if m != f32::NEG_INFINITY {
+                                vis[nv] = j;
+                                nv += 1;
+                            }
+                        }
+                        let krows: [&[f32]; BLK] = std::array::from_fn(|i| row(vis[i.min(nv - 1)]));
+                        qrows.clear();
+                        qrows.extend(heads.clone().map(|head| q.row_f32(head + h * tt)));
+                        crate::flash_attn_simd::qk(&qrows, &krows[..nv], d, sblk, BLK);
+                        for hi in 0..heads.len() {
+                            let srow = &mut sblk[hi * BLK..hi * BLK + nv];
+                            let mut bm = f32::NEG_INFINITY;
+                            for (sv, &j) in srow.iter_mut().zip(&vis[..nv]) {
+                                *sv = self.scale * *sv + mk[j];
+                                bm = bm.max(*sv);
+                            }
+                            if bm == f32::NEG_INFINITY {
+                                srow.fill(0.0);
+                                continue;
+                            }
+                            if bm > mx[hi] {
+                                let f = (mx[hi] - bm).exp();
+                                acc[hi * d..(hi + 1) * d].iter_mut().for_each(|x| *x *= f);
+                                l[hi] *= f;
+                                mx[hi] = bm;
+                            }
+                            for sv in srow.iter_mut() {
+                                let p = if *sv == f32::NEG_INFINITY {
+                                    0.0
+                                } else {
+                                    (*sv - mx[hi]).exp()
+                                };
+                                l[hi] += p;
+                                *sv = p;
+                            }
+                        }
+                        crate::flash_attn_simd::pv(sblk, BLK, &krows[..nv], acc, d, heads.len());
+                        continue;
+                    }
                     for (hi, head) in heads.clone().enumerate() {
                         let qr = q.row_f32(head + h * tt);
                         let mut bm = f32::NEG_INFINITY;

@@ -17,6 +17,7 @@ mod cpy;
 #[cfg(test)]
 mod dsv4_testutil;
 mod flash_attn;
+mod flash_attn_simd;
 mod get_rows;
 mod hadamard;
 mod index_mask;

@@ -1,0 +1,152 @@
+//! AVX-512 register tiles for FLASH_ATTN_EXT's two products per KV block (used by
+//! `flash_attn.rs` when the CPU has AVX-512F and the head size is a multiple of 16):
+//!
+//! - [`qk`]: `S[h][j] = q_h · k_j` for a chunk of heads against the block's visible keys,
+//!   4 heads × 4 keys per tile: each 16-float step of the head dimension loads four q and four
+//!   k vectors and issues 16 FMAs into 16 accumulators (one per pair), which are reduced at the
+//!   end. The plain per-pair loop loads two vectors per FMA and is bound by the load ports.
+//! - [`pv`]: `acc[h] += Σ_j P[h][j]·v_j`, 4 heads × 64 floats of the head dimension per tile:
+//!   the accumulators stay in registers over the block's keys, each key's four v vectors are
+//!   loaded once for the four heads, the probabilities are broadcast.
+//!
+//! Both accumulate in f32 with FMA; the sums are the same as the scalar path's up to
+//! rounding (tested against the f64 reference by test-ops). Without AVX-512 the caller keeps
+//! its scalar loops.
+
+/// Heads and keys per QK tile, heads per PV tile.
+const TILE: usize = 4;
+/// Floats of the head dimension per PV tile (four 16-float registers).
+const PV_WIDTH: usize = 64;
+
+/// True when the kernels of this file can run (AVX-512F, checked once).
+pub(crate) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::OnceLock;
+        static A: OnceLock<bool> = OnceLock::new();
+        *A.get_or_init(|| {
+            std::is_x86_feature_detected!("avx512f")
+                && std::env::var("FATHOM_FORCE_SCALAR").map_or(true, |v| v != "1")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// `s[h·lds + j] = q[h] · k[j]` for every `h < q.len()`, `j < k.len()`. Every row has length
+/// `d`, a multiple of 16; `k.len() ≤ lds`. Only called when [`available`].
+pub(crate) fn qk(q: &[&[f32]], k: &[&[f32]], d: usize, s: &mut [f32], lds: usize) {
+    assert!(d.is_multiple_of(16) && k.len() <= lds && s.len() >= q.len() * lds);
+    assert!(q.iter().chain(k).all(|r| r.len() >= d));
+    #[cfg(target_arch = "x86_64")]
+    if available() {
+        for (h0, qc) in q.chunks(TILE).enumerate() {
+            for (j0, kc) in k.chunks(TILE).enumerate() {
+                // SAFETY: AVX-512F was detected; every row has ≥ d floats (asserted).
+                let t = unsafe { qk_tile(qc, kc, d) };
+                for (hi, row) in t.iter().enumerate().take(qc.len()) {
+                    let base = (TILE * h0 + hi) * lds + TILE * j0;
+                    s[base..base + kc.len()].copy_from_slice(&row[..kc.len()]);
+                }
+            }
+        }
+        return;
+    }
+    unreachable!("flash_attn_simd::qk called without AVX-512F");
+}
+
+/// One QK tile: up to four q rows against up to four k rows (missing ones read as the first
+/// row and are discarded by the caller).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn qk_tile(q: &[&[f32]], k: &[&[f32]], d: usize) -> [[f32; TILE]; TILE] {
+    use std::arch::x86_64::*;
+    let qp: [*const f32; TILE] = std::array::from_fn(|i| q[i.min(q.len() - 1)].as_ptr());
+    let kp: [*const f32; TILE] = std::array::from_fn(|i| k[i.min(k.len() - 1)].as_ptr());
+    let mut acc = [[_mm512_setzero_ps(); TILE]; TILE];
+    for e in (0..d).step_by(16) {
+        // SAFETY: e + 16 ≤ d and every row has ≥ d floats (the caller's assert).
+        let (qv, kv): ([__m512; TILE], [__m512; TILE]) = unsafe {
+            (
+                std::array::from_fn(|i| _mm512_loadu_ps(qp[i].add(e))),
+                std::array::from_fn(|i| _mm512_loadu_ps(kp[i].add(e))),
+            )
+        };
+        for (a, qv) in acc.iter_mut().zip(&qv) {
+            for (a, kv) in a.iter_mut().zip(&kv) {
+                *a = _mm512_fmadd_ps(*qv, *kv, *a);
+            }
+        }
+    }
+    acc.map(|row| row.map(|a| _mm512_reduce_add_ps(a)))
+}
+
+/// `acc[h·d + e] += Σ_j p[h·ldp + j]·v[j][e]` for every `h < nh`, `e < d` (a multiple of 16),
+/// `j < v.len() ≤ ldp`. Only called when [`available`].
+pub(crate) fn pv(p: &[f32], ldp: usize, v: &[&[f32]], acc: &mut [f32], d: usize, nh: usize) {
+    assert!(d.is_multiple_of(16) && v.len() <= ldp && p.len() >= nh * ldp && acc.len() >= nh * d);
+    assert!(v.iter().all(|r| r.len() >= d));
+    #[cfg(target_arch = "x86_64")]
+    if available() {
+        for h0 in (0..nh).step_by(TILE) {
+            let hn = TILE.min(nh - h0);
+            for e0 in (0..d).step_by(PV_WIDTH) {
+                let w = PV_WIDTH.min(d - e0);
+                let (pt, at) = (&p[h0 * ldp..], &mut acc[h0 * d..]);
+                macro_rules! tile {
+                    ($($h:literal $r:literal),*) => {
+                        match (hn, w / 16) {
+                            // SAFETY: AVX-512F was detected; the tile's heads, keys and columns
+                            // are in bounds (h0 + hn ≤ nh, e0 + w ≤ d, rows ≥ d floats).
+                            $(($h, $r) => unsafe { pv_tile::<$h, $r>(pt, ldp, v, at, d, e0) },)*
+                            _ => unreachable!("tile shape"),
+                        }
+                    };
+                }
+                tile!(4 4, 4 3, 4 2, 4 1, 3 4, 3 3, 3 2, 3 1, 2 4, 2 3, 2 2, 2 1, 1 4, 1 3, 1 2, 1 1);
+            }
+        }
+        return;
+    }
+    unreachable!("flash_attn_simd::pv called without AVX-512F");
+}
+
+/// One PV tile: heads `0..HN` of `p`/`acc`, columns `e0..e0 + 16·R`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn pv_tile<const HN: usize, const R: usize>(
+    p: &[f32],
+    ldp: usize,
+    v: &[&[f32]],
+    acc: &mut [f32],
+    d: usize,
+    e0: usize,
+) {
+    use std::arch::x86_64::*;
+    let ap = acc.as_mut_ptr();
+    let mut a = [[_mm512_setzero_ps(); R]; HN];
+    for (h, a) in a.iter_mut().enumerate() {
+        for (c, a) in a.iter_mut().enumerate() {
+            // SAFETY: h < HN and e0 + 16c + 16 ≤ d: inside `acc` (the caller's bounds).
+            *a = unsafe { _mm512_loadu_ps(ap.add(h * d + e0 + 16 * c)) };
+        }
+    }
+    for (j, row) in v.iter().enumerate() {
+        let rp = row.as_ptr();
+        // SAFETY: e0 + 16c + 16 ≤ d ≤ the row's length.
+        let vv: [__m512; R] =
+            std::array::from_fn(|c| unsafe { _mm512_loadu_ps(rp.add(e0 + 16 * c)) });
+        for (h, a) in a.iter_mut().enumerate() {
+            let pb = _mm512_set1_ps(p[h * ldp + j]);
+            for (a, vv) in a.iter_mut().zip(&vv) {
+                *a = _mm512_fmadd_ps(pb, *vv, *a);
+            }
+        }
+    }
+    for (h, a) in a.iter().enumerate() {
+        for (c, a) in a.iter().enumerate() {
+            // SAFETY: as for the loads above.
+            unsafe { _mm512_storeu_ps(ap.add(h * d + e0 + 16 * c), *a) };
+        }
+    }
+}
