@@ -1,15 +1,32 @@
 //! SUM_ROWS kernel: f64 accumulation in index order, one rounding to f32 at the end.
 
 use crate::case::CaseBuilder;
+use crate::tensor::split_row;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::sum_rows::SumRows;
+use quant::DType;
 
 fn rows(cx: &KernelCx, dst: &TensorMut, x: &TensorRef, fast: bool) {
     let n = x.desc.ne[0];
     let contiguous = fast && x.desc.rows_contiguous();
+    // a strided F32 row (the MoE's permuted {K, D, T} expert outputs) is read at its stride
+    // directly: the element accessor's index split and dtype match per element cost more
+    // than the sum
+    let strided_f32 = fast && !contiguous && x.desc.dtype == DType::F32;
     for r in cx.my_rows(dst.desc.nrows()) {
         let sum: f64 = if contiguous {
             x.row_f32(r).iter().map(|&v| v as f64).sum()
+        } else if strided_f32 {
+            let (i1, i2, i3) = split_row(&x.desc, r);
+            let d = &x.desc;
+            let base = i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
+            let b = x.bytes();
+            (0..n)
+                .map(|i| {
+                    let o = base + i * d.nb[0];
+                    f32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]) as f64
+                })
+                .sum()
         } else {
             (0..n).map(|i| x.get_flat(i, r) as f64).sum()
         };
