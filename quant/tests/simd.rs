@@ -553,3 +553,42 @@ fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
         }
     }
 }
+
+/// The activation Q8_0 quantizer's SIMD form writes the scalar form's bytes: random rows of
+/// several lengths, and blocks of zeros, NaNs, ±∞, subnormals, huge values and exact ties
+/// (v·127/amax = k + 0.5).
+#[test]
+fn q8_0_activation_quantizer_matches_the_scalar_one() {
+    use quant::codec::q8::{quant_q8_0_x86, quant_q8_0_x86_scalar};
+    let mut r = rng(0x9a11);
+    let mut rows: Vec<Vec<f32>> = (1..=9)
+        .map(|nb| activations(&mut r, 32 * nb, 3.0))
+        .collect();
+    let mut special = vec![0f32; 32 * 8];
+    special[32] = f32::NAN;
+    special[33] = 1.0;
+    special[64] = f32::INFINITY;
+    special[65] = -2.0;
+    special[96] = f32::NEG_INFINITY;
+    for (i, v) in special[128..160].iter_mut().enumerate() {
+        *v = f32::from_bits(1 + i as u32); // subnormals
+    }
+    for (i, v) in special[160..192].iter_mut().enumerate() {
+        *v = 3.0e38 * if i % 2 == 0 { 1.0 } else { -1.0 };
+    }
+    // amax 127: every v·id = v, so k + 0.5 values are exact ties
+    for (i, v) in special[192..224].iter_mut().enumerate() {
+        *v = if i == 0 { 127.0 } else { i as f32 - 16.5 };
+    }
+    for (i, v) in special[224..256].iter_mut().enumerate() {
+        *v = if i == 0 { -127.0 } else { f32::NAN };
+    }
+    rows.push(special);
+    for x in &rows {
+        let n = x.len();
+        let (mut a, mut b) = (vec![0u8; n / 32 * 34], vec![0u8; n / 32 * 34]);
+        quant_q8_0_x86(x, &mut a);
+        quant_q8_0_x86_scalar(x, &mut b);
+        assert_eq!(a, b, "n={n}");
+    }
+}

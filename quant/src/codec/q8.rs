@@ -34,6 +34,15 @@ pub fn quant_q8_0_ref(src: &[f32], dst: &mut [u8]) {
 /// x86 activation Q8_0 quantizer (ggml-cpu `quantize_row_q8_0` on AVX/AVX2/AVX-512):
 /// `id = 127/amax`, round half to even, saturating to int8.
 pub fn quant_q8_0_x86(src: &[f32], dst: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::quantize_q8_0_fast(src, dst) {
+        return;
+    }
+    quant_q8_0_x86_scalar(src, dst);
+}
+
+/// The scalar form of [`quant_q8_0_x86`] (the reference its AVX-512 form is tested against).
+pub fn quant_q8_0_x86_scalar(src: &[f32], dst: &mut [u8]) {
     for (x, b) in src.chunks_exact(32).zip(view_mut::<BlockQ8_0>(dst)) {
         let amax = amax32(x);
         let d = amax / 127.0;

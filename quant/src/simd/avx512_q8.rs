@@ -341,3 +341,76 @@ unsafe fn dot_q6_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     }
     s
 }
+
+/// The activation Q8_0 quantizer (`codec::q8::quant_q8_0_x86`) with AVX-512 when the CPU
+/// has AVX-512F/BW and F16C: true if it ran, false if the caller must use the scalar one.
+pub fn quantize_q8_0_fast(src: &[f32], dst: &mut [u8]) -> bool {
+    use std::sync::OnceLock;
+    static OK: OnceLock<bool> = OnceLock::new();
+    let ok = *OK.get_or_init(|| {
+        std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("f16c")
+            && !super::force_scalar()
+    });
+    if ok {
+        // SAFETY: the features were checked just above.
+        unsafe { quantize_q8_0_avx512(src, dst) };
+    }
+    ok
+}
+
+/// Per 32-element block, the scalar quantizer's operations in vectors: `amax` (a `vmaxps`
+/// fold that, like `f32::max`, drops NaN lanes), `d = amax/127` and `id = 127/amax` as scalar
+/// divisions, `d` to f16 by F16C (round to nearest even, as the software conversion),
+/// `round_ties_even(v·id)` by `vcvtps2dq` in the default rounding mode after clamping to
+/// [−128, 127], NaN lanes set to 0 (Rust's `NaN as i8`): the same bytes.
+#[target_feature(enable = "avx512f,avx512bw,f16c")]
+unsafe fn quantize_q8_0_avx512(src: &[f32], dst: &mut [u8]) {
+    let abs = _mm512_set1_epi32(0x7FFF_FFFF);
+    for (x, b) in src
+        .chunks_exact(32)
+        .zip(crate::blocks::view_mut::<BlockQ8_0>(dst))
+    {
+        // SAFETY: each chunk holds 32 f32 (unaligned loads).
+        let (v0, v1) = unsafe {
+            (
+                _mm512_loadu_ps(x.as_ptr()),
+                _mm512_loadu_ps(x.as_ptr().add(16)),
+            )
+        };
+        let a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), abs));
+        let a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), abs));
+        // vmaxps returns its second operand when either is NaN: NaN lanes keep the fold's value
+        let m = _mm512_max_ps(a1, _mm512_max_ps(a0, _mm512_setzero_ps()));
+        let m = _mm256_max_ps(
+            _mm512_castps512_ps256(m),
+            _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(m))),
+        );
+        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        let m = _mm_max_ss(m, _mm_shuffle_ps::<1>(m, m));
+        let amax = _mm_cvtss_f32(m);
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        b.d = (_mm_extract_epi16::<0>(_mm_cvtps_ph::<0>(_mm_set_ss(d))) as u16).to_le_bytes();
+        let idv = _mm512_set1_ps(id);
+        let q = |v: __m512| {
+            let p = _mm512_mul_ps(v, idv);
+            let ordered = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(p, p);
+            // ±∞ (an overflowing 127/amax) would convert to i32::MIN: clamp first, which
+            // commutes with rounding to nearest on [−128, 127]
+            let p = _mm512_min_ps(
+                _mm512_max_ps(p, _mm512_set1_ps(-128.0)),
+                _mm512_set1_ps(127.0),
+            );
+            _mm512_cvtsepi32_epi8(_mm512_maskz_cvtps_epi32(ordered, p))
+        };
+        let (q0, q1) = (q(v0), q(v1));
+        // SAFETY: a block's 32 code bytes (unaligned stores of 16 + 16).
+        unsafe {
+            _mm_storeu_si128(b.qs.as_mut_ptr().cast(), q0);
+            _mm_storeu_si128(b.qs.as_mut_ptr().add(16).cast(), q1);
+        }
+    }
+}
