@@ -192,9 +192,11 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                     expand(w, e);
                 }
                 let er: Vec<&[u8]> = ex.iter().map(|e| e.as_slice()).collect();
+                let mut panel = vec![0u8; tile_grid::panel_bytes(N, 8)];
+                tile_grid::pack_panel(N, &ar, &mut panel);
                 g.throughput(Throughput::Elements((2 * N * 32) as u64));
                 g.bench_function(BenchmarkId::new(t.name(), "tile4x8"), |b| {
-                    b.iter(|| tile(N, black_box(&er), &ar, &mut out))
+                    b.iter(|| tile(N, black_box(&er), &ar, &panel, &mut out))
                 });
                 let mut e = vec![0u8; tile_grid::expanded_bytes(N)];
                 g.throughput(Throughput::Bytes(wr[0].len() as u64));

@@ -96,10 +96,24 @@ fn act<'q>(q: &'q [u8], s: &Shape, j: usize) -> &'q [u8] {
     &q[r * s.qrow..(r + 1) * s.qrow]
 }
 
+/// The group's activation panels (`tile_grid::pack_panel`), one per chunk of up to
+/// [`tile_grid::TILE_COLS`] tokens, packed back to back into `panels`.
+fn pack_group_panels(s: &Shape, group: &[u32], q: &[u8], panels: &mut [u8]) {
+    let c = tile_grid::TILE_COLS;
+    let mut at = 0;
+    for chunk in group.chunks(c) {
+        let acts: Vec<&[u8]> = chunk.iter().map(|&j| act(q, s, j as usize)).collect();
+        let len = tile_grid::panel_bytes(s.k, chunk.len());
+        tile_grid::pack_panel(s.k, &acts, &mut panels[at..at + len]);
+        at += len;
+    }
+}
+
 /// Output columns `cols` of every output row in `group` (the `(token, slot)` rows routed to
 /// expert `e`) with the tiled grid GEMM (IQ2_XXS, IQ1_S): four weight rows are expanded
 /// into `ex` at a time and multiplied against up to eight of the group's activations per
-/// call (the reference's bits).
+/// call, whose packed panels ([`pack_group_panels`]) are in `panels` (the reference's
+/// bits).
 #[allow(clippy::too_many_arguments)]
 fn expert_tiles(
     (tile, expand): (tile_grid::TileFn, tile_grid::ExpandFn),
@@ -109,6 +123,7 @@ fn expert_tiles(
     cols: std::ops::Range<usize>,
     group: &[u32],
     q: &[u8],
+    panels: &[u8],
     ex: &mut [u8],
     dst: &TensorMut,
 ) {
@@ -122,12 +137,21 @@ fn expert_tiles(
             expand(weight_row(w, e, n0 + i), buf);
         }
         let xr: [&[u8]; R] = std::array::from_fn(|i| &ex[i.min(nr - 1) * eb..][..eb]);
+        let mut at = 0;
         for chunk in group.chunks(C) {
             let acts: [&[u8]; C] =
                 std::array::from_fn(|c| act(q, s, chunk[c.min(chunk.len() - 1)] as usize));
             let mut out = [0f32; R * C];
             let m = chunk.len();
-            tile(s.k, &xr[..nr], &acts[..m], &mut out[..nr * m]);
+            let len = tile_grid::panel_bytes(s.k, m);
+            tile(
+                s.k,
+                &xr[..nr],
+                &acts[..m],
+                &panels[at..at + len],
+                &mut out[..nr * m],
+            );
+            at += len;
             for (c, &j) in chunk.iter().enumerate() {
                 let d = dst.row_range_f32_mut(j as usize, n0..n0 + nr);
                 for (r, o) in d.iter_mut().enumerate() {
@@ -254,14 +278,22 @@ impl CpuKernel for MulMatId {
             .zip(tile_grid::expand_fn(w.desc.dtype))
             .filter(|_| srcs.len() == 3);
         let exbytes = tiled.map_or(0, |_| tile_grid::TILE_ROWS * tile_grid::expanded_bytes(s.k));
+        // one expert's panels: at most one row per token, each chunk rounded up to a pair
+        let pbytes = tiled.map_or(0, |_| {
+            s.t.div_ceil(tile_grid::TILE_COLS) * tile_grid::panel_bytes(s.k, tile_grid::TILE_COLS)
+        });
         let qbytes = s.qrow * s.b * s.t;
-        let need = qbytes + exbytes + 4 * bucket_len(&s) + 4;
+        let need = qbytes + exbytes + pbytes + 4 * bucket_len(&s) + 4;
         let mut buf = std::mem::take(&mut cx.scratch.bytes);
         if buf.len() < need {
             buf.resize(need, 0);
         }
         let (q, rest) = buf.split_at_mut(qbytes);
         let (ex, rest) = rest.split_at_mut(exbytes);
+        let (panels, rest) = rest.split_at_mut(pbytes);
+        // the expert whose panels `panels` holds (items are claimed expert by expert, so a
+        // thread packs each expert's panels about once)
+        let mut packed: Option<usize> = None;
         let (_, mem, _) = bytemuck::pod_align_to_mut::<u8, u32>(rest);
         let bk = bucket(ids, &s, &mut mem[..bucket_len(&s)]);
         if cx.ith == 0 {
@@ -277,8 +309,15 @@ impl CpuKernel for MulMatId {
                 let c = item % nchunks;
                 let cols = c * CHUNK..((c + 1) * CHUNK).min(s.n);
                 let group = &bk.rows[bk.start[e] as usize..bk.start[e + 1] as usize];
-                if let (Some(tiled), true) = (tiled, group.len() >= TILED_MIN_TOKENS) {
-                    expert_tiles(tiled, &s, w, e, cols, group, q, ex, dst);
+                // (a group longer than the token count — an expert chosen twice by one token —
+                // would not fit the panel scratch; it takes the multi-column path)
+                let fits = (TILED_MIN_TOKENS..=s.t).contains(&group.len());
+                if let (Some(tiled), true) = (tiled, fits) {
+                    if packed != Some(e) {
+                        pack_group_panels(&s, group, q, panels);
+                        packed = Some(e);
+                    }
+                    expert_tiles(tiled, &s, w, e, cols, group, q, panels, ex, dst);
                     continue;
                 }
                 if let (Some(multi), true) = (multi, group.len() > 1) {

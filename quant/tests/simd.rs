@@ -410,7 +410,9 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
                 for cols in 1..=TILE_COLS {
                     let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
                     let mut out = vec![f32::NAN; nr * cols];
-                    tile(n, &xr, &ar, &mut out);
+                    let mut panel = vec![0u8; quant::simd::tile_grid::panel_bytes(n, cols)];
+                    quant::simd::tile_grid::pack_panel(n, &ar, &mut panel);
+                    tile(n, &xr, &ar, &panel, &mut out);
                     for ri in 0..nr {
                         for (c, a) in ar.iter().enumerate() {
                             let want = reference(n, &rows[ri], a);

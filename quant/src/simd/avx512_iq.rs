@@ -759,11 +759,14 @@ pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
             // SAFETY: `o` is EXPANDED_SB (≥ 256) bytes; quarter p is bytes 64p..64p+64.
             unsafe { _mm512_storeu_si512(o[64 * p..].as_mut_ptr().cast(), gs) };
         }
-        // SAFETY: bytes 256..272 of `o` take the eight 16-bit group scales.
-        unsafe { _mm_storeu_si128(o[256..].as_mut_ptr().cast(), _mm512_cvtepi64_epi16(ls)) };
-        o[272..276].copy_from_slice(&f16c!(x.d).to_le_bytes());
-        o[276..280].copy_from_slice(&(128 * _mm512_reduce_add_epi32(corr)).to_le_bytes());
-        o[280..EXPANDED_SB].fill(0);
+        // the eight 16-bit group scales, each twice: ls | ls << 16 per dword
+        let l32 = _mm512_cvtepi64_epi32(ls);
+        let pairs = _mm256_or_si256(l32, _mm256_slli_epi32(l32, 16));
+        // SAFETY: bytes 256..288 of `o` take the scale pairs.
+        unsafe { _mm256_storeu_si256(o[256..].as_mut_ptr().cast(), pairs) };
+        o[288..292].copy_from_slice(&f16c!(x.d).to_le_bytes());
+        o[292..296].copy_from_slice(&(128 * _mm512_reduce_add_epi32(corr)).to_le_bytes());
+        o[296..EXPANDED_SB].fill(0);
     }
 }
 
@@ -798,19 +801,20 @@ pub(super) unsafe fn expand_iq1_s_avx512(w: &[u8], out: &mut [u8]) {
         let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
         let ls16 = _mm256_cvtepi32_epi16(ls8);
         let lsg16 = _mm256_cvtepi32_epi16(_mm256_sign_epi32(ls8, sgn));
-        // SAFETY: bytes 256..272 take the scales, 280..312 the ls·sign pairs (each twice).
+        // SAFETY: bytes 256..288 take the scales, 296..328 the ls·sign pairs (each twice).
         unsafe {
-            _mm_storeu_si128(o[256..].as_mut_ptr().cast(), ls16);
+            _mm_storeu_si128(o[256..].as_mut_ptr().cast(), _mm_unpacklo_epi16(ls16, ls16));
+            _mm_storeu_si128(o[272..].as_mut_ptr().cast(), _mm_unpackhi_epi16(ls16, ls16));
             _mm_storeu_si128(
-                o[280..].as_mut_ptr().cast(),
+                o[296..].as_mut_ptr().cast(),
                 _mm_unpacklo_epi16(lsg16, lsg16),
             );
             _mm_storeu_si128(
-                o[296..].as_mut_ptr().cast(),
+                o[312..].as_mut_ptr().cast(),
                 _mm_unpackhi_epi16(lsg16, lsg16),
             );
         }
-        o[272..276].copy_from_slice(&f16c!(x.d).to_le_bytes());
-        o[276..280].copy_from_slice(&(128 * _mm512_reduce_add_epi32(corr)).to_le_bytes());
+        o[288..292].copy_from_slice(&f16c!(x.d).to_le_bytes());
+        o[292..296].copy_from_slice(&(128 * _mm512_reduce_add_epi32(corr)).to_le_bytes());
     }
 }

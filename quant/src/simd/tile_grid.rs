@@ -8,11 +8,12 @@
 //! 256-element super-block [`EXPANDED_SB`] bytes —
 //! - bytes 0..256: the signed values in element order (int8: IQ2_XXS ±grid, |v| ≤ 43; IQ1_S
 //!   the grid's −1/0/+1);
-//! - bytes 256..272: the eight group scales `ls` as little-endian i16 (IQ2_XXS
-//!   `2·(a1 >> 28) + 1`, IQ1_S `2·((h >> 12) & 7) + 1`);
-//! - bytes 272..276: the super-block scale `d` as f32;
-//! - bytes 276..280: the offset correction `128 · Σ_g ls_g · Σ_{j∈g} v_j` as i32;
-//! - bytes 280..312: IQ1_S's delta weights `ls_g · sign_g`, each twice (one per 16-element
+//! - bytes 256..288: the eight group scales `ls` as little-endian i16, each twice (IQ2_XXS
+//!   `2·(a1 >> 28) + 1`, IQ1_S `2·((h >> 12) & 7) + 1`): one 32-bit pair per group, which
+//!   the kernel broadcasts from memory straight into `vpdpwssd` (no shuffle);
+//! - bytes 288..292: the super-block scale `d` as f32;
+//! - bytes 292..296: the offset correction `128 · Σ_g ls_g · Σ_{j∈g} v_j` as i32;
+//! - bytes 296..328: IQ1_S's delta weights `ls_g · sign_g`, each twice (one per 16-element
 //!   `bsums` entry of the group), as i16; zero for IQ2_XXS.
 //!
 //! The kernel offsets the activation codes by 128 (`y ^ 0x80`, unsigned) so that
@@ -37,7 +38,7 @@ use crate::scalar::le_f16;
 use crate::DType;
 
 /// Expanded bytes per 256-element super-block (see the module docs).
-pub const EXPANDED_SB: usize = 312;
+pub const EXPANDED_SB: usize = 328;
 
 /// Most expanded weight rows in one tile call.
 pub const TILE_ROWS: usize = 4;
@@ -50,6 +51,40 @@ pub fn expanded_bytes(n: usize) -> usize {
     n / 256 * EXPANDED_SB
 }
 
+/// Bytes of the activation panel ([`pack_panel`]) for `cols` (1..=[`TILE_COLS`]) Q8_K
+/// columns of `n` elements.
+pub fn panel_bytes(n: usize, cols: usize) -> usize {
+    n / 256 * 8 * cols.div_ceil(2) * 64
+}
+
+/// Packs `acts` (1..=[`TILE_COLS`] Q8_K rows of `n` elements) into the tile's activation
+/// panel `out` ([`panel_bytes`] long): per super-block, group and column pair, 64 bytes —
+/// the group's 32 codes of the pair's first column, then of its second, each offset by 128
+/// (`y ^ 0x80`, the unsigned operand of `vpmaddubsw`). An odd last column is paired with
+/// itself. Packed once per group of tokens and used for every weight row of the expert, it
+/// saves the kernel two loads, an insert and an XOR per (pair, group).
+///
+/// # Panics
+/// If the column count or a length does not match (a caller's bug, not bad input).
+pub fn pack_panel(n: usize, acts: &[&[u8]], out: &mut [u8]) {
+    let cols = acts.len();
+    assert!((1..=TILE_COLS).contains(&cols), "panel of {cols} columns");
+    assert_eq!(out.len(), panel_bytes(n, cols), "panel length");
+    let ys: Vec<&[crate::blocks::BlockQ8K]> = acts.iter().map(|a| view(a)).collect();
+    assert!(ys.iter().all(|y| y.len() == n / 256), "activation length");
+    let pairs = cols.div_ceil(2);
+    for (i, chunk) in out.chunks_exact_mut(64).enumerate() {
+        let (b, g, p) = (i / (8 * pairs), (i / pairs) % 8, i % pairs);
+        let (c0, c1) = (2 * p, (2 * p + 1).min(cols - 1));
+        for (half, c) in [c0, c1].into_iter().enumerate() {
+            let src = &ys[c][b].qs[32 * g..32 * g + 32];
+            for (d, &v) in chunk[32 * half..32 * half + 32].iter_mut().zip(src) {
+                *d = v as u8 ^ 0x80;
+            }
+        }
+    }
+}
+
 /// An expander: weight row `w` → its expanded layout in `out` ([`expanded_bytes`] long).
 pub type ExpandFn = fn(w: &[u8], out: &mut [u8]);
 
@@ -60,14 +95,15 @@ fn finish_block(o: &mut [u8], ls: [i32; 8], lsg: [i32; 8], d: f32) {
     for g in 0..8 {
         let sum: i32 = o[32 * g..32 * g + 32].iter().map(|&v| v as i8 as i32).sum();
         corr += ls[g] * sum;
-        o[256 + 2 * g..258 + 2 * g].copy_from_slice(&(ls[g] as i16).to_le_bytes());
         for k in 0..2 {
-            let at = 280 + 4 * g + 2 * k;
+            let at = 256 + 4 * g + 2 * k;
+            o[at..at + 2].copy_from_slice(&(ls[g] as i16).to_le_bytes());
+            let at = 296 + 4 * g + 2 * k;
             o[at..at + 2].copy_from_slice(&(lsg[g] as i16).to_le_bytes());
         }
     }
-    o[272..276].copy_from_slice(&d.to_le_bytes());
-    o[276..280].copy_from_slice(&(128 * corr).to_le_bytes());
+    o[288..292].copy_from_slice(&d.to_le_bytes());
+    o[292..296].copy_from_slice(&(128 * corr).to_le_bytes());
 }
 
 /// The scalar reference expander of IQ2_XXS (see the module docs for the layout).
@@ -141,7 +177,7 @@ pub fn expand_fn(dtype: DType) -> Option<ExpandFn> {
 
 /// A tile kernel: `out[r * cols + c] = dot(n, weight row r, acts[c])` for up to
 /// [`TILE_ROWS`] expanded rows and [`TILE_COLS`] Q8_K activation rows.
-pub type TileFn = fn(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]);
+pub type TileFn = fn(n: usize, rows: &[&[u8]], acts: &[&[u8]], panel: &[u8], out: &mut [f32]);
 
 /// The tiled GEMM kernel for `dtype` (IQ2_XXS or IQ1_S) if this CPU has the AVX-512
 /// features it needs.
@@ -187,17 +223,29 @@ mod x86 {
     }
 
     /// Safe entry, IQ2_XXS.
-    pub(super) fn tile_iq2_xxs_entry(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
-        run::<IQ2_XXS>(n, rows, acts, out)
+    pub(super) fn tile_iq2_xxs_entry(
+        n: usize,
+        rows: &[&[u8]],
+        acts: &[&[u8]],
+        panel: &[u8],
+        out: &mut [f32],
+    ) {
+        run::<IQ2_XXS>(n, rows, acts, panel, out)
     }
 
     /// Safe entry, IQ1_S.
-    pub(super) fn tile_iq1_s_entry(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
-        run::<IQ1_S>(n, rows, acts, out)
+    pub(super) fn tile_iq1_s_entry(
+        n: usize,
+        rows: &[&[u8]],
+        acts: &[&[u8]],
+        panel: &[u8],
+        out: &mut [f32],
+    ) {
+        run::<IQ1_S>(n, rows, acts, panel, out)
     }
 
     /// Checks the shapes, then runs the kernel for the tile's row and pair count.
-    fn run<const K: u8>(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+    fn run<const K: u8>(n: usize, rows: &[&[u8]], acts: &[&[u8]], panel: &[u8], out: &mut [f32]) {
         let nsb = n / 256;
         let cols = acts.len();
         assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
@@ -211,6 +259,7 @@ mod x86 {
             acts.iter().all(|a| a.len() == nsb * 292),
             "activation length"
         );
+        assert_eq!(panel.len(), super::panel_bytes(n, cols), "panel length");
         // an odd last column is paired with itself
         let ys: [&[BlockQ8K]; TILE_COLS] =
             std::array::from_fn(|c| view::<BlockQ8K>(acts[c.min(cols - 1)]));
@@ -221,7 +270,7 @@ mod x86 {
                 let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
                 // SAFETY: `tile_fn` hands the entries out only after checking the features;
                 // the shapes are checked above.
-                let s = unsafe { tile::<K, $r, $p>(nsb, &xs, &ys) };
+                let s = unsafe { tile::<K, $r, $p>(nsb, &xs, &ys, panel) };
                 store_tile(&s, $r, cols, scale, out);
             }};
         }
@@ -239,9 +288,9 @@ mod x86 {
         nsb: usize,
         xs: &[&[u8]; R],
         ys: &[&[BlockQ8K]; TILE_COLS],
+        panel: &[u8],
     ) -> [[f32; 4]; TILE_COLS] {
         let zero = _mm512_setzero_si512();
-        let c80 = _mm512_set1_epi8(0x80u8 as i8);
         let mut s = [_mm_setzero_ps(); TILE_COLS];
         for b in 0..nsb {
             let sb: [&[u8]; R] =
@@ -254,21 +303,13 @@ mod x86 {
                     // SAFETY: bytes 32g..32g+32 of the super-block are the group's values.
                     let v = unsafe { _mm256_loadu_si256(sb[r][32 * g..].as_ptr().cast()) };
                     gs[r] = _mm512_broadcast_i64x4(v);
-                    let l = i16::from_le_bytes([sb[r][256 + 2 * g], sb[r][257 + 2 * g]]);
-                    ls[r] = _mm512_set1_epi16(l);
+                    let l = &sb[r][256 + 4 * g..260 + 4 * g];
+                    ls[r] = _mm512_set1_epi32(i32::from_le_bytes([l[0], l[1], l[2], l[3]]));
                 }
                 for p in 0..P {
-                    let (y0, y1) = (&ys[2 * p][b].qs, &ys[2 * p + 1][b].qs);
-                    // SAFETY: a Q8_K block's codes 32g..32g+32 are readable (unaligned).
-                    let y = unsafe {
-                        _mm512_inserti64x4::<1>(
-                            _mm512_castsi256_si512(_mm256_loadu_si256(
-                                y0[32 * g..].as_ptr().cast(),
-                            )),
-                            _mm256_loadu_si256(y1[32 * g..].as_ptr().cast()),
-                        )
-                    };
-                    let yu = _mm512_xor_si512(y, c80);
+                    let at = ((b * 8 + g) * P + p) * 64;
+                    // SAFETY: the panel holds nsb·8·P 64-byte pair-groups (checked by `run`).
+                    let yu = unsafe { _mm512_loadu_si512(panel[at..at + 64].as_ptr().cast()) };
                     for r in 0..R {
                         let pairs = _mm512_maddubs_epi16(yu, gs[r]);
                         acc[r][p] = _mm512_dpwssd_epi32(acc[r][p], pairs, ls[r]);
@@ -277,14 +318,14 @@ mod x86 {
             }
             let f32_at = |r: usize| {
                 if r < R {
-                    f32::from_le_bytes([sb[r][272], sb[r][273], sb[r][274], sb[r][275]])
+                    f32::from_le_bytes([sb[r][288], sb[r][289], sb[r][290], sb[r][291]])
                 } else {
                     0.0
                 }
             };
             let i32_at = |r: usize| {
                 if r < R {
-                    i32::from_le_bytes([sb[r][276], sb[r][277], sb[r][278], sb[r][279]])
+                    i32::from_le_bytes([sb[r][292], sb[r][293], sb[r][294], sb[r][295]])
                 } else {
                     0
                 }
@@ -294,8 +335,8 @@ mod x86 {
             // IQ1_S: rows 0, 1 and rows 2, 3 of the delta weights, 256 bits each
             let lsg = |r: usize| {
                 if r < R {
-                    // SAFETY: bytes 280..312 of the super-block (unaligned load).
-                    unsafe { _mm256_loadu_si256(sb[r][280..].as_ptr().cast()) }
+                    // SAFETY: bytes 296..328 of the super-block (unaligned load).
+                    unsafe { _mm256_loadu_si256(sb[r][296..].as_ptr().cast()) }
                 } else {
                     _mm256_setzero_si256()
                 }
