@@ -110,10 +110,10 @@ fn pack_group_panels(s: &Shape, group: &[u32], q: &[u8], panels: &mut [u8]) {
 }
 
 /// Output columns `cols` of every output row in `group` (the `(token, slot)` rows routed to
-/// expert `e`) with the tiled grid GEMM (IQ2_XXS, IQ1_S): four weight rows are expanded
-/// into `ex` at a time and multiplied against up to eight of the group's activations per
-/// call, whose packed panels ([`pack_group_panels`]) are in `panels` (the reference's
-/// bits).
+/// expert `e`) with the tiled grid GEMM (IQ2_XXS, IQ1_S): the item's weight rows (at most
+/// [`CHUNK`]) are expanded into `ex`, then multiplied four at a time against up to eight
+/// of the group's activations per call, chunk by chunk of the group, whose packed panels
+/// ([`pack_group_panels`]) are in `panels` (the reference's bits).
 #[allow(clippy::too_many_arguments)]
 fn expert_tiles(
     (tile, expand): (tile_grid::TileFn, tile_grid::ExpandFn),
@@ -130,36 +130,35 @@ fn expert_tiles(
     const R: usize = tile_grid::TILE_ROWS;
     const C: usize = tile_grid::TILE_COLS;
     let eb = tile_grid::expanded_bytes(s.k);
-    let mut n0 = cols.start;
-    while n0 < cols.end {
-        let nr = (cols.end - n0).min(R);
-        for (i, buf) in ex.chunks_exact_mut(eb).take(nr).enumerate() {
-            expand(weight_row(w, e, n0 + i), buf);
-        }
-        let xr: [&[u8]; R] = std::array::from_fn(|i| &ex[i.min(nr - 1) * eb..][..eb]);
-        let mut at = 0;
-        for chunk in group.chunks(C) {
-            let acts: [&[u8]; C] =
-                std::array::from_fn(|c| act(q, s, chunk[c.min(chunk.len() - 1)] as usize));
+    // every row of the item is expanded first, then each chunk's panel (32 KiB at K = 4096)
+    // stays in L1 while the item's expanded rows stream past it: less L2 traffic than
+    // re-reading the panel for every four rows
+    for (i, buf) in ex.chunks_exact_mut(eb).take(cols.len()).enumerate() {
+        expand(weight_row(w, e, cols.start + i), buf);
+    }
+    let mut at = 0;
+    for chunk in group.chunks(C) {
+        let acts: [&[u8]; C] =
+            std::array::from_fn(|c| act(q, s, chunk[c.min(chunk.len() - 1)] as usize));
+        let m = chunk.len();
+        let len = tile_grid::panel_bytes(s.k, m);
+        let panel = &panels[at..at + len];
+        at += len;
+        let mut n0 = cols.start;
+        while n0 < cols.end {
+            let nr = (cols.end - n0).min(R);
+            let base = n0 - cols.start;
+            let xr: [&[u8]; R] = std::array::from_fn(|i| &ex[(base + i.min(nr - 1)) * eb..][..eb]);
             let mut out = [0f32; R * C];
-            let m = chunk.len();
-            let len = tile_grid::panel_bytes(s.k, m);
-            tile(
-                s.k,
-                &xr[..nr],
-                &acts[..m],
-                &panels[at..at + len],
-                &mut out[..nr * m],
-            );
-            at += len;
+            tile(s.k, &xr[..nr], &acts[..m], panel, &mut out[..nr * m]);
             for (c, &j) in chunk.iter().enumerate() {
                 let d = dst.row_range_f32_mut(j as usize, n0..n0 + nr);
                 for (r, o) in d.iter_mut().enumerate() {
                     *o = out[r * m + c];
                 }
             }
+            n0 += nr;
         }
-        n0 += nr;
     }
 }
 
@@ -277,7 +276,7 @@ impl CpuKernel for MulMatId {
         let tiled = tile_grid::tile_fn(w.desc.dtype)
             .zip(tile_grid::expand_fn(w.desc.dtype))
             .filter(|_| srcs.len() == 3);
-        let exbytes = tiled.map_or(0, |_| tile_grid::TILE_ROWS * tile_grid::expanded_bytes(s.k));
+        let exbytes = tiled.map_or(0, |_| CHUNK * tile_grid::expanded_bytes(s.k));
         // one expert's panels: at most one row per token, each chunk rounded up to a pair
         let pbytes = tiled.map_or(0, |_| {
             s.t.div_ceil(tile_grid::TILE_COLS) * tile_grid::panel_bytes(s.k, tile_grid::TILE_COLS)
