@@ -230,17 +230,13 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         let t = tree4(z[0], z[1], z[2], z[3]);
         let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
         let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t));
-        let hq = hd.iter().rev().fold(0u64, |q, &h| q << 16 | u64::from(h));
-        let dx = _mm_cvtph_ps(_mm_cvtsi64_si128(hq as i64));
-        // SAFETY: `dy` holds four f32 (unaligned load).
-        let dxy = _mm_mul_ps(dx, unsafe { _mm_loadu_ps(dy.as_ptr()) });
-        let v = _mm_mul_ps(dxy, _mm_cvtepi32_ps(_mm512_castsi512_si128(t)));
-        let mut vals = [0f32; 4];
-        // SAFETY: `vals` holds four f32 (unaligned store).
-        unsafe { _mm_storeu_ps(vals.as_mut_ptr(), v) };
-        for vk in &vals[..cnt] {
-            s += vk;
-        }
+        add_block_products(
+            &mut s,
+            &hd,
+            &dy,
+            _mm_cvtepi32_ps(_mm512_castsi512_si128(t)),
+            cnt,
+        );
     }
     0.125 * s
 }
@@ -445,18 +441,27 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             _mm_cvtepi32_ps(sumi),
             _mm_mul_ps(_mm_set1_ps(0.125), _mm_cvtepi32_ps(sumi1)),
         );
-        let hq = hd.iter().rev().fold(0u64, |q, &h| q << 16 | u64::from(h));
-        let dx = _mm_cvtph_ps(_mm_cvtsi64_si128(hq as i64));
-        // SAFETY: `dy` holds four f32 (unaligned load).
-        let v = _mm_mul_ps(_mm_mul_ps(dx, unsafe { _mm_loadu_ps(dy.as_ptr()) }), t);
-        let mut vals = [0f32; 4];
-        // SAFETY: `vals` holds four f32 (unaligned store).
-        unsafe { _mm_storeu_ps(vals.as_mut_ptr(), v) };
-        for vk in &vals[..cnt] {
-            s += vk;
-        }
+        add_block_products(&mut s, &hd, &dy, t, cnt);
     }
     s
+}
+
+/// The reference's `s += f32(d)·dy·t` for the first `cnt` of four super-blocks, in block
+/// order: `hd` their f16 scales, `dy` their activation scales, `t` their integer parts as
+/// f32. The products run in four lanes, the running sum stays scalar (one-column kernels).
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+fn add_block_products(s: &mut f32, hd: &[u16; 4], dy: &[f32; 4], t: __m128, cnt: usize) {
+    let hq = hd.iter().rev().fold(0u64, |q, &h| q << 16 | u64::from(h));
+    let dx = _mm_cvtph_ps(_mm_cvtsi64_si128(hq as i64));
+    // SAFETY: `dy` holds four f32 (unaligned load).
+    let v = _mm_mul_ps(_mm_mul_ps(dx, unsafe { _mm_loadu_ps(dy.as_ptr()) }), t);
+    let mut vals = [0f32; 4];
+    // SAFETY: `vals` holds four f32 (unaligned store).
+    unsafe { _mm_storeu_ps(vals.as_mut_ptr(), v) };
+    for vk in &vals[..cnt] {
+        *s += vk;
+    }
 }
 
 /// IQ1_S · Q8_K against up to eight activation columns per pass. Per super-block the 32
