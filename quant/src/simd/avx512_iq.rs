@@ -764,15 +764,29 @@ pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
             // SAFETY: `o` is EXPANDED_SB (≥ 256) bytes; quarter p is bytes 64p..64p+64.
             unsafe { _mm512_storeu_si512(o[64 * p..].as_mut_ptr().cast(), gs) };
         }
-        // the eight 16-bit group scales, each twice: ls | ls << 16 per dword
-        let l32 = _mm512_cvtepi64_epi32(ls);
-        let pairs = _mm256_or_si256(l32, _mm256_slli_epi32(l32, 16));
-        // SAFETY: bytes 256..288 of `o` take the scale pairs.
-        unsafe { _mm256_storeu_si256(o[256..].as_mut_ptr().cast(), pairs) };
-        o[288..292].copy_from_slice(&f16c!(x.d).to_le_bytes());
-        o[292..296].copy_from_slice(&(128 * _mm512_reduce_add_epi32(corr)).to_le_bytes());
-        o[296..EXPANDED_SB].fill(0);
+        let ls16 = _mm512_cvtepi64_epi16(ls);
+        store_expanded_tail(o, ls16, _mm_setzero_si128(), f16c!(x.d), corr);
     }
+}
+
+/// Bytes 256..328 of an expanded super-block (layout in [`super::tile_grid`]): the eight
+/// group scales `ls16` and the delta weights `lsg16` (8 × i16 each), every word twice; the
+/// scale `d`; and the offset correction 128·Σ lanes of `corr`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+#[inline]
+fn store_expanded_tail(o: &mut [u8], ls16: __m128i, lsg16: __m128i, d: f32, corr: __m512i) {
+    let o = &mut o[256..328];
+    for (at, v) in [
+        (0, _mm_unpacklo_epi16(ls16, ls16)),
+        (16, _mm_unpackhi_epi16(ls16, ls16)),
+        (40, _mm_unpacklo_epi16(lsg16, lsg16)),
+        (56, _mm_unpackhi_epi16(lsg16, lsg16)),
+    ] {
+        // SAFETY: `o` is 72 bytes; each store is 16 bytes at `at` ≤ 56.
+        unsafe { _mm_storeu_si128(o[at..at + 16].as_mut_ptr().cast(), v) };
+    }
+    o[32..36].copy_from_slice(&d.to_le_bytes());
+    o[36..40].copy_from_slice(&(128 * _mm512_reduce_add_epi32(corr)).to_le_bytes());
 }
 
 /// Expands an IQ1_S row into the tile layout of [`super::tile_grid`] (values −1/0/+1, group
@@ -806,20 +820,6 @@ pub(super) unsafe fn expand_iq1_s_avx512(w: &[u8], out: &mut [u8]) {
         let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
         let ls16 = _mm256_cvtepi32_epi16(ls8);
         let lsg16 = _mm256_cvtepi32_epi16(_mm256_sign_epi32(ls8, sgn));
-        // SAFETY: bytes 256..288 take the scales, 296..328 the ls·sign pairs (each twice).
-        unsafe {
-            _mm_storeu_si128(o[256..].as_mut_ptr().cast(), _mm_unpacklo_epi16(ls16, ls16));
-            _mm_storeu_si128(o[272..].as_mut_ptr().cast(), _mm_unpackhi_epi16(ls16, ls16));
-            _mm_storeu_si128(
-                o[296..].as_mut_ptr().cast(),
-                _mm_unpacklo_epi16(lsg16, lsg16),
-            );
-            _mm_storeu_si128(
-                o[312..].as_mut_ptr().cast(),
-                _mm_unpackhi_epi16(lsg16, lsg16),
-            );
-        }
-        o[288..292].copy_from_slice(&f16c!(x.d).to_le_bytes());
-        o[292..296].copy_from_slice(&(128 * _mm512_reduce_add_epi32(corr)).to_le_bytes());
+        store_expanded_tail(o, ls16, lsg16, f16c!(x.d), corr);
     }
 }
