@@ -133,8 +133,8 @@ fn bench_act_quant(c: &mut Criterion) {
 /// Prompt-chunk kernels on one thread, in cache (`gemm/<type>/<kernel>`), as FLOP per
 /// second (`2·N` per row-column; criterion prints elem/s: read Gelem/s as GFLOP/s): the
 /// multi-column kernel (one row × eight columns) next to the register tiles (four rows ×
-/// eight columns, four × four for the float types), and the IQ2_XXS row expander (bytes of
-/// IQ2_XXS per second).
+/// eight columns, four × four for the float types; for Q8_0 also on expanded rows), and the
+/// row expanders (Q8_0, IQ2_XXS, IQ1_S; bytes of the packed type per second).
 fn bench_gemm_kernels(c: &mut Criterion) {
     use quant::simd::{tile_float, tile_grid, tile_q8};
     let mut g = c.benchmark_group("gemm");
@@ -181,6 +181,24 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new(t.name(), "tile4x8"), |b| {
                     b.iter(|| tile(N, black_box(&wr), &panel, 8, &mut out))
                 });
+                if t == DType::Q8_0 {
+                    let Some(etile) = tile_q8::expanded_tile_fn() else {
+                        continue;
+                    };
+                    let expand = tile_q8::expand_fn();
+                    let mut ex = vec![vec![0u8; tile_q8::expanded_bytes(N)]; 4];
+                    for (w, e) in wr.iter().zip(ex.iter_mut()) {
+                        expand(w, e);
+                    }
+                    let er: Vec<&[u8]> = ex.iter().map(|e| e.as_slice()).collect();
+                    g.bench_function(BenchmarkId::new(t.name(), "tile4x8-expanded"), |b| {
+                        b.iter(|| etile(N, black_box(&er), &panel, 8, &mut out))
+                    });
+                    g.throughput(Throughput::Bytes(wr[0].len() as u64));
+                    g.bench_function(BenchmarkId::new(t.name(), "expand"), |b| {
+                        b.iter(|| expand(black_box(wr[0]), &mut ex[0]))
+                    });
+                }
             }
             DType::IQ2_XXS | DType::IQ1_S => {
                 let Some(tile) = tile_grid::tile_fn(t) else {

@@ -3,7 +3,9 @@
 //! weight rows into chunks claimed from the node's atomic counter; per chunk:
 //! - Q8_0 and Q2_0 weights with two or more columns: the register-tiled VNNI GEMMs
 //!   (`quant::simd::tile_q8` / `tile_q2`, four rows × eight columns packed once per node;
-//!   the reference's bits);
+//!   the reference's bits). With two or more eight-column panels, a chunk's Q8_0 rows are
+//!   first expanded (offset codes, f32 scales) into per-thread scratch and the tile on
+//!   expanded rows runs over them: the expansion is paid once per row, not per panel;
 //! - F32 / F16 / BF16 weights with four or more columns: the float tile GEMM
 //!   (`quant::simd::tile_float`; f32 accumulation, within its documented bound);
 //! - otherwise each weight row is reused for all columns through the multi-column kernel
@@ -17,7 +19,7 @@ use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat::MulMat;
 use quant::simd::tile_float;
 use quant::simd::tile_q8::{
-    pack_q8_0_panel, panel_bytes, q8_0_tile_fn, TileFn, TILE_COLS, TILE_ROWS,
+    self, pack_q8_0_panel, panel_bytes, q8_0_tile_fn, ExpandFn, TileFn, TILE_COLS, TILE_ROWS,
 };
 use quant::DType;
 
@@ -26,6 +28,19 @@ const CHUNK: usize = 16;
 
 /// Fewest activation columns for which MUL_MAT uses the tiled Q8_0 / Q2_0 GEMMs.
 const TILED_MIN_COLS: usize = 2;
+
+/// Fewest eight-column panels per batch for which MUL_MAT expands a chunk's Q8_0 rows
+/// before the tiles: from two panels on, the expansion (paid once per row) costs less than
+/// the per-block offset and scale conversion it saves the tile on every panel.
+const EXPAND_MIN_GROUPS: usize = 2;
+
+/// The tiled GEMM a MUL_MAT node runs: the tile kernel, and the expander whose rows it
+/// takes (`None`: raw weight rows) with the bytes of one expanded row.
+#[derive(Clone, Copy)]
+struct Tiles {
+    tile: TileFn,
+    expand: Option<(ExpandFn, usize)>,
+}
 
 struct Shape {
     k: usize,
@@ -128,11 +143,13 @@ fn compute(
 /// rows four at a time. Panels outer, rows inner: the chunk's weight rows stay in L2 while
 /// one panel at a time is hot (all panels of a 512-token ubatch would not fit). Every
 /// output has the reference's bits.
+#[allow(clippy::too_many_arguments)]
 fn compute_tiles(
     srcs: &[TensorRef],
-    tile: TileFn,
+    tiles: Tiles,
     s: &Shape,
     panels: &[u8],
+    ex: &mut [u8],
     dst: &TensorMut,
     b: usize,
     rows: std::ops::Range<usize>,
@@ -140,12 +157,25 @@ fn compute_tiles(
     let (w, x) = (&srcs[0], &srcs[1]);
     let groups = s.t.div_ceil(TILE_COLS);
     let stride = panel_bytes(s.k, TILE_COLS);
+    if let Some((expand, eb)) = tiles.expand {
+        for (i, n) in rows.clone().enumerate() {
+            expand(weight_row(w, x, b, n), &mut ex[i * eb..(i + 1) * eb]);
+        }
+    }
     if rows.end < s.n {
         // the next chunk's rows, while this chunk computes
         for i in rows.end..(rows.end + CHUNK).min(s.n) {
             quant::simd::prefetch(weight_row(w, x, b, i));
         }
     }
+    let ex = &*ex;
+    let row = |n: usize| match tiles.expand {
+        Some((_, eb)) => {
+            let i = n - rows.start;
+            &ex[i * eb..(i + 1) * eb]
+        }
+        None => weight_row(w, x, b, n),
+    };
     for g in 0..groups {
         let cols = (s.t - g * TILE_COLS).min(TILE_COLS);
         let off = (b * groups + g) * stride;
@@ -153,10 +183,9 @@ fn compute_tiles(
         let mut n0 = rows.start;
         while n0 < rows.end {
             let nr = (rows.end - n0).min(TILE_ROWS);
-            let wr: [&[u8]; TILE_ROWS] =
-                std::array::from_fn(|i| weight_row(w, x, b, n0 + i.min(nr - 1)));
+            let wr: [&[u8]; TILE_ROWS] = std::array::from_fn(|i| row(n0 + i.min(nr - 1)));
             let mut out = [0f32; TILE_ROWS * TILE_COLS];
-            tile(s.k, &wr[..nr], panel, cols, &mut out[..nr * cols]);
+            (tiles.tile)(s.k, &wr[..nr], panel, cols, &mut out[..nr * cols]);
             for c in 0..cols {
                 let d = dst.row_range_f32_mut(b * s.t + g * TILE_COLS + c, n0..n0 + nr);
                 for (r, o) in d.iter_mut().enumerate() {
@@ -320,19 +349,35 @@ impl CpuKernel for MulMat {
         let qbytes = s.qrow * s.t * s.batches;
         // prompt chunks of Q8_0 weights go through the tiled GEMM (not with a row mask: it
         // would read masked rows)
-        let tile = match w.desc.dtype {
-            DType::Q8_0 => q8_0_tile_fn(),
-            DType::Q2_0 => quant::simd::tile_q2::q2_0_tile_fn(),
+        let tiles = match w.desc.dtype {
+            DType::Q8_0 if s.t.div_ceil(TILE_COLS) >= EXPAND_MIN_GROUPS => {
+                tile_q8::expanded_tile_fn().map(|tile| Tiles {
+                    tile,
+                    expand: Some((tile_q8::expand_fn(), tile_q8::expanded_bytes(s.k))),
+                })
+            }
+            DType::Q8_0 => q8_0_tile_fn().map(|tile| Tiles { tile, expand: None }),
+            DType::Q2_0 => {
+                quant::simd::tile_q2::q2_0_tile_fn().map(|tile| Tiles { tile, expand: None })
+            }
             _ => None,
         }
         .filter(|_| s.t >= TILED_MIN_COLS && srcs.len() == 2);
-        let need = qbytes + tile.map_or(0, |_| panels_bytes(&s));
+        let pbytes = tiles.map_or(0, |_| panels_bytes(&s));
+        // the expanded rows of one chunk, 64-byte aligned (hence the slack)
+        let ebytes = tiles
+            .and_then(|t| t.expand)
+            .map_or(0, |(_, eb)| CHUNK * eb + 64);
+        let need = qbytes + pbytes + ebytes;
         if scratch.len() < need {
             scratch.resize(need, 0);
         }
-        let (q, panels) = scratch.split_at_mut(qbytes);
+        let (q, rest) = scratch.split_at_mut(qbytes);
+        let (panels, ex) = rest.split_at_mut(pbytes);
+        let off = ex.as_ptr().align_offset(64).min(ex.len());
+        let ex = &mut ex[off..];
         quantize_all(x, &s, q);
-        if tile.is_some() {
+        if tiles.is_some() {
             pack_panels(&s, q, panels);
         }
         let multi = quant::simd::vec_dot_multi_fn(w.desc.dtype);
@@ -342,8 +387,8 @@ impl CpuKernel for MulMat {
             for item in items {
                 let (b, c) = (item / nchunks, item % nchunks);
                 let rows = c * CHUNK..((c + 1) * CHUNK).min(s.n);
-                match (tile, float_tile) {
-                    (Some(tile), _) => compute_tiles(srcs, tile, &s, panels, dst, b, rows),
+                match (tiles, float_tile) {
+                    (Some(t), _) => compute_tiles(srcs, t, &s, panels, ex, dst, b, rows),
                     (_, Some(ft)) => compute_float_tiles(srcs, ft, &s, q, dst, b, rows),
                     _ => compute(srcs, (fast_dot(&srcs[0]), multi), &s, q, dst, b, rows),
                 }

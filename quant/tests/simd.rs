@@ -295,12 +295,17 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
-/// The tiled Q8_0 GEMM gives every (row, column) the reference's bits, for every row count
-/// 1..=4 and column count 1..=8 (each pair count, odd columns paired with themselves), with
-/// extreme codes (−128 and 127 weights, saturated activations) included.
+/// The tiled Q8_0 GEMMs (on raw and on expanded rows) give every (row, column) the
+/// reference's bits, for every row count 1..=4 and column count 1..=8 (each pair count, odd
+/// columns paired with themselves), with extreme codes (−128 and 127 weights, saturated
+/// activations) included; the fast expander writes the reference expander's bytes, for
+/// block counts with and without a partial group of eight scales.
 #[test]
 fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
-    use quant::simd::tile_q8::{pack_q8_0_panel, panel_bytes, q8_0_tile_fn, TILE_COLS};
+    use quant::simd::tile_q8::{
+        expand_fn, expand_q8_0, expanded_bytes, expanded_tile_fn, pack_q8_0_panel, panel_bytes,
+        q8_0_tile_fn, TILE_COLS,
+    };
     #[cfg(target_arch = "x86_64")]
     assert!(
         !(std::is_x86_feature_detected!("avx512vnni")
@@ -314,6 +319,7 @@ fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
         eprintln!("no tiled Q8_0 kernel on this CPU; only the panel packing is exercised");
         return;
     };
+    let etile = expanded_tile_fn().expect("the expanded tile has the raw tile's features");
     let reference = DType::Q8_0.info().vec_dot.unwrap();
     let mut r = rng(0x711e);
     for nb in [1usize, 3, 8, 17] {
@@ -340,23 +346,40 @@ fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
                 a
             })
             .collect();
+        let expanded: Vec<Vec<u8>> = rows
+            .iter()
+            .map(|w| {
+                let (mut want, mut got) =
+                    (vec![0u8; expanded_bytes(n)], vec![7u8; expanded_bytes(n)]);
+                expand_q8_0(w, &mut want);
+                expand_fn()(w, &mut got);
+                assert_eq!(got, want, "expanded Q8_0 row, n={n}");
+                got
+            })
+            .collect();
         for nr in 1..=4usize {
             let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
+            let er: Vec<&[u8]> = expanded[..nr].iter().map(|w| w.as_slice()).collect();
             for cols in 1..=TILE_COLS {
                 let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
                 let mut panel = vec![0u8; panel_bytes(n, cols)];
                 pack_q8_0_panel(n, &ar, &mut panel);
-                let mut out = vec![f32::NAN; nr * cols];
+                let (mut out, mut eout) = (vec![f32::NAN; nr * cols], vec![f32::NAN; nr * cols]);
                 tile(n, &wr, &panel, cols, &mut out);
+                etile(n, &er, &panel, cols, &mut eout);
                 for (ri, w) in wr.iter().enumerate() {
                     for (c, a) in ar.iter().enumerate() {
                         let want = reference(n, w, a);
-                        let got = out[ri * cols + c];
-                        assert_eq!(
-                            got.to_bits(),
-                            want.to_bits(),
-                            "n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
-                        );
+                        for (kind, got) in [
+                            ("raw", out[ri * cols + c]),
+                            ("expanded", eout[ri * cols + c]),
+                        ] {
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{kind} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                            );
+                        }
                     }
                 }
             }

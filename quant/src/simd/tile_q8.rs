@@ -18,6 +18,13 @@
 //! four column pairs and the activation register for four rows, so the loads and offsets
 //! are amortised across the tile, where the multi-column kernel reloads every activation
 //! block for every weight row.
+//!
+//! For long prompt chunks the weight rows are first *expanded* ([`expand_q8_0`]): the codes
+//! already offset by 128 and the f16 scales already f32, so that the tile on expanded rows
+//! ([`expanded_tile_fn`]) loads a weight block with one broadcast and its scale with a
+//! broadcast folded into the multiply. That removes the per-block offset, broadcast and
+//! conversion (about a sixth of the tile's vector operations) from every (row, panel) visit;
+//! the expansion is paid once per row and chunk. Same lanes, same order: the same bits.
 
 use crate::blocks::{view, BlockQ8_0};
 use crate::scalar::le_f16;
@@ -68,6 +75,52 @@ pub fn pack_q8_0_panel(n: usize, acts: &[&[u8]], out: &mut [u8]) {
     }
 }
 
+/// Bytes of one expanded Q8_0 block: 32 offset codes and an f32 scale.
+const EXPANDED_BLOCK: usize = 36;
+
+/// Bytes of an expanded Q8_0 row of `n` elements (see [`expand_q8_0`]), rounded up to whole
+/// 64-byte lines so that expanded rows placed back to back from an aligned start stay aligned.
+pub fn expanded_bytes(n: usize) -> usize {
+    ((n / 32) * EXPANDED_BLOCK).next_multiple_of(64)
+}
+
+/// The reference expander: a Q8_0 row of `n = 32·nb` elements → `out`
+/// ([`expanded_bytes`]`(n)` bytes): every block's 32 codes + 128 (`x ^ 0x80` as bytes) at
+/// `32·b`, then every block's scale as a little-endian f32 at `32·nb + 4·b`, then zeros.
+///
+/// # Panics
+/// If `row` is not whole blocks or `out` has the wrong length (a caller's bug).
+pub fn expand_q8_0(row: &[u8], out: &mut [u8]) {
+    let xs = view::<BlockQ8_0>(row);
+    let nb = xs.len();
+    assert_eq!(out.len(), expanded_bytes(32 * nb), "expanded row length");
+    let (codes, rest) = out.split_at_mut(32 * nb);
+    let (scales, pad) = rest.split_at_mut(4 * nb);
+    for ((x, c), d) in xs
+        .iter()
+        .zip(codes.chunks_exact_mut(32))
+        .zip(scales.chunks_exact_mut(4))
+    {
+        for (o, q) in c.iter_mut().zip(&x.qs) {
+            *o = (*q as u8) ^ 0x80;
+        }
+        d.copy_from_slice(&le_f16(x.d).to_le_bytes());
+    }
+    pad.fill(0);
+}
+
+/// An expander: one weight row → its expanded form (the layout of [`expand_q8_0`]).
+pub type ExpandFn = fn(row: &[u8], out: &mut [u8]);
+
+/// The fastest Q8_0 expander on this CPU (byte-identical to [`expand_q8_0`]).
+pub fn expand_fn() -> ExpandFn {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512_iq::has_features() && !super::force_scalar() {
+        return x86::expand_entry;
+    }
+    expand_q8_0
+}
+
 /// A tile kernel: `out[r * cols + c] = dot_q8_0(n, rows[r], column c of the panel)` for up
 /// to [`TILE_ROWS`] rows and the panel's `cols` columns.
 pub type TileFn = fn(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]);
@@ -81,9 +134,20 @@ pub fn q8_0_tile_fn() -> Option<TileFn> {
     None
 }
 
+/// The tiled Q8_0 GEMM on expanded weight rows ([`expand_q8_0`] layout, [`expanded_bytes`]
+/// long; best 64-byte aligned) if this CPU has the AVX-512 features it needs. Same panel,
+/// same bits as [`q8_0_tile_fn`].
+pub fn expanded_tile_fn() -> Option<TileFn> {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512_iq::has_features() && !super::force_scalar() {
+        return Some(x86::expanded_entry);
+    }
+    None
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{BlockQ8_0, PAIR_BLOCK, TILE_COLS, TILE_ROWS};
+    use super::{BlockQ8_0, EXPANDED_BLOCK, PAIR_BLOCK, TILE_COLS, TILE_ROWS};
     use crate::blocks::view;
     use std::arch::x86_64::*;
 
@@ -106,6 +170,142 @@ mod x86 {
             }};
         }
         crate::simd::tile_shapes!(rows.len(), cols.div_ceil(2), go)
+    }
+
+    /// Safe entry of the tile on expanded rows: checks the shapes, then runs the kernel for
+    /// the tile's row and pair count.
+    pub(super) fn expanded_entry(
+        n: usize,
+        rows: &[&[u8]],
+        panel: &[u8],
+        cols: usize,
+        out: &mut [f32],
+    ) {
+        let nb = n / 32;
+        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
+        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
+        assert_eq!(panel.len(), super::panel_bytes(n, cols), "panel length");
+        assert_eq!(out.len(), rows.len() * cols, "tile output length");
+        assert!(
+            rows.iter().all(|r| r.len() == super::expanded_bytes(n)),
+            "expanded row length"
+        );
+        macro_rules! go {
+            ($r:literal, $p:literal) => {{
+                let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
+                // SAFETY: `expanded_tile_fn` hands this entry out only after checking the
+                // features the kernel is compiled for; the shapes are checked above (every
+                // code, scale and pair-block index is in bounds).
+                let acc = unsafe { tile_expanded::<$r, $p>(nb, &xs, panel) };
+                finish(&acc, cols, out);
+            }};
+        }
+        crate::simd::tile_shapes!(rows.len(), cols.div_ceil(2), go)
+    }
+
+    /// Safe entry of the fast expander: checks the lengths, then expands.
+    pub(super) fn expand_entry(row: &[u8], out: &mut [u8]) {
+        let nb = view::<BlockQ8_0>(row).len();
+        assert_eq!(
+            out.len(),
+            super::expanded_bytes(32 * nb),
+            "expanded row length"
+        );
+        // SAFETY: `expand_fn` hands this entry out only after checking the features; the
+        // lengths are checked above.
+        unsafe { expand(nb, row, out) };
+        out[nb * EXPANDED_BLOCK..].fill(0);
+    }
+
+    /// [`super::expand_q8_0`] with one 256-bit XOR per block's codes and one F16C
+    /// conversion per eight scales.
+    ///
+    /// # Safety
+    /// The CPU must have the enabled features; `row` holds `nb` blocks and `out` at least
+    /// `36·nb` bytes.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,f16c")]
+    unsafe fn expand(nb: usize, row: &[u8], out: &mut [u8]) {
+        let xs = view::<BlockQ8_0>(row);
+        let c80 = _mm256_set1_epi8(0x80u8 as i8);
+        let (codes, rest) = out.split_at_mut(32 * nb);
+        for (x, c) in xs.iter().zip(codes.chunks_exact_mut(32)) {
+            // SAFETY: 32 readable code bytes and 32 writable bytes (unaligned).
+            unsafe {
+                let q = _mm256_loadu_si256(x.qs.as_ptr().cast());
+                _mm256_storeu_si256(c.as_mut_ptr().cast(), _mm256_xor_si256(q, c80));
+            }
+        }
+        for (x8, d) in xs.chunks(8).zip(rest[..4 * nb].chunks_mut(32)) {
+            let mut h = [0u16; 8];
+            for (h, x) in h.iter_mut().zip(x8) {
+                *h = u16::from_le_bytes(x.d);
+            }
+            let mut f = [0f32; 8];
+            // SAFETY: `h` is 16 readable bytes and `f` 32 writable ones (unaligned).
+            unsafe {
+                let v = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().cast()));
+                _mm256_storeu_ps(f.as_mut_ptr(), v);
+            }
+            for (o, v) in d.chunks_exact_mut(4).zip(f) {
+                o.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+
+    /// [`tile`] on expanded rows: each row's block codes (already offset) are one broadcast
+    /// load and its f32 scale a broadcast into the scale product, so per (row, column pair,
+    /// block) only the `vpdpbusd`, conversion, multiply and FMA remain.
+    ///
+    /// # Safety
+    /// The CPU must have the enabled features; every row is an expanded row of `nb` blocks
+    /// and `panel` holds `nb · P` pair-blocks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma")]
+    unsafe fn tile_expanded<const R: usize, const P: usize>(
+        nb: usize,
+        xs: &[&[u8]; R],
+        panel: &[u8],
+    ) -> [[[f32; 16]; P]; R] {
+        let zero = _mm512_setzero_si512();
+        let c80 = _mm512_set1_epi8(0x80u8 as i8);
+        let codes: [&[u8]; R] = std::array::from_fn(|r| &xs[r][..32 * nb]);
+        let scales: [&[u8]; R] = std::array::from_fn(|r| &xs[r][32 * nb..36 * nb]);
+        let mut acc = [[_mm512_setzero_ps(); P]; R];
+        for b in 0..nb {
+            let mut wu = [zero; R];
+            let mut dw = [0f32; R];
+            for r in 0..R {
+                let c = &codes[r][32 * b..32 * b + 32];
+                // SAFETY: a block's 32 offset codes are readable (unaligned load).
+                wu[r] = _mm512_broadcast_i64x4(unsafe { _mm256_loadu_si256(c.as_ptr().cast()) });
+                let d = &scales[r][4 * b..4 * b + 4];
+                dw[r] = f32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+            }
+            let base = &panel[b * P * PAIR_BLOCK..(b + 1) * P * PAIR_BLOCK];
+            for p in 0..P {
+                let pb = &base[p * PAIR_BLOCK..(p + 1) * PAIR_BLOCK];
+                // SAFETY: `pb` is 128 readable bytes: codes at 0..64, scales at 64..128.
+                let (y, dy) = unsafe {
+                    (
+                        _mm512_loadu_si512(pb.as_ptr().cast()),
+                        _mm512_loadu_ps(pb[64..].as_ptr().cast()),
+                    )
+                };
+                let neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c80, y));
+                for r in 0..R {
+                    let l = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, wu[r], y));
+                    let d = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dy);
+                    acc[r][p] = _mm512_fmadd_ps(d, l, acc[r][p]);
+                }
+            }
+        }
+        let mut lanes = [[[0f32; 16]; P]; R];
+        for r in 0..R {
+            for p in 0..P {
+                // SAFETY: `lanes[r][p]` has room for 16 f32.
+                unsafe { _mm512_storeu_ps(lanes[r][p].as_mut_ptr(), acc[r][p]) };
+            }
+        }
+        lanes
     }
 
     /// Horizontal sums of the lane accumulators in the reference's order.
