@@ -1,4 +1,10 @@
 //! SUM_ROWS kernel: f64 accumulation in index order, one rounding to f32 at the end.
+//!
+//! The forward kernel sums a transposed F32 input (dimension 1 contiguous, like the MoE's
+//! permuted `{K, D, T}` expert outputs) *vertically*: up to [`VERTICAL`] adjacent output rows
+//! at once, each element index in turn added to all of their accumulators, so every load
+//! is a contiguous run instead of one strided element. Each output still adds its own
+//! elements in index order from the same start: the reference's bits.
 
 use crate::case::CaseBuilder;
 use crate::tensor::split_row;
@@ -6,8 +12,40 @@ use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::sum_rows::SumRows;
 use quant::DType;
 
+/// Output rows summed together by the vertical path.
+const VERTICAL: usize = 64;
+
+/// Output rows `rows` of a transposed F32 input (`nb[1] == 4`), [`VERTICAL`] adjacent rows
+/// of one `(i2, i3)` slice at a time.
+fn vertical(dst: &TensorMut, x: &TensorRef, rows: std::ops::Range<usize>) {
+    let d = &x.desc;
+    let b = x.bytes();
+    let mut r = rows.start;
+    while r < rows.end {
+        let (i1, i2, i3) = split_row(d, r);
+        let w = (d.ne[1] - i1).min(rows.end - r).min(VERTICAL);
+        let base = i1 * 4 + i2 * d.nb[2] + i3 * d.nb[3];
+        // −0.0: the neutral element `f64::sum` starts from
+        let mut acc = [-0.0f64; VERTICAL];
+        for i in 0..d.ne[0] {
+            let at = base + i * d.nb[0];
+            for (a, v) in acc[..w].iter_mut().zip(b[at..at + 4 * w].chunks_exact(4)) {
+                *a += f32::from_le_bytes([v[0], v[1], v[2], v[3]]) as f64;
+            }
+        }
+        for (j, a) in acc[..w].iter().enumerate() {
+            dst.row_f32_mut(r + j)[0] = *a as f32;
+        }
+        r += w;
+    }
+}
+
 fn rows(cx: &KernelCx, dst: &TensorMut, x: &TensorRef, fast: bool) {
     let n = x.desc.ne[0];
+    if fast && x.desc.dtype == DType::F32 && x.desc.nb[1] == 4 && n > 1 {
+        vertical(dst, x, cx.my_rows(dst.desc.nrows()));
+        return;
+    }
     let contiguous = fast && x.desc.rows_contiguous();
     // a strided F32 row (the MoE's permuted {K, D, T} expert outputs) is read at its stride
     // directly: the element accessor's index split and dtype match per element cost more
@@ -64,6 +102,15 @@ impl CpuKernel for SumRows {
         let out = b.g.sum_rows(xp).expect("case");
         v.push(
             b.finish("SUM_ROWS transposed".into(), out, 0.0, true)
+                .expect("case"),
+        );
+        // more rows per slice than one vertical block, and slices split between threads
+        let mut b = CaseBuilder::new(63);
+        let x = b.input_f32("x", &[6, 100, 3], 2.0).expect("case");
+        let xp = b.g.permute(x, [1, 0, 2, 3]).expect("case");
+        let out = b.g.sum_rows(xp).expect("case");
+        v.push(
+            b.finish("SUM_ROWS transposed {6,100,3}".into(), out, 0.0, true)
                 .expect("case"),
         );
         v
