@@ -66,7 +66,17 @@ pub fn dequant_q8_k(src: &[u8], dst: &mut [f32]) {
 
 /// Q8_K quantizer (`quantize_row_q8_K_ref`, also what x86 uses): `iscale = −127/max`, ties to
 /// even, bsums over 16. An all-zero block gets zero bsums (ggml leaves them unwritten).
+/// AVX-512 where the CPU has it, else [`quant_q8_k_scalar`] (the same bytes).
 pub fn quant_q8_k(src: &[f32], dst: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::quantize_q8_k_fast(src, dst) {
+        return;
+    }
+    quant_q8_k_scalar(src, dst);
+}
+
+/// The scalar form of [`quant_q8_k`] (the reference its AVX-512 form is tested against).
+pub fn quant_q8_k_scalar(src: &[f32], dst: &mut [u8]) {
     for (x, b) in src.chunks_exact(256).zip(view_mut::<BlockQ8K>(dst)) {
         let (mut max, mut amax) = (0.0f32, 0.0f32);
         for &v in x {

@@ -414,3 +414,98 @@ unsafe fn quantize_q8_0_avx512(src: &[f32], dst: &mut [u8]) {
         }
     }
 }
+
+/// The activation Q8_K quantizer (`codec::q8::quant_q8_k`) with AVX-512 when the CPU has
+/// AVX-512F/BW: true if it ran, false if the caller must use the scalar one.
+pub fn quantize_q8_k_fast(src: &[f32], dst: &mut [u8]) -> bool {
+    use std::sync::OnceLock;
+    static OK: OnceLock<bool> = OnceLock::new();
+    let ok = *OK.get_or_init(|| {
+        std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && !super::force_scalar()
+    });
+    if ok {
+        // SAFETY: the features were checked just above.
+        unsafe { quantize_q8_k_avx512(src, dst) };
+    }
+    ok
+}
+
+/// Per 256-element block, the scalar quantizer's operations in vectors:
+/// - `amax` by a `vmaxps` fold that drops NaN lanes (the scalar `|v| > amax` never takes a
+///   NaN), and `max` = the first element whose |v| equals it (the scalar loop keeps the
+///   first of equal magnitudes);
+/// - `iscale = −127/max` and `d = 1/iscale` as scalar divisions;
+/// - ggml's `nearest_int` as the same f32 addition of 1.5·2²³ and bit mask, `min(127)` and
+///   the truncating `as i8` (`vpmovdb`);
+/// - `bsums` by `vpmaddubsw`/`vpmaddwd` against ones and a lane fold (exact integers).
+///
+/// The same bytes, NaN and ±∞ included.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn quantize_q8_k_avx512(src: &[f32], dst: &mut [u8]) {
+    let abs = _mm512_set1_epi32(0x7FFF_FFFF);
+    let magic = _mm512_set1_ps(12_582_912.0);
+    let mant = _mm512_set1_epi32(0x007F_FFFF);
+    let half = _mm512_set1_epi32(0x0040_0000);
+    let top = _mm512_set1_epi32(127);
+    let ones8 = _mm512_set1_epi8(1);
+    let ones16 = _mm512_set1_epi16(1);
+    for (x, b) in src
+        .chunks_exact(256)
+        .zip(crate::blocks::view_mut::<BlockQ8K>(dst))
+    {
+        // SAFETY: each chunk holds 256 f32 (unaligned loads).
+        let v: [__m512; 16] =
+            std::array::from_fn(|k| unsafe { _mm512_loadu_ps(x.as_ptr().add(16 * k)) });
+        let a: [__m512; 16] = std::array::from_fn(|k| {
+            _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v[k]), abs))
+        });
+        // vmaxps returns its second operand when either is NaN: NaN lanes keep the fold's value
+        let mut m = _mm512_setzero_ps();
+        for ak in a {
+            m = _mm512_max_ps(ak, m);
+        }
+        let amax = _mm512_reduce_max_ps(m);
+        if amax == 0.0 {
+            *b = Zeroable::zeroed();
+            continue;
+        }
+        let at = (0..16)
+            .find_map(|k| {
+                let hit = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(a[k], _mm512_set1_ps(amax));
+                (hit != 0).then(|| 16 * k + hit.trailing_zeros() as usize)
+            })
+            .expect("amax is one of the magnitudes");
+        let iscale = -127.0f32 / x[at];
+        let isv = _mm512_set1_ps(iscale);
+        let q: [__m128i; 16] = std::array::from_fn(|k| {
+            let val = _mm512_add_ps(_mm512_mul_ps(isv, v[k]), magic);
+            let i = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(val), mant), half);
+            _mm512_cvtepi32_epi8(_mm512_min_epi32(i, top))
+        });
+        let mut bsums = [0i16; 16];
+        for (c, qc) in q.chunks_exact(4).enumerate() {
+            let z = _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm256_set_m128i(qc[1], qc[0])),
+                _mm256_set_m128i(qc[3], qc[2]),
+            );
+            // SAFETY: 64 of the block's 256 code bytes (unaligned store).
+            unsafe { _mm512_storeu_si512(b.qs[64 * c..].as_mut_ptr().cast(), z) };
+            // lane 4j..4j+3: sub-block j of the four; fold each 128-bit lane to its lane 0
+            let t = _mm512_madd_epi16(_mm512_maddubs_epi16(ones8, z), ones16);
+            let t = _mm512_add_epi32(t, _mm512_shuffle_epi32::<0b10_11_00_01>(t));
+            let t = _mm512_add_epi32(t, _mm512_shuffle_epi32::<0b01_00_11_10>(t));
+            let mut lanes = [0i32; 16];
+            // SAFETY: `lanes` has room for 16 i32.
+            unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), t) };
+            for j in 0..4 {
+                bsums[4 * c + j] = lanes[4 * j] as i16;
+            }
+        }
+        for (o, s) in b.bsums.chunks_exact_mut(2).zip(bsums) {
+            o.copy_from_slice(&s.to_le_bytes());
+        }
+        b.d = (1.0f32 / iscale).to_le_bytes();
+    }
+}

@@ -28,7 +28,7 @@ mod avx512_iq;
 #[cfg(target_arch = "x86_64")]
 mod avx512_q8;
 #[cfg(target_arch = "x86_64")]
-pub use avx512_q8::quantize_q8_0_fast;
+pub use avx512_q8::{quantize_q8_0_fast, quantize_q8_k_fast};
 pub mod tile_float;
 pub mod tile_grid;
 pub mod tile_q2;
