@@ -240,6 +240,12 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new(t.name(), "tile4x4"), |b| {
                     b.iter(|| tile(N, black_box(&wr), &ar[..4], &mut out[..16]))
                 });
+                // the kernel the dispatch passes over on this CPU (BF16 without AVX512-BF16)
+                for (name, other) in tile_float::float_tile_kernels(t).into_iter().skip(1) {
+                    g.bench_function(BenchmarkId::new(t.name(), format!("tile4x4-{name}")), |b| {
+                        b.iter(|| other(N, black_box(&wr), &ar[..4], &mut out[..16]))
+                    });
+                }
             }
         }
     }

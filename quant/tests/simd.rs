@@ -464,10 +464,11 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
 
 /// The float tile kernels (f32 accumulation) stay within their documented bound of the f64
 /// reference, (n/16 + 4)·2⁻²⁴·Σ|w·a|, for every row count 1..=4, column count 1..=4 and
-/// lengths with every 16-element tail.
+/// lengths with every 16- and 32-element tail; every kernel this CPU can run (both BF16
+/// forms on an AVX512-BF16 CPU).
 #[test]
 fn float_tile_kernels_stay_within_their_bound_of_the_reference() {
-    use quant::simd::tile_float::{float_tile_fn, TILE_COLS};
+    use quant::simd::tile_float::{float_tile_kernels, TILE_COLS};
     let mut r = rng(0xf10a7);
     #[cfg(target_arch = "x86_64")]
     let avx512 = std::is_x86_feature_detected!("avx512f")
@@ -476,44 +477,54 @@ fn float_tile_kernels_stay_within_their_bound_of_the_reference() {
     #[cfg(not(target_arch = "x86_64"))]
     let avx512 = false;
     for wt in [DType::F32, DType::F16, DType::BF16] {
-        let Some(tile) = float_tile_fn(wt) else {
-            assert!(!avx512, "{wt:?}: no float tile kernel on an AVX-512 CPU");
-            continue;
-        };
-        let reference = wt.info().vec_dot.unwrap();
-        for n in [1usize, 15, 16, 17, 33, 100, 1000, 4096] {
-            let quantized = |r: &mut dyn FnMut() -> u64, scale: f32| {
-                let x = activations(&mut || r(), n, scale);
-                let mut q = vec![0u8; bytes_for(wt, n).unwrap()];
-                quantize_activation(wt, &x, &mut q).unwrap();
-                let mut back = vec![0f32; n];
-                quant::dequantize_row(wt, &q, &mut back).unwrap();
-                (q, back)
-            };
-            let rows: Vec<(Vec<u8>, Vec<f32>)> = (0..4).map(|_| quantized(&mut r, 1.0)).collect();
-            let acts: Vec<(Vec<u8>, Vec<f32>)> =
-                (0..TILE_COLS).map(|_| quantized(&mut r, 3.0)).collect();
-            for nr in 1..=4usize {
-                let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.0.as_slice()).collect();
-                for cols in 1..=TILE_COLS {
-                    let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.0.as_slice()).collect();
-                    let mut out = vec![f32::NAN; nr * cols];
-                    tile(n, &wr, &ar, &mut out);
-                    for ri in 0..nr {
-                        for c in 0..cols {
-                            let want = reference(n, &rows[ri].0, &acts[c].0);
-                            let mag: f64 = rows[ri]
-                                .1
-                                .iter()
-                                .zip(&acts[c].1)
-                                .map(|(a, b)| (*a as f64 * *b as f64).abs())
-                                .sum();
-                            let bound = (n as f64 / 16.0 + 4.0) * 2f64.powi(-24) * mag;
-                            let got = out[ri * cols + c];
-                            assert!(
+        let kernels = float_tile_kernels(wt);
+        assert!(
+            !(avx512 && kernels.is_empty()),
+            "{wt:?}: no float tile kernel on an AVX-512 CPU"
+        );
+        #[cfg(target_arch = "x86_64")]
+        assert!(
+            !(avx512 && wt == DType::BF16 && std::is_x86_feature_detected!("avx512bf16"))
+                || kernels.len() == 2,
+            "both BF16 tile kernels on an AVX512-BF16 CPU"
+        );
+        for (name, tile) in kernels {
+            let reference = wt.info().vec_dot.unwrap();
+            for n in [1usize, 15, 16, 17, 33, 100, 1000, 4096] {
+                let quantized = |r: &mut dyn FnMut() -> u64, scale: f32| {
+                    let x = activations(&mut || r(), n, scale);
+                    let mut q = vec![0u8; bytes_for(wt, n).unwrap()];
+                    quantize_activation(wt, &x, &mut q).unwrap();
+                    let mut back = vec![0f32; n];
+                    quant::dequantize_row(wt, &q, &mut back).unwrap();
+                    (q, back)
+                };
+                let rows: Vec<(Vec<u8>, Vec<f32>)> =
+                    (0..4).map(|_| quantized(&mut r, 1.0)).collect();
+                let acts: Vec<(Vec<u8>, Vec<f32>)> =
+                    (0..TILE_COLS).map(|_| quantized(&mut r, 3.0)).collect();
+                for nr in 1..=4usize {
+                    let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.0.as_slice()).collect();
+                    for cols in 1..=TILE_COLS {
+                        let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.0.as_slice()).collect();
+                        let mut out = vec![f32::NAN; nr * cols];
+                        tile(n, &wr, &ar, &mut out);
+                        for ri in 0..nr {
+                            for c in 0..cols {
+                                let want = reference(n, &rows[ri].0, &acts[c].0);
+                                let mag: f64 = rows[ri]
+                                    .1
+                                    .iter()
+                                    .zip(&acts[c].1)
+                                    .map(|(a, b)| (*a as f64 * *b as f64).abs())
+                                    .sum();
+                                let bound = (n as f64 / 16.0 + 4.0) * 2f64.powi(-24) * mag;
+                                let got = out[ri * cols + c];
+                                assert!(
                                 ((got - want) as f64).abs() <= bound,
-                                "{wt:?} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                                "{wt:?} {name} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
                             );
+                            }
                         }
                     }
                 }

@@ -11,6 +11,13 @@
 //! in f64: here the accumulation is in f32 (as in ggml's own SIMD float dots), so a result
 //! can differ by up to about (n/16 + 4)·2⁻²⁴·Σ|w·a|; the tests assert that bound. Only
 //! prompt chunks use it; decode keeps the single-column kernel.
+//!
+//! BF16 on a CPU with AVX512-BF16 skips the conversions: `vdpbf16ps` multiplies 32 element
+//! pairs per (row, column) and adds each lane's two products to its f32 sum one after the
+//! other (each bf16 product is exact in f32, so that is two roundings per 32 elements per
+//! lane: the same n/16 roundings as the FMA form, within the same bound). It treats bf16
+//! subnormals (|v| < 2⁻¹²⁶) as zero and flushes subnormal sums; those terms are below
+//! 2⁻¹²⁶·|other factor| each.
 
 /// Most weight rows in one tile call.
 pub const TILE_ROWS: usize = 4;
@@ -37,6 +44,9 @@ pub fn float_tile_fn(dtype: crate::DType) -> Option<TileFn> {
             return match dtype {
                 DType::F32 => Some(x86::tile_f32_entry),
                 DType::F16 => Some(x86::tile_f16_entry),
+                DType::BF16 if std::is_x86_feature_detected!("avx512bf16") => {
+                    Some(x86::tile_bf16_dp_entry)
+                }
                 DType::BF16 => Some(x86::tile_bf16_entry),
                 _ => None,
             };
@@ -44,6 +54,24 @@ pub fn float_tile_fn(dtype: crate::DType) -> Option<TileFn> {
     }
     let _ = dtype;
     None
+}
+
+/// Every float tile kernel for `dtype` this CPU can run, named (the one [`float_tile_fn`]
+/// picks first): for tests and benches, so that a kernel the dispatch passes over on this
+/// CPU is still checked.
+pub fn float_tile_kernels(dtype: crate::DType) -> Vec<(&'static str, TileFn)> {
+    let mut v = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    if let Some(best) = float_tile_fn(dtype) {
+        if dtype == crate::DType::BF16 && std::is_x86_feature_detected!("avx512bf16") {
+            v.push(("avx512bf16", best));
+            v.push(("avx512f", x86::tile_bf16_entry as TileFn));
+        } else {
+            v.push(("avx512f", best));
+        }
+    }
+    let _ = dtype;
+    v
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -69,6 +97,14 @@ mod x86 {
         tile_f16_entry => F16, 2;
         tile_bf16_entry => BF16, 2;
     }
+
+    /// Safe entry of the AVX512-BF16 kernel (`float_tile_fn` checks the feature).
+    pub(super) fn tile_bf16_dp_entry(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+        run::<{ BF16_DP }>(n, 2, rows, acts, out)
+    }
+
+    /// BF16 by `vdpbf16ps` (the `K` of [`run`] and [`shape`]; [`tile_bf16_dp`] runs it).
+    const BF16_DP: u8 = 3;
 
     fn run<const K: u8>(n: usize, size: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
         let cols = acts.len();
@@ -105,7 +141,13 @@ mod x86 {
         let ys: [&[u8]; C] = std::array::from_fn(|i| acts[i]);
         // SAFETY: `float_tile_fn` hands the entries out only after checking the features the
         // kernel is compiled for; every row holds `n` elements (checked by `run`).
-        let s = unsafe { tile::<K, R, C>(n, &xs, &ys) };
+        let s = unsafe {
+            if K == BF16_DP {
+                tile_bf16_dp::<R, C>(n, &xs, &ys)
+            } else {
+                tile::<K, R, C>(n, &xs, &ys)
+            }
+        };
         for r in 0..R {
             for c in 0..C {
                 out[r * C + c] = s[r][c];
@@ -137,6 +179,64 @@ mod x86 {
         }
     }
 
+    /// The tile's sums for BF16 by `vdpbf16ps`, 32 elements per (row, column) and step, the
+    /// tail zero-filled by masked loads (a zero pair adds nothing); the lane sums reduced in
+    /// f64 as in [`tile`].
+    ///
+    /// # Safety
+    /// The CPU must have the enabled features; every row holds `n` BF16 elements.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+    unsafe fn tile_bf16_dp<const R: usize, const C: usize>(
+        n: usize,
+        xs: &[&[u8]; R],
+        ys: &[&[u8]; C],
+    ) -> [[f32; C]; R] {
+        let mut acc = [[_mm512_setzero_ps(); C]; R];
+        let mut i = 0;
+        while i < n {
+            let m = if n - i >= 32 {
+                u32::MAX
+            } else {
+                (1u32 << (n - i)) - 1
+            };
+            let load = |b: &[u8]| {
+                // SAFETY: the mask selects elements i..min(i + 32, n), inside every row; a
+                // masked load touches only the selected elements.
+                let v =
+                    unsafe { _mm512_maskz_loadu_epi16(m, b.as_ptr().wrapping_add(2 * i).cast()) };
+                // SAFETY: both are 512-bit vectors of plain bits (32 × 16-bit lanes).
+                unsafe { std::mem::transmute::<__m512i, __m512bh>(v) }
+            };
+            let w: [__m512bh; R] = std::array::from_fn(|r| load(xs[r]));
+            for c in 0..C {
+                let a = load(ys[c]);
+                for r in 0..R {
+                    acc[r][c] = _mm512_dpbf16_ps(acc[r][c], w[r], a);
+                }
+            }
+            i += 32;
+        }
+        reduce(&acc)
+    }
+
+    /// Each accumulator's sixteen lanes added in f64, rounded once to f32.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn reduce<const R: usize, const C: usize>(acc: &[[__m512; C]; R]) -> [[f32; C]; R] {
+        let mut out = [[0f32; C]; R];
+        for r in 0..R {
+            for c in 0..C {
+                let v = acc[r][c];
+                let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+                let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
+                    _mm512_castps_pd(v),
+                )));
+                out[r][c] = _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)) as f32;
+            }
+        }
+        out
+    }
+
     /// The tile's sums: `R` rows × `C` columns (see the module docs).
     ///
     /// # Safety
@@ -166,17 +266,6 @@ mod x86 {
             }
             i += 16;
         }
-        let mut out = [[0f32; C]; R];
-        for r in 0..R {
-            for c in 0..C {
-                let v = acc[r][c];
-                let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-                let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
-                    _mm512_castps_pd(v),
-                )));
-                out[r][c] = _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)) as f32;
-            }
-        }
-        out
+        reduce(&acc)
     }
 }
