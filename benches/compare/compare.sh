@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # fathom vs llama.cpp, side by side in one run, on the same GGUF and thread count.
 #
-#   benches/compare/compare.sh MODEL.gguf [-t THREADS] [-p 512] [-n 32] [-r 3] [-u 512]
+#   benches/compare/compare.sh MODEL.gguf [-t THREADS] [-p 512] [-n 32] [-r 3] [-u 512] [-k 1]
 #
 # -u is the prompt chunk (ubatch) of both engines; 512 is llama-bench's default n_ubatch.
+# -k runs K rounds of (llama.cpp, fathom), alternating, and adds each round's ratio: on a
+# machine whose speed drifts between minutes (a shared VM), one pair of runs can put the two
+# engines in different phases; the ratio of the pooled means over alternating rounds, with
+# the per-round range, is the figure to quote.
 #
 # First run: builds llama-cpp-python from source with native CPU flags into a virtualenv
 # ($FATHOM_COMPARE_VENV, default target/compare-venv; about 8 min on 2 cores). Then runs
@@ -15,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 model=${1:?usage: compare.sh MODEL.gguf [-t THREADS] [-p PROMPTS] [-n GENS] [-r REPS]}
 shift
-threads=2 prompts=512 gens=32 reps=3 ubatch=512
+threads=2 prompts=512 gens=32 reps=3 ubatch=512 rounds=1
 while [ $# -gt 0 ]; do
   case $1 in
     -t) threads=$2; shift 2 ;;
@@ -23,6 +27,7 @@ while [ $# -gt 0 ]; do
     -n) gens=$2; shift 2 ;;
     -r) reps=$2; shift 2 ;;
     -u) ubatch=$2; shift 2 ;;
+    -k) rounds=$2; shift 2 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -43,26 +48,43 @@ out=$(mktemp -d)
 # both engines map the file: read it into the page cache right before each, so that neither
 # pays for disk reads the other did not
 warm() { cat "$model" >/dev/null; }
-echo "llama.cpp: $model, $threads threads, ubatch $ubatch" >&2
-warm
-"$venv/bin/python" "$here/llama_bench.py" -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" >"$out/llama.json"
-echo "fathom: $model, $threads threads" >&2
-warm
-"$fathom" bench -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" --membw --json >"$out/fathom.json"
-python3 - "$out/llama.json" "$out/fathom.json" <<'PY'
-import json, sys
-ll = {(o["n_prompt"], o["n_gen"]): o for o in json.load(open(sys.argv[1]))}
-fa = {(o["n_prompt"], o["n_gen"]): o for o in json.load(open(sys.argv[2]))}
-print("| test | llama.cpp tok/s | fathom tok/s | fathom / llama.cpp | fathom % of DRAM floor |")
-print("|---|---:|---:|---:|---:|")
-for k in sorted(fa, key=lambda k: (k[1], k[0])):
-    f = fa[k]
-    l = ll.get(k)
-    test = f"pp{k[0]}" if k[0] else f"tg{k[1]}"
-    floor = f.get("floor_fraction")
-    fl = f"{100 * floor:.0f}%" if floor else "-"
-    if l:
-        print(f"| {test} | {l['avg_ts']:.2f} ± {l['stddev_ts']:.2f} | {f['avg_ts']:.2f} ± {f['stddev_ts']:.2f} | {f['avg_ts'] / l['avg_ts']:.2f}× | {fl} |")
-    else:
-        print(f"| {test} | - | {f['avg_ts']:.2f} ± {f['stddev_ts']:.2f} | - | {fl} |")
+for k in $(seq 1 "$rounds"); do
+  echo "round $k/$rounds: llama.cpp: $model, $threads threads, ubatch $ubatch" >&2
+  warm
+  "$venv/bin/python" "$here/llama_bench.py" -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" >"$out/llama.$k.json"
+  echo "round $k/$rounds: fathom: $model, $threads threads" >&2
+  warm
+  "$fathom" bench -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" --membw --json >"$out/fathom.$k.json"
+done
+python3 - "$out" "$rounds" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def load(name):
+    return [{(o["n_prompt"], o["n_gen"]): o for o in json.load(open(f"{out}/{name}.{k}.json"))}
+            for k in range(1, rounds + 1)]
+ll, fa = load("llama"), load("fathom")
+def pooled(runs, key):
+    xs = [r[key]["avg_ts"] for r in runs if key in r]
+    return (statistics.mean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0) if xs else None
+head = "| test | llama.cpp tok/s | fathom tok/s | fathom / llama.cpp | fathom % of DRAM floor |"
+if rounds > 1:
+    head += " per-round ratios |"
+print(head)
+print("|---|---:|---:|---:|---:|" + ("---|" if rounds > 1 else ""))
+for key in sorted(fa[0], key=lambda k: (k[1], k[0])):
+    test = f"pp{key[0]}" if key[0] else f"tg{key[1]}"
+    f = pooled(fa, key)
+    sd = fa[0][key]["stddev_ts"] if rounds == 1 else f[1]
+    floors = [r[key].get("floor_fraction") for r in fa if r[key].get("floor_fraction")]
+    fl = f"{100 * statistics.mean(floors):.0f}%" if floors else "-"
+    l = pooled(ll, key)
+    if l is None:
+        print(f"| {test} | - | {f[0]:.2f} ± {sd:.2f} | - | {fl} |")
+        continue
+    lsd = ll[0][key]["stddev_ts"] if rounds == 1 else l[1]
+    row = f"| {test} | {l[0]:.2f} ± {lsd:.2f} | {f[0]:.2f} ± {sd:.2f} | {f[0] / l[0]:.2f}× | {fl} |"
+    if rounds > 1:
+        ratios = [a[key]["avg_ts"] / b[key]["avg_ts"] for a, b in zip(fa, ll)]
+        row += " " + ", ".join(f"{r:.2f}" for r in ratios) + " |"
+    print(row)
 PY
