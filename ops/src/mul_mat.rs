@@ -23,8 +23,23 @@ use quant::simd::tile_q8::{
 };
 use quant::DType;
 
-/// Weight rows per claimed chunk.
+/// Most weight rows per claimed chunk (see [`chunk_rows`]).
 const CHUNK: usize = 16;
+
+/// Weight rows per claimed chunk for `n` rows, `batches` batches and `t` columns on `nth`
+/// threads: [`CHUNK`]; for a matvec (`t = 1`) halved (down to four) while there would be
+/// fewer than four chunks per thread — the 24-row F32 HC mixes were two chunks of 16 and 8
+/// rows, one thread idle a third of the node. Measured and not done: 8-row chunks for big
+/// matvecs (about 10% slower iq2 decode in alternating runs: each chunk restarts a DRAM
+/// stream), and small chunks for prompt chunks (the float tile re-reads every column per
+/// chunk: MUL_MAT f32 0.48 → 0.56–0.60 ms per prefill token).
+fn chunk_rows(n: usize, batches: usize, t: usize, nth: usize) -> usize {
+    let mut c = CHUNK;
+    while t == 1 && c > 4 && n.div_ceil(c) * batches < 4 * nth {
+        c /= 2;
+    }
+    c
+}
 
 /// Fewest activation columns for which MUL_MAT uses the tiled Q8_0 / Q2_0 GEMMs.
 const TILED_MIN_COLS: usize = 2;
@@ -341,7 +356,8 @@ impl CpuKernel for MulMat {
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (w, x) = (&srcs[0], &srcs[1]);
         let s = shape(w, x);
-        let nchunks = s.n.div_ceil(CHUNK);
+        let chunk = chunk_rows(s.n, s.batches, s.t, cx.nth);
+        let nchunks = s.n.div_ceil(chunk);
         let total = nchunks * s.batches;
         // every thread converts the activations itself: no intra-node barrier, and for decode
         // (one row) the cost is negligible next to streaming the weights
@@ -386,7 +402,7 @@ impl CpuKernel for MulMat {
         while let Some(items) = cx.claim(total, 1) {
             for item in items {
                 let (b, c) = (item / nchunks, item % nchunks);
-                let rows = c * CHUNK..((c + 1) * CHUNK).min(s.n);
+                let rows = c * chunk..((c + 1) * chunk).min(s.n);
                 match (tiles, float_tile) {
                     (Some(t), _) => compute_tiles(srcs, t, &s, panels, ex, dst, b, rows),
                     (_, Some(ft)) => compute_float_tiles(srcs, ft, &s, q, dst, b, rows),
@@ -453,5 +469,26 @@ impl CpuKernel for MulMat {
             .expect("case"),
         );
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunk_rows;
+
+    /// Prompt chunks and big matvecs keep 16-row chunks; small matvecs get down to four rows
+    /// so that every thread has work; never below four.
+    #[test]
+    fn chunk_sizes() {
+        assert_eq!(chunk_rows(4096, 1, 1, 2), 16);
+        assert_eq!(chunk_rows(4096, 1, 512, 2), 16);
+        assert_eq!(chunk_rows(24, 1, 1, 2), 4);
+        assert_eq!(chunk_rows(24, 1, 512, 2), 16);
+        assert_eq!(chunk_rows(256, 1, 1, 16), 4);
+        assert_eq!(chunk_rows(256, 1, 1, 2), 16);
+        assert_eq!(chunk_rows(48, 1, 1, 2), 4);
+        assert_eq!(chunk_rows(64, 1, 1, 2), 8);
+        assert_eq!(chunk_rows(1, 1, 1, 1), 4);
+        assert_eq!(chunk_rows(5, 4, 1, 2), 4);
     }
 }
