@@ -272,32 +272,56 @@ mod x86 {
         let mut acc = [[_mm512_setzero_ps(); P]; R];
         for b in 0..nb {
             let mut wu = [zero; R];
-            let mut dw = [0f32; R];
+            let mut dw = [_mm512_setzero_ps(); R];
             for r in 0..R {
                 let c = &codes[r][32 * b..32 * b + 32];
                 // SAFETY: a block's 32 offset codes are readable (unaligned load).
                 wu[r] = _mm512_broadcast_i64x4(unsafe { _mm256_loadu_si256(c.as_ptr().cast()) });
                 let d = &scales[r][4 * b..4 * b + 4];
-                dw[r] = f32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+                dw[r] = _mm512_set1_ps(f32::from_le_bytes([d[0], d[1], d[2], d[3]]));
             }
             let base = &panel[b * P * PAIR_BLOCK..(b + 1) * P * PAIR_BLOCK];
-            for p in 0..P {
-                let pb = &base[p * PAIR_BLOCK..(p + 1) * PAIR_BLOCK];
-                // SAFETY: `pb` is 128 readable bytes: codes at 0..64, scales at 64..128.
-                let (y, dy) = unsafe {
-                    (
-                        _mm512_loadu_si512(pb.as_ptr().cast()),
-                        _mm512_loadu_ps(pb[64..].as_ptr().cast()),
-                    )
-                };
-                let neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c80, y));
-                for r in 0..R {
-                    let l = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, wu[r], y));
-                    let d = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dy);
-                    acc[r][p] = _mm512_fmadd_ps(d, l, acc[r][p]);
-                }
+            block_pairs(&mut acc, &wu, &dw, base, c80);
+        }
+        store_lanes(&acc)
+    }
+
+    /// One block of the tile: for each column pair of `base` (the block's `P` pair-blocks),
+    /// every row's `vpdpbusd` (from −128·Σy), conversion, scale product and FMA into `acc`.
+    /// `wu` are the rows' offset codes broadcast to both halves, `dw` their scales.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma")]
+    #[inline]
+    fn block_pairs<const R: usize, const P: usize>(
+        acc: &mut [[__m512; P]; R],
+        wu: &[__m512i; R],
+        dw: &[__m512; R],
+        base: &[u8],
+        c80: __m512i,
+    ) {
+        let zero = _mm512_setzero_si512();
+        for p in 0..P {
+            let pb = &base[p * PAIR_BLOCK..(p + 1) * PAIR_BLOCK];
+            // SAFETY: `pb` is 128 readable bytes: codes at 0..64, scales at 64..128.
+            let (y, dy) = unsafe {
+                (
+                    _mm512_loadu_si512(pb.as_ptr().cast()),
+                    _mm512_loadu_ps(pb[64..].as_ptr().cast()),
+                )
+            };
+            // −128·Σy per lane, so that each row's lane sum starts from it
+            let neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c80, y));
+            for r in 0..R {
+                let l = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, wu[r], y));
+                let d = _mm512_mul_ps(dw[r], dy);
+                acc[r][p] = _mm512_fmadd_ps(d, l, acc[r][p]);
             }
         }
+    }
+
+    /// The accumulators' lanes, for [`finish`].
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn store_lanes<const R: usize, const P: usize>(acc: &[[__m512; P]; R]) -> [[[f32; 16]; P]; R] {
         let mut lanes = [[[0f32; 16]; P]; R];
         for r in 0..R {
             for p in 0..P {
@@ -348,31 +372,8 @@ mod x86 {
                 dw[r] = _mm512_cvtph_ps(_mm256_set1_epi16(u16::from_le_bytes(x.d) as i16));
             }
             let base = &panel[b * P * PAIR_BLOCK..(b + 1) * P * PAIR_BLOCK];
-            for p in 0..P {
-                let pb = &base[p * PAIR_BLOCK..(p + 1) * PAIR_BLOCK];
-                // SAFETY: `pb` is 128 readable bytes: codes at 0..64, scales at 64..128.
-                let (y, dy) = unsafe {
-                    (
-                        _mm512_loadu_si512(pb.as_ptr().cast()),
-                        _mm512_loadu_ps(pb[64..].as_ptr().cast()),
-                    )
-                };
-                // −128·Σy per lane, so that each row's lane sum starts from it
-                let neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c80, y));
-                for r in 0..R {
-                    let l = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, wu[r], y));
-                    let d = _mm512_mul_ps(dw[r], dy);
-                    acc[r][p] = _mm512_fmadd_ps(d, l, acc[r][p]);
-                }
-            }
+            block_pairs(&mut acc, &wu, &dw, base, c80);
         }
-        let mut lanes = [[[0f32; 16]; P]; R];
-        for r in 0..R {
-            for p in 0..P {
-                // SAFETY: `lanes[r][p]` has room for 16 f32.
-                unsafe { _mm512_storeu_ps(lanes[r][p].as_mut_ptr(), acc[r][p]) };
-            }
-        }
-        lanes
+        store_lanes(&acc)
     }
 }
