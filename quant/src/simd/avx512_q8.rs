@@ -342,17 +342,23 @@ unsafe fn dot_q6_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     s
 }
 
-/// The activation Q8_0 quantizer (`codec::q8::quant_q8_0_x86`) with AVX-512 when the CPU
-/// has AVX-512F/BW and F16C: true if it ran, false if the caller must use the scalar one.
-pub fn quantize_q8_0_fast(src: &[f32], dst: &mut [u8]) -> bool {
+/// Whether the activation quantizers may use AVX-512: AVX-512F/BW and F16C present and
+/// `FATHOM_FORCE_SCALAR` unset (checked once).
+fn quantizers_ok() -> bool {
     use std::sync::OnceLock;
     static OK: OnceLock<bool> = OnceLock::new();
-    let ok = *OK.get_or_init(|| {
+    *OK.get_or_init(|| {
         std::is_x86_feature_detected!("avx512f")
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("f16c")
             && !super::force_scalar()
-    });
+    })
+}
+
+/// The activation Q8_0 quantizer (`codec::q8::quant_q8_0_x86`) with AVX-512 when the CPU
+/// has AVX-512F/BW and F16C: true if it ran, false if the caller must use the scalar one.
+pub fn quantize_q8_0_fast(src: &[f32], dst: &mut [u8]) -> bool {
+    let ok = quantizers_ok();
     if ok {
         // SAFETY: the features were checked just above.
         unsafe { quantize_q8_0_avx512(src, dst) };
@@ -416,15 +422,10 @@ unsafe fn quantize_q8_0_avx512(src: &[f32], dst: &mut [u8]) {
 }
 
 /// The activation Q8_K quantizer (`codec::q8::quant_q8_k`) with AVX-512 when the CPU has
-/// AVX-512F/BW: true if it ran, false if the caller must use the scalar one.
+/// AVX-512F/BW (and F16C, checked with them): true if it ran, false if the caller must use
+/// the scalar one.
 pub fn quantize_q8_k_fast(src: &[f32], dst: &mut [u8]) -> bool {
-    use std::sync::OnceLock;
-    static OK: OnceLock<bool> = OnceLock::new();
-    let ok = *OK.get_or_init(|| {
-        std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512bw")
-            && !super::force_scalar()
-    });
+    let ok = quantizers_ok();
     if ok {
         // SAFETY: the features were checked just above.
         unsafe { quantize_q8_k_avx512(src, dst) };
