@@ -4,8 +4,8 @@
 //! dots, heads summed in order, `−0 → +0`, NaN → `−∞`), so selections agree bit for bit; the
 //! reference then sorts all `n_kv` entries with a float comparator, the forward kernel keeps
 //! only visible finite candidates as `u64` keys (order-preserving score bits, then the index)
-//! and runs a partial selection (`select_nth_unstable` + sort of the top). Tokens are split
-//! over threads. DSA_SCORES' reference is an independent f64 evaluation; its forward claims
+//! and runs a partial selection (`select_nth_unstable` + sort of the top). Tokens are claimed
+//! one at a time from the node's counter (later tokens see more keys). DSA_SCORES' reference is an independent f64 evaluation; its forward claims
 //! `(token, 64-entry)` chunks so decode (T = 1) uses every thread.
 
 use crate::case::CaseBuilder;
@@ -107,23 +107,26 @@ impl CpuKernel for DsaIndexer {
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (q, k, w, nv) = (&srcs[0], &srcs[1], &srcs[2], &srcs[3]);
         let s = dims(srcs);
-        let rows = cx.my_rows(s.tokens);
-        if rows.is_empty() {
-            return;
-        }
         let d = k.desc.ne[0];
-        let scratch = &mut *cx.scratch;
-        if scratch.f32s.len() < d {
-            scratch.f32s.resize(d, 0.0);
+        let (mut f32s, mut bytes) = (
+            std::mem::take(&mut cx.scratch.f32s),
+            std::mem::take(&mut cx.scratch.bytes),
+        );
+        if f32s.len() < d {
+            f32s.resize(d, 0.0);
         }
         let need = 8 * s.n_kv + 8;
-        if scratch.bytes.len() < need {
-            scratch.bytes.resize(need, 0);
+        if bytes.len() < need {
+            bytes.resize(need, 0);
         }
-        let kbuf = &mut scratch.f32s[..d];
-        let (_, keys, _) = bytemuck::pod_align_to_mut::<u8, u64>(&mut scratch.bytes[..need]);
+        let kbuf = &mut f32s[..d];
+        let (_, keys, _) = bytemuck::pod_align_to_mut::<u8, u64>(&mut bytes[..need]);
         let kk = self.top_k.min(s.n_kv);
-        for t in rows {
+        // tokens claimed one at a time: with causal visibility a token's work grows with its
+        // position, so a static split gave the last thread most of it (in a 512-token prompt
+        // one of two threads waited ~48 ms per call)
+        while let Some(ts) = cx.claim(s.tokens, 1) {
+            let t = ts.start;
             let vis = visible(nv, t, s.n_kv);
             let wr = w.row_f32(t);
             let mut m = 0;
@@ -150,6 +153,7 @@ impl CpuKernel for DsaIndexer {
                 };
             }
         }
+        (cx.scratch.f32s, cx.scratch.bytes) = (f32s, bytes);
     }
     fn cases() -> Vec<Case> {
         ix_cases(true)
