@@ -212,9 +212,10 @@ fn compute_tiles(
     }
 }
 
-/// Output rows `rows` of batch `b` for every activation column with the float tile GEMM
-/// (F32/F16/BF16; f32 accumulation, within the bound `quant::simd::tile_float` documents):
-/// four columns at a time outer, four weight rows inner.
+/// Output rows `rows` of batch `b` for the activation columns `cols` with the float tile
+/// GEMM (F32/F16/BF16; f32 accumulation, within the bound `quant::simd::tile_float`
+/// documents): four columns at a time outer, four weight rows inner.
+#[allow(clippy::too_many_arguments)]
 fn compute_float_tiles(
     srcs: &[TensorRef],
     tile: tile_float::TileFn,
@@ -223,6 +224,7 @@ fn compute_float_tiles(
     dst: &TensorMut,
     b: usize,
     rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
 ) {
     const R: usize = tile_float::TILE_ROWS;
     const C: usize = tile_float::TILE_COLS;
@@ -232,9 +234,9 @@ fn compute_float_tiles(
             quant::simd::prefetch(weight_row(w, x, b, i));
         }
     }
-    let mut t0 = 0;
-    while t0 < s.t {
-        let cols = (s.t - t0).min(C);
+    let mut t0 = cols.start;
+    while t0 < cols.end {
+        let cols = (cols.end - t0).min(C);
         let acts: [&[u8]; C] = std::array::from_fn(|c| {
             let j = b * s.t + t0 + c.min(cols - 1);
             &q[j * s.qrow..(j + 1) * s.qrow]
@@ -399,13 +401,26 @@ impl CpuKernel for MulMat {
         let multi = quant::simd::vec_dot_multi_fn(w.desc.dtype);
         let float_tile = tile_float::float_tile_fn(w.desc.dtype)
             .filter(|_| s.t >= tile_float::TILE_COLS && srcs.len() == 2);
-        while let Some(items) = cx.claim(total, 1) {
+        // a prompt chunk of few weight rows (the 24-row HC mixes: two chunks) also splits its
+        // columns for the float tiles, so that every thread gets work; the same activation
+        // bytes are read either way (each block of columns once per row chunk)
+        let per = match float_tile {
+            Some(_) if total < 4 * cx.nth => {
+                s.t.div_ceil((4 * cx.nth).div_ceil(total))
+                    .next_multiple_of(tile_float::TILE_COLS)
+            }
+            _ => s.t,
+        };
+        let col_blocks = s.t.div_ceil(per.max(1)).max(1);
+        while let Some(items) = cx.claim(total * col_blocks, 1) {
             for item in items {
-                let (b, c) = (item / nchunks, item % nchunks);
+                let (rest, cb) = (item / col_blocks, item % col_blocks);
+                let (b, c) = (rest / nchunks, rest % nchunks);
                 let rows = c * chunk..((c + 1) * chunk).min(s.n);
+                let cols = cb * per..((cb + 1) * per).min(s.t);
                 match (tiles, float_tile) {
                     (Some(t), _) => compute_tiles(srcs, t, &s, panels, ex, dst, b, rows),
-                    (_, Some(ft)) => compute_float_tiles(srcs, ft, &s, q, dst, b, rows),
+                    (_, Some(ft)) => compute_float_tiles(srcs, ft, &s, q, dst, b, rows, cols),
                     _ => compute(srcs, (fast_dot(&srcs[0]), multi), &s, q, dst, b, rows),
                 }
             }
