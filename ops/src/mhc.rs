@@ -5,7 +5,8 @@
 //! `mix = (Fn·flat)·rsqrt(mean(flat²)+eps)` (the official code's form), Sinkhorn sums start at
 //! `eps` and normalise by multiplying with `1/sum` (`ggml_compute_forward_dsv4_hc_comb_f32`).
 //! HC_PRE's forward is split over tokens (`my_rows`); a quantized `Fn` is dequantized once per
-//! thread. HC_POST's forward claims `(token, 256-column)` chunks, so decode (T = 1) runs on
+//! thread; its Σx² is the eight-lane f64 sum of RMS_NORM's forward (skipped when the mixes
+//! come premixed, which do not use it). HC_POST's forward claims `(token, 256-column)` chunks, so decode (T = 1) runs on
 //! every thread.
 
 use crate::case::CaseBuilder;
@@ -204,13 +205,13 @@ impl CpuKernel for HcPre {
         };
         for t in rows {
             let xs = stream_rows(x, t);
-            let mut ss = 0f64;
-            for r in &xs {
-                for &v in r.iter() {
-                    ss += (v as f64) * (v as f64);
-                }
-            }
-            let rs = 1.0 / ((ss / n as f64) as f32 + self.eps_norm).sqrt();
+            // premixed mixes come normalised from their MUL_MAT: no RMS needed
+            let rs = if self.premixed {
+                1.0
+            } else {
+                let ss: f64 = xs.iter().map(|r| crate::norm::sum_sq_lanes(r)).sum();
+                1.0 / ((ss / n as f64) as f32 + self.eps_norm).sqrt()
+            };
             let mut mix = [0f32; HC_MIX];
             for (k, mx) in mix.iter_mut().enumerate().take(m) {
                 if self.premixed {

@@ -23,7 +23,7 @@ fn sum_sq_serial(x: &[f32]) -> f64 {
 
 /// Σ x² in f64 as eight partial sums (element `i` into sum `i % 8`), combined
 /// `((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7))`: independent addition chains.
-fn sum_sq_lanes(x: &[f32]) -> f64 {
+pub(crate) fn sum_sq_lanes(x: &[f32]) -> f64 {
     let mut acc = [0f64; 8];
     let mut chunks = x.chunks_exact(8);
     for c in &mut chunks {
