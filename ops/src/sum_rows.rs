@@ -96,23 +96,18 @@ impl CpuKernel for SumRows {
                     .expect("case"),
             );
         }
-        let mut b = CaseBuilder::new(62);
-        let x = b.input_f32("x", &[6, 11, 2], 2.0).expect("case");
-        let xp = b.g.permute(x, [1, 0, 2, 3]).expect("case");
-        let out = b.g.sum_rows(xp).expect("case");
-        v.push(
-            b.finish("SUM_ROWS transposed".into(), out, 0.0, true)
-                .expect("case"),
-        );
-        // more rows per slice than one vertical block, and slices split between threads
-        let mut b = CaseBuilder::new(63);
-        let x = b.input_f32("x", &[6, 100, 3], 2.0).expect("case");
-        let xp = b.g.permute(x, [1, 0, 2, 3]).expect("case");
-        let out = b.g.sum_rows(xp).expect("case");
-        v.push(
-            b.finish("SUM_ROWS transposed {6,100,3}".into(), out, 0.0, true)
-                .expect("case"),
-        );
+        // transposed inputs (the vertical path); the second has more rows per slice than one
+        // vertical block, and slices split between threads
+        for (seed, shape, name) in [
+            (62, [6usize, 11, 2], "SUM_ROWS transposed"),
+            (63, [6, 100, 3], "SUM_ROWS transposed {6,100,3}"),
+        ] {
+            let mut b = CaseBuilder::new(seed);
+            let x = b.input_f32("x", &shape, 2.0).expect("case");
+            let xp = b.g.permute(x, [1, 0, 2, 3]).expect("case");
+            let out = b.g.sum_rows(xp).expect("case");
+            v.push(b.finish(name.into(), out, 0.0, true).expect("case"));
+        }
         v
     }
 }
