@@ -261,3 +261,70 @@ fn masked_multi_column_matmul_gives_zeros_only_where_masked() {
         assert!(out[2] != 0.0 && out[8] != 0.0, "{out:?}"); // row 2 where not masked
     }
 }
+
+#[test]
+fn masked_q8_0_matvec_streams_rows_with_the_reference_bits() {
+    // Q8_0 weights {288, 301} (nine blocks: a partial scale group) and one activation column:
+    // the multi-row matvec path, in quarter-chunk row groups. Masked rows have NaN scales
+    // and must give exactly 0; every other row must carry the reference dot's bits.
+    let (k, n) = (288usize, 301usize);
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let masked: Vec<bool> = (0..n).map(|_| next() % 5 == 0).collect();
+    let mut wb = Vec::new();
+    for &m in &masked {
+        for _ in 0..k / 32 {
+            let d: u16 = if m {
+                0x7E00
+            } else {
+                0x2000 + (next() % 0x1000) as u16
+            };
+            wb.extend_from_slice(&d.to_le_bytes());
+            wb.extend((0..32).map(|_| next() as u8));
+        }
+    }
+    let mut g = Graph::new();
+    let wid = g
+        .weight(
+            "w",
+            TensorDesc::new(quant::DType::Q8_0, &[k, n]).unwrap(),
+            graph::WeightData::from_vec(wb.clone()),
+        )
+        .unwrap();
+    let x = g.input("x", TensorDesc::f32(&[k, 1]).unwrap()).unwrap();
+    let m = g.input("m", TensorDesc::f32(&[n, 1]).unwrap()).unwrap();
+    let y = g.mul_mat_masked(wid, x, m).unwrap();
+    g.output("out", y).unwrap();
+    let xs: Vec<f32> = (0..k)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.03)
+        .collect();
+    let mask: Vec<f32> = masked.iter().map(|&m| if m { 0.0 } else { 1.0 }).collect();
+    let mut qa = vec![0u8; quant::bytes_for(quant::DType::Q8_0, k).unwrap()];
+    quant::quantize_activation(quant::DType::Q8_0, &xs, &mut qa).unwrap();
+    let reference = quant::DType::Q8_0.info().vec_dot.unwrap();
+    let rb = k / 32 * 34;
+    for threads in [1, 2] {
+        let mut e = Executor::new(g.clone(), cfg(threads, true, false));
+        e.set_input_f32("x", &xs).unwrap();
+        e.set_input_f32("m", &mask).unwrap();
+        e.run();
+        let out = e.output_f32("out").unwrap();
+        for r in 0..n {
+            let want = if masked[r] {
+                0.0
+            } else {
+                reference(k, &wb[r * rb..(r + 1) * rb], &qa)
+            };
+            assert_eq!(
+                out[r].to_bits(),
+                want.to_bits(),
+                "row {r}, {threads} threads"
+            );
+        }
+    }
+}

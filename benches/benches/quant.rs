@@ -113,6 +113,17 @@ fn bench_kernels(c: &mut Criterion) {
                 b.iter(|| k(N, black_box(w), black_box(&a)))
             });
         }
+        // the multi-row kernels (decode's matvec): four rows against one activation row,
+        // bytes of all four rows per second (`vec_dot/<type>/rows4-<kernel>`)
+        let rows: Vec<Vec<u8>> = (0..4).map(|_| weights(t)).collect();
+        let wr: Vec<&[u8]> = rows.iter().map(|w| w.as_slice()).collect();
+        g.throughput(Throughput::Bytes(4 * w.len() as u64));
+        for (name, k) in quant::simd::rows_available(t) {
+            let mut out = [0f32; 4];
+            g.bench_function(BenchmarkId::new(t.name(), format!("rows4-{name}")), |b| {
+                b.iter(|| k(N, black_box(&wr), black_box(&a), &mut out))
+            });
+        }
     }
     g.finish();
 }

@@ -21,24 +21,40 @@ use quant::simd::tile_float;
 use quant::simd::tile_q8::{
     self, pack_q8_0_panel, panel_bytes, q8_0_tile_fn, ExpandFn, TileFn, TILE_COLS, TILE_ROWS,
 };
+use quant::simd::DOT_ROWS;
 use quant::DType;
 
 /// Most weight rows per claimed chunk (see [`chunk_rows`]).
 const CHUNK: usize = 16;
 
 /// Weight rows per claimed chunk for `n` rows, `batches` batches and `t` columns on `nth`
-/// threads: [`CHUNK`]; for a matvec (`t = 1`) halved (down to four) while there would be
-/// fewer than four chunks per thread — the 24-row F32 HC mixes were two chunks of 16 and 8
-/// rows, one thread idle a third of the node. Measured and not done: 8-row chunks for big
-/// matvecs (about 10% slower iq2 decode in alternating runs: each chunk restarts a DRAM
-/// stream), and small chunks for prompt chunks (the float tile re-reads every column per
-/// chunk: MUL_MAT f32 0.48 → 0.56–0.60 ms per prefill token).
-fn chunk_rows(n: usize, batches: usize, t: usize, nth: usize) -> usize {
-    let mut c = CHUNK;
+/// threads, starting from `c` ([`CHUNK`], or [`matvec_chunk`] for the multi-row kernels);
+/// for a matvec (`t = 1`) halved (down to four) while there would be fewer than four chunks
+/// per thread — the 24-row F32 HC mixes were two chunks of 16 and 8 rows, one thread idle a
+/// third of the node. Measured and not done: 8-row chunks for big matvecs (about 10% slower
+/// iq2 decode in alternating runs: each chunk restarts a DRAM stream), and small chunks for
+/// prompt chunks (the float tile re-reads every column per chunk: MUL_MAT f32 0.48 →
+/// 0.56–0.60 ms per prefill token).
+fn chunk_rows(n: usize, batches: usize, t: usize, nth: usize, mut c: usize) -> usize {
     while t == 1 && c > 4 && n.div_ceil(c) * batches < 4 * nth {
         c /= 2;
     }
     c
+}
+
+/// Bytes a matvec chunk of the multi-row kernels should span at least.
+const MATVEC_CHUNK_BYTES: usize = 64 << 10;
+
+/// Rows per chunk for the multi-row kernels with `row_bytes`-byte weight rows: at least
+/// [`CHUNK`], and enough for [`MATVEC_CHUNK_BYTES`] (a power of two, at most 256). Each
+/// chunk is one stretch of a thread's DRAM stream; short rows (the 1024-wide `attn_q_b`,
+/// 1088 bytes) in 16-row chunks restarted it every 17 KiB (1024×32768 node: 13.2 GB/s in
+/// 16-row chunks, 16.4 in 64-row ones).
+fn matvec_chunk(row_bytes: usize) -> usize {
+    MATVEC_CHUNK_BYTES
+        .div_ceil(row_bytes.max(1))
+        .next_power_of_two()
+        .clamp(CHUNK, 256)
 }
 
 /// Fewest activation columns for which MUL_MAT uses the tiled Q8_0 / Q2_0 GEMMs.
@@ -100,12 +116,77 @@ fn weight_row<'a>(w: &TensorRef<'a>, x: &TensorRef, b: usize, n: usize) -> &'a [
     &w.bytes()[off..off + w.desc.row_bytes()]
 }
 
+/// The dot kernels of a MUL_MAT's row path: single row and column, several columns (prompt
+/// chunks), several rows (matvecs).
+type Kernels = (
+    quant::DotFn,
+    Option<quant::simd::MultiDotFn>,
+    Option<quant::simd::RowsDotFn>,
+);
+
+/// The order in which [`dot_rows`] takes the `len` rows of a chunk, as offsets: with
+/// `q = len / 4`, groups `{i, i + q, i + 2q, i + 3q}` for `i < q`, then the last `len % 4`
+/// rows in order. The four rows of a group lie a quarter chunk apart, so each is its own
+/// sequential stream through its own pages, and each quarter is read front to back over the
+/// chunk. Four adjacent rows instead (one or two 4 KiB pages for short rows) measured
+/// slower than one row at a time: 1024×32768 Q8_0 0.82× the single-row path, 1.13× with
+/// this order.
+fn quarter_order(len: usize) -> impl Iterator<Item = usize> {
+    let q = len / DOT_ROWS;
+    (0..DOT_ROWS * q)
+        .map(move |i| i / DOT_ROWS + (i % DOT_ROWS) * q)
+        .chain(DOT_ROWS * q..len)
+}
+
+/// Outputs `out` (weight rows `rows`) of one activation row `qa`, [`DOT_ROWS`] unmasked weight
+/// rows per multi-row kernel call, in [`quarter_order`] (a masked row gives 0 and is not
+/// read). No software prefetch: four streams keep the hardware prefetchers busy, and
+/// prefetching the next group measured slower (12.0 → 10.5 GiB/s on a 512 MiB node).
+fn dot_rows<'w>(
+    kernel: quant::simd::RowsDotFn,
+    k: usize,
+    row: impl Fn(usize) -> &'w [u8],
+    masked: impl Fn(usize) -> bool,
+    qa: &[u8],
+    rows: std::ops::Range<usize>,
+    out: &mut [f32],
+) {
+    let start = rows.start;
+    let mut idx = [0usize; DOT_ROWS];
+    let mut ws: [&[u8]; DOT_ROWS] = [&[]; DOT_ROWS];
+    let mut m = 0;
+    let flush = |idx: &[usize], ws: &[&[u8]], out: &mut [f32]| {
+        let mut o = [0f32; DOT_ROWS];
+        kernel(k, ws, qa, &mut o[..ws.len()]);
+        for (&i, &v) in idx.iter().zip(&o) {
+            out[i] = v;
+        }
+    };
+    for i in quarter_order(rows.len()) {
+        if masked(start + i) {
+            out[i] = 0.0;
+            continue;
+        }
+        idx[m] = i;
+        ws[m] = row(start + i);
+        m += 1;
+        if m == DOT_ROWS {
+            flush(&idx, &ws, out);
+            m = 0;
+        }
+    }
+    if m > 0 {
+        flush(&idx[..m], &ws[..m], out);
+    }
+}
+
 /// Output rows `rows` of batch `b` for every activation column (`srcs` = `[w, x, mask?]`).
-/// With a multi-column kernel each weight row is unpacked once for up to eight columns;
+/// With a multi-column kernel each weight row is unpacked once for up to eight columns; with
+/// a multi-row kernel (and one column at a time) four weight rows are streamed side by side;
 /// either way every output element has the single-column kernel's bits.
 fn compute(
     srcs: &[TensorRef],
-    (dot, multi): (quant::DotFn, Option<quant::simd::MultiDotFn>),
+    (dot, multi, rows_dot): Kernels,
     s: &Shape,
     q: &[u8],
     dst: &TensorMut,
@@ -139,6 +220,12 @@ fn compute(
         let qa = &q[j * s.qrow..(j + 1) * s.qrow];
         let out = dst.row_range_f32_mut(j, rows.clone());
         let m = mask.map(|m| m.row_f32(j));
+        if let Some(rows_dot) = rows_dot {
+            let masked = |n: usize| m.is_some_and(|m| m[n] == 0.0);
+            let row = |n: usize| weight_row(w, x, b, n);
+            dot_rows(rows_dot, s.k, row, masked, qa, rows.clone(), out);
+            continue;
+        }
         for (o, n) in out.iter_mut().zip(rows.clone()) {
             if t == 0 && n + 1 < s.n {
                 quant::simd::prefetch(weight_row(w, x, b, n + 1));
@@ -352,13 +439,24 @@ impl CpuKernel for MulMat {
         let q = cx.scratch.bytes(s.qrow * s.t * s.batches);
         quantize_all(x, &s, q);
         for b in 0..s.batches {
-            compute(srcs, (reference_dot(&srcs[0]), None), &s, q, dst, b, 0..s.n);
+            compute(
+                srcs,
+                (reference_dot(&srcs[0]), None, None),
+                &s,
+                q,
+                dst,
+                b,
+                0..s.n,
+            );
         }
     }
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (w, x) = (&srcs[0], &srcs[1]);
         let s = shape(w, x);
-        let chunk = chunk_rows(s.n, s.batches, s.t, cx.nth);
+        // matvecs stream four weight rows at a time, in longer chunks for short rows
+        let rows_dot = quant::simd::vec_dot_rows_fn(w.desc.dtype).filter(|_| s.t == 1);
+        let first = rows_dot.map_or(CHUNK, |_| matvec_chunk(w.desc.row_bytes()));
+        let chunk = chunk_rows(s.n, s.batches, s.t, cx.nth, first);
         let nchunks = s.n.div_ceil(chunk);
         let total = nchunks * s.batches;
         // every thread converts the activations itself: no intra-node barrier, and for decode
@@ -421,7 +519,15 @@ impl CpuKernel for MulMat {
                 match (tiles, float_tile) {
                     (Some(t), _) => compute_tiles(srcs, t, &s, panels, ex, dst, b, rows),
                     (_, Some(ft)) => compute_float_tiles(srcs, ft, &s, q, dst, b, rows, cols),
-                    _ => compute(srcs, (fast_dot(&srcs[0]), multi), &s, q, dst, b, rows),
+                    _ => compute(
+                        srcs,
+                        (fast_dot(&srcs[0]), multi, rows_dot),
+                        &s,
+                        q,
+                        dst,
+                        b,
+                        rows,
+                    ),
                 }
             }
         }
@@ -489,21 +595,54 @@ impl CpuKernel for MulMat {
 
 #[cfg(test)]
 mod tests {
-    use super::chunk_rows;
+    use super::{chunk_rows, matvec_chunk, quarter_order, CHUNK};
 
     /// Prompt chunks and big matvecs keep 16-row chunks; small matvecs get down to four rows
-    /// so that every thread has work; never below four.
+    /// so that every thread has work; never below four. Multi-row matvec chunks start from
+    /// their own size and are halved the same way.
     #[test]
     fn chunk_sizes() {
-        assert_eq!(chunk_rows(4096, 1, 1, 2), 16);
-        assert_eq!(chunk_rows(4096, 1, 512, 2), 16);
-        assert_eq!(chunk_rows(24, 1, 1, 2), 4);
-        assert_eq!(chunk_rows(24, 1, 512, 2), 16);
-        assert_eq!(chunk_rows(256, 1, 1, 16), 4);
-        assert_eq!(chunk_rows(256, 1, 1, 2), 16);
-        assert_eq!(chunk_rows(48, 1, 1, 2), 4);
-        assert_eq!(chunk_rows(64, 1, 1, 2), 8);
-        assert_eq!(chunk_rows(1, 1, 1, 1), 4);
-        assert_eq!(chunk_rows(5, 4, 1, 2), 4);
+        let c = |n, b, t, nth| chunk_rows(n, b, t, nth, CHUNK);
+        assert_eq!(c(4096, 1, 1, 2), 16);
+        assert_eq!(c(4096, 1, 512, 2), 16);
+        assert_eq!(c(24, 1, 1, 2), 4);
+        assert_eq!(c(24, 1, 512, 2), 16);
+        assert_eq!(c(256, 1, 1, 16), 4);
+        assert_eq!(c(256, 1, 1, 2), 16);
+        assert_eq!(c(48, 1, 1, 2), 4);
+        assert_eq!(c(64, 1, 1, 2), 8);
+        assert_eq!(c(1, 1, 1, 1), 4);
+        assert_eq!(c(5, 4, 1, 2), 4);
+        assert_eq!(chunk_rows(32768, 1, 1, 2, 64), 64);
+        assert_eq!(chunk_rows(512, 1, 1, 2, 64), 64);
+        assert_eq!(chunk_rows(256, 1, 1, 2, 64), 32);
+        assert_eq!(chunk_rows(512, 1, 1, 16, 256), 8);
+    }
+
+    /// Q8_0 rows of 1024, 2048, 4096 and 8192 elements: 64, 32, 16 and 16 rows; tiny rows
+    /// stop at 256.
+    #[test]
+    fn matvec_chunk_sizes() {
+        assert_eq!(matvec_chunk(1088), 64);
+        assert_eq!(matvec_chunk(2176), 32);
+        assert_eq!(matvec_chunk(4352), 16);
+        assert_eq!(matvec_chunk(8704), 16);
+        assert_eq!(matvec_chunk(34), 256);
+        assert_eq!(matvec_chunk(0), 256);
+    }
+
+    /// Every row exactly once; groups of four a quarter apart, the remainder last in order.
+    #[test]
+    fn quarter_order_is_a_permutation() {
+        assert_eq!(
+            quarter_order(10).collect::<Vec<_>>(),
+            [0, 2, 4, 6, 1, 3, 5, 7, 8, 9]
+        );
+        assert_eq!(quarter_order(3).collect::<Vec<_>>(), [0, 1, 2]);
+        for len in 0..70 {
+            let mut v: Vec<usize> = quarter_order(len).collect();
+            v.sort_unstable();
+            assert_eq!(v, (0..len).collect::<Vec<_>>(), "len {len}");
+        }
     }
 }

@@ -295,6 +295,55 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
+/// The multi-row kernels give each weight row the single-row reference's bits, for every
+/// row count 1..=9 (all pass tails) and several row lengths (partial groups of eight
+/// blocks), with extreme codes in the weights.
+#[test]
+fn multi_row_kernels_match_the_reference_bit_for_bit() {
+    let mut r = rng(0x3c02);
+    for (wt, act, blk, scale_at) in [(DType::Q8_0, DType::Q8_0, 32usize, 0usize)] {
+        let kernels = quant::simd::rows_available(wt);
+        #[cfg(target_arch = "x86_64")]
+        assert!(
+            !(std::is_x86_feature_detected!("avx2") && kernels.is_empty()),
+            "no {wt:?} multi-row kernel on an AVX2 CPU"
+        );
+        let reference = wt.info().vec_dot.unwrap();
+        for nb in [1usize, 3, 8, 9, 17] {
+            let n = blk * nb;
+            let x = activations(&mut r, n, 2.0);
+            let mut a = vec![0u8; bytes_for(act, n).unwrap()];
+            quantize_activation(act, &x, &mut a).unwrap();
+            for rows in 1..=9usize {
+                let ws: Vec<Vec<u8>> = (0..rows)
+                    .map(|i| {
+                        let mut w = random_blocks(&mut r, wt, n, &[scale_at], 0.004);
+                        // row 1: the extreme codes −128 and 127 in its first block
+                        if i == 1 && wt == DType::Q8_0 {
+                            w[2] = 0x80;
+                            w[3] = 0x7f;
+                        }
+                        w
+                    })
+                    .collect();
+                let refs: Vec<&[u8]> = ws.iter().map(|w| w.as_slice()).collect();
+                for (name, kernel) in &kernels {
+                    let mut out = vec![f32::NAN; rows];
+                    kernel(n, &refs, &a, &mut out);
+                    for (i, w) in ws.iter().enumerate() {
+                        let want = reference(n, w, &a);
+                        assert_eq!(
+                            out[i].to_bits(),
+                            want.to_bits(),
+                            "{wt:?} {name} n={n} rows={rows} row {i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The tiled Q8_0 GEMMs (on raw and on expanded rows) give every (row, column) the
 /// reference's bits, for every row count 1..=4 and column count 1..=8 (each pair count, odd
 /// columns paired with themselves), with extreme codes (−128 and 127 weights, saturated

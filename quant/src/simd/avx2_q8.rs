@@ -9,6 +9,7 @@ use crate::scalar::e8m0_to_f32_half;
 use std::arch::x86_64::*;
 
 entry!(multi dot_q8_0_avx2_multi_entry => dot_q8_0_avx2_multi);
+entry!(rows dot_q8_0_avx2_rows_entry => dot_q8_0_avx2_rows);
 
 entry!(
     dot_q8_0_avx2_entry => dot_q8_0_avx2,
@@ -168,6 +169,61 @@ unsafe fn dot_q8_0_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f3
                     let p32 = _mm256_madd_epi16(p16, ones);
                     acc[c] =
                         _mm256_fmadd_ps(_mm256_set1_ps(d[c][k]), _mm256_cvtepi32_ps(p32), acc[c]);
+                }
+            }
+        }
+        for (o, a) in out.iter_mut().zip(acc) {
+            let mut lanes = [0f32; 8];
+            // SAFETY: `lanes` has room for 8 f32.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), a) };
+            *o = hsum8(&lanes);
+        }
+    }
+}
+
+/// Q8_0 · Q8_0 for several weight rows against one activation row, four rows at a time:
+/// each activation block is loaded and its scale converted once for all four rows, and the
+/// four rows' FMA chains are independent, so four weight streams are in flight (a one-row
+/// matvec waits on one stream and one chain; four run at the read bandwidth). Per row the
+/// operations and their order are [`dot_q8_0_avx2`]'s, so each result is the reference's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q8_0_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    let ys = view::<BlockQ8_0>(a);
+    let ones = _mm256_set1_epi16(1);
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let mut xs: [&[BlockQ8_0]; 4] = [&[]; 4];
+        for (x, w) in xs.iter_mut().zip(rows) {
+            *x = view::<BlockQ8_0>(w);
+        }
+        let xs = &xs[..rows.len()];
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (g, yc) in ys.chunks(8).enumerate() {
+            let mut hy = [0u16; 8];
+            for (k, y) in yc.iter().enumerate() {
+                hy[k] = u16::from_le_bytes(y.d);
+            }
+            // SAFETY: F16C/AVX are enabled for this function.
+            let dy = unsafe { f16x8(&hy) };
+            let mut d = [[0f32; 8]; 4];
+            for (r, x) in xs.iter().enumerate() {
+                let mut hx = [0u16; 8];
+                for (k, xb) in x[8 * g..8 * g + yc.len()].iter().enumerate() {
+                    hx[k] = u16::from_le_bytes(xb.d);
+                }
+                // SAFETY: as above; `d[r]` has room for 8 f32.
+                unsafe { _mm256_storeu_ps(d[r].as_mut_ptr(), _mm256_mul_ps(f16x8(&hx), dy)) };
+            }
+            for (k, y) in yc.iter().enumerate() {
+                // SAFETY: a block's 32 code bytes are readable (unaligned load).
+                let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr().cast()) };
+                for (r, x) in xs.iter().enumerate() {
+                    // SAFETY: as above, for the weight block.
+                    let qx = unsafe { _mm256_loadu_si256(x[8 * g + k].qs.as_ptr().cast()) };
+                    let ax = _mm256_sign_epi8(qx, qx);
+                    let p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx));
+                    let p32 = _mm256_madd_epi16(p16, ones);
+                    acc[r] =
+                        _mm256_fmadd_ps(_mm256_set1_ps(d[r][k]), _mm256_cvtepi32_ps(p32), acc[r]);
                 }
             }
         }

@@ -38,6 +38,15 @@ pub mod tile_q8;
 /// handed out by [`kernels`] after the run-time feature check for its tier.
 #[cfg(target_arch = "x86_64")]
 macro_rules! entry {
+    (rows $($entry:ident => $kernel:ident),* $(,)?) => {$(
+        /// Safe entry point of a multi-row kernel (see the module docs): only handed out
+        /// after the feature check.
+        pub fn $entry(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+            // SAFETY: `rows_available` returns this function only when the CPU reports the
+            // features the kernel is compiled for (checked at run time just before).
+            unsafe { $kernel(n, rows, a, out) }
+        }
+    )*};
     (multi $($entry:ident => $kernel:ident),* $(,)?) => {$(
         /// Safe entry point of a multi-column kernel (see the module docs): only handed out
         /// after the feature check.
@@ -91,6 +100,39 @@ pub fn multi_available(dtype: DType) -> Vec<(&'static str, MultiDotFn)> {
         }
         if has_avx2_fma() && dtype == DType::Q8_0 {
             v.push(("avx2", avx2_q8::dot_q8_0_avx2_multi_entry));
+        }
+    }
+    v
+}
+
+/// A dot product of several weight rows with one activation row: `out[r] = dot(n, rows[r],
+/// a)`, with the bits of the single-row kernel. The rows' accumulation chains are
+/// independent and their weight streams are read side by side (matvecs: decode).
+pub type RowsDotFn = fn(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]);
+
+/// Weight rows a [`RowsDotFn`] takes per pass (callers group rows by this many).
+pub const DOT_ROWS: usize = 4;
+
+/// The multi-row kernel for `dtype` on this CPU, if there is one (callers otherwise loop
+/// over [`vec_dot_fn`]).
+pub fn vec_dot_rows_fn(dtype: DType) -> Option<RowsDotFn> {
+    if force_scalar() {
+        return None;
+    }
+    rows_available(dtype).first().map(|k| k.1)
+}
+
+/// The multi-row kernels this CPU can run for `dtype`, best first (for tests and tools).
+pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
+    #[allow(unused_mut)]
+    let mut v: Vec<(&'static str, RowsDotFn)> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx512_iq::has_features() && dtype == DType::Q8_0 {
+            v.push(("avx512", avx512_q8::dot_q8_0_avx512_rows_entry));
+        }
+        if has_avx2_fma() && dtype == DType::Q8_0 {
+            v.push(("avx2", avx2_q8::dot_q8_0_avx2_rows_entry));
         }
     }
     v
