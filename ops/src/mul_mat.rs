@@ -50,7 +50,7 @@ const MATVEC_CHUNK_BYTES: usize = 64 << 10;
 /// chunk is one stretch of a thread's DRAM stream; short rows (the 1024-wide `attn_q_b`,
 /// 1088 bytes) in 16-row chunks restarted it every 17 KiB (1024×32768 node: 13.2 GB/s in
 /// 16-row chunks, 16.4 in 64-row ones).
-fn matvec_chunk(row_bytes: usize) -> usize {
+pub(crate) fn matvec_chunk(row_bytes: usize) -> usize {
     MATVEC_CHUNK_BYTES
         .div_ceil(row_bytes.max(1))
         .next_power_of_two()
@@ -142,7 +142,7 @@ fn quarter_order(len: usize) -> impl Iterator<Item = usize> {
 /// rows per multi-row kernel call, in [`quarter_order`] (a masked row gives 0 and is not
 /// read). No software prefetch: four streams keep the hardware prefetchers busy, and
 /// prefetching the next group measured slower (12.0 → 10.5 GiB/s on a 512 MiB node).
-fn dot_rows<'w>(
+pub(crate) fn dot_rows<'w>(
     kernel: quant::simd::RowsDotFn,
     k: usize,
     row: impl Fn(usize) -> &'w [u8],

@@ -300,17 +300,26 @@ impl CpuKernel for MulMatId {
                 .fetch_add(bk.rows.len() as u64, std::sync::atomic::Ordering::Relaxed);
         }
         quantize_all(x, &s, q);
-        let nchunks = s.n.div_ceil(CHUNK);
+        // one token (decode): four rows per kernel call, in longer chunks for short rows,
+        // halved while the active experts would give fewer than four items per thread
+        let rows_dot = quant::simd::vec_dot_rows_fn(w.desc.dtype).filter(|_| s.t == 1);
+        let mut chunk =
+            rows_dot.map_or(CHUNK, |_| crate::mul_mat::matvec_chunk(w.desc.row_bytes()));
+        while chunk > CHUNK && bk.active.len() * s.n.div_ceil(chunk) < 4 * cx.nth {
+            chunk /= 2;
+        }
+        let nchunks = s.n.div_ceil(chunk);
         let total = bk.active.len() * nchunks;
         while let Some(items) = cx.claim(total, 1) {
             for item in items {
                 let e = bk.active[item / nchunks] as usize;
                 let c = item % nchunks;
-                let cols = c * CHUNK..((c + 1) * CHUNK).min(s.n);
+                let cols = c * chunk..((c + 1) * chunk).min(s.n);
                 let group = &bk.rows[bk.start[e] as usize..bk.start[e + 1] as usize];
                 // (a group longer than the token count — an expert chosen twice by one token —
-                // would not fit the panel scratch; it takes the multi-column path)
-                let fits = (TILED_MIN_TOKENS..=s.t).contains(&group.len());
+                // would not fit the panel scratch; it takes the multi-column path; the expansion
+                // scratch holds `CHUNK` rows)
+                let fits = (TILED_MIN_TOKENS..=s.t).contains(&group.len()) && chunk == CHUNK;
                 if let (Some(tiled), true) = (tiled, fits) {
                     if packed != Some(e) {
                         pack_group_panels(&s, group, q, panels);
@@ -341,6 +350,18 @@ impl CpuKernel for MulMatId {
                     let qa = act(q, &s, j);
                     let mask = srcs.get(3).map(|m| m.row_f32(j));
                     let out = dst.row_range_f32_mut(j, cols.clone());
+                    if let Some(rows_dot) = rows_dot {
+                        crate::mul_mat::dot_rows(
+                            rows_dot,
+                            s.k,
+                            |n| weight_row(w, e, n),
+                            |n| mask.is_some_and(|m| m[n] == 0.0),
+                            qa,
+                            cols.clone(),
+                            out,
+                        );
+                        continue;
+                    }
                     for (o, n) in out.iter_mut().zip(cols.clone()) {
                         *o = if mask.is_some_and(|m| m[n] == 0.0) {
                             0.0
@@ -359,6 +380,8 @@ impl CpuKernel for MulMatId {
         let (k, n, e, n_used) = (256usize, 37usize, 5usize, 3usize);
         // repeated experts within a token, skips (−1), and every expert touched for T = 4
         let ids_t1: &[i32] = &[3, -1, 3];
+        // one token on distinct experts: decode's multi-row path
+        let ids_t1b: &[i32] = &[3, -1, 1];
         let ids_t4: &[i32] = &[0, 4, 0, 2, -1, 1, 4, 4, 4, -1, -1, 3];
         for t in [
             DType::Q8_0,
@@ -368,7 +391,7 @@ impl CpuKernel for MulMatId {
             DType::F32,
             DType::BF16,
         ] {
-            for ids in [ids_t1, ids_t4] {
+            for ids in [ids_t1, ids_t1b, ids_t4] {
                 for bsz in [1, n_used] {
                     let tt = ids.len() / n_used;
                     let mut b = CaseBuilder::new(21);

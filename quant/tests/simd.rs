@@ -301,11 +301,14 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
 #[test]
 fn multi_row_kernels_match_the_reference_bit_for_bit() {
     let mut r = rng(0x3c02);
-    for (wt, act, blk, scale_at) in [(DType::Q8_0, DType::Q8_0, 32usize, 0usize)] {
+    for (wt, act, blk, scale_at) in [
+        (DType::Q8_0, DType::Q8_0, 32usize, 0usize),
+        (DType::IQ2_XXS, DType::Q8_K, 256, 0),
+    ] {
         let kernels = quant::simd::rows_available(wt);
         #[cfg(target_arch = "x86_64")]
         assert!(
-            !(std::is_x86_feature_detected!("avx2") && kernels.is_empty()),
+            !(wt == DType::Q8_0 && std::is_x86_feature_detected!("avx2") && kernels.is_empty()),
             "no {wt:?} multi-row kernel on an AVX2 CPU"
         );
         let reference = wt.info().vec_dot.unwrap();

@@ -25,6 +25,7 @@ use crate::grids::{IQ1S_GRID, IQ2XXS_GRID};
 use std::arch::x86_64::*;
 
 entry!(multi dot_iq2_xxs_avx512_multi_entry => dot_iq2_xxs_avx512_multi, dot_iq1_s_avx512_multi_entry => dot_iq1_s_avx512_multi);
+entry!(rows dot_iq2_xxs_avx512_rows_entry => dot_iq2_xxs_avx512_rows);
 
 entry!(
     dot_iq2_xxs_avx512_entry => dot_iq2_xxs_avx512,
@@ -153,27 +154,38 @@ static A1_TOP: [[u8; 64]; 4] = [
     bytes64!(|i| (8 * (6 + i / 32) + 7) as u8),
 ];
 
-/// IQ2_XXS · Q8_K with AVX-512, one column (decode's matvec). Per super-block: the 32 grid
-/// indices spread to dwords (`vpermb`, `vpmovzxbd`) and each quarter's eight grid rows
-/// gathered straight from `IQ2XXS_GRID` (`vpgatherdq`, element order); the signs negate the
-/// activations as in [`Iq2Unpack::block`]; the group scales come from one `vpermb` of the
-/// code bytes per quarter. Four super-blocks' sums are reduced by one unpack tree, their
-/// float products run in four lanes and are added in block order: the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
-unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let ld = |p: *const u8| {
-        // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
-        unsafe { _mm512_loadu_si512(p.cast()) }
-    };
-    let (idx_c, fields, masks_c) = (ld(IDX.as_ptr()), ld(FIELDS.as_ptr()), ld(MASKS.as_ptr()));
-    let tops: [__m512i; 4] = std::array::from_fn(|p| ld(A1_TOP[p].as_ptr()));
-    let xs = view::<BlockIQ2XXS>(w);
-    let ys = view::<BlockQ8K>(a);
-    let nb = xs.len().min(ys.len());
-    let base = IQ2XXS_GRID.as_ptr().cast::<u8>();
-    let mut s = 0f32;
-    for c in (0..nb).step_by(4) {
-        let cnt = (nb - c).min(4);
+/// The tables of the one-column IQ2_XXS kernels, in registers.
+struct Iq2Dot {
+    idx_c: __m512i,
+    fields: __m512i,
+    masks_c: __m512i,
+    tops: [__m512i; 4],
+}
+
+impl Iq2Dot {
+    /// Loads the tables.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn new() -> Self {
+        let ld = |p: *const u8| {
+            // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        };
+        Iq2Dot {
+            idx_c: ld(IDX.as_ptr()),
+            fields: ld(FIELDS.as_ptr()),
+            masks_c: ld(MASKS.as_ptr()),
+            tops: std::array::from_fn(|p| ld(A1_TOP[p].as_ptr())),
+        }
+    }
+
+    /// Adds super-blocks `c..c + 4` (fewer at the end) of `xs · ys` to `s` the reference's
+    /// way (see [`dot_iq2_xxs_avx512`]).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn group(&self, xs: &[BlockIQ2XXS], ys: &[BlockQ8K], c: usize, s: &mut f32) {
+        let base = IQ2XXS_GRID.as_ptr().cast::<u8>();
+        let cnt = (xs.len().min(ys.len()) - c).min(4);
         let mut z = [_mm512_setzero_si512(); 4];
         let mut hd = [0u16; 4];
         let mut dy = [0f32; 4];
@@ -183,7 +195,7 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             dy[k] = y.d();
             // SAFETY: a block's 64 code bytes are readable (unaligned load).
             let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-            let ib = _mm512_castsi512_si256(_mm512_permutexvar_epi8(idx_c, q));
+            let ib = _mm512_castsi512_si256(_mm512_permutexvar_epi8(self.idx_c, q));
             let i0 = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(ib));
             let i1 = _mm512_cvtepu8_epi32(_mm256_extracti128_si256::<1>(ib));
             // SAFETY: every index is < 256, the grid's length; each read is 8 bytes at 8·index.
@@ -196,7 +208,7 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
                 ]
             };
             let f = _mm512_and_si512(
-                _mm512_multishift_epi64_epi8(fields, q),
+                _mm512_multishift_epi64_epi8(self.fields, q),
                 _mm512_set1_epi8(0x7F),
             );
             let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), _mm512_set1_epi8(1));
@@ -206,7 +218,7 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             unsafe {
                 _mm256_storeu_si256(
                     neg.as_mut_ptr().cast(),
-                    _mm512_castsi512_si256(_mm512_permutexvar_epi8(masks_c, signs)),
+                    _mm512_castsi512_si256(_mm512_permutexvar_epi8(self.masks_c, signs)),
                 )
             };
             let mut acc = _mm512_setzero_si512();
@@ -217,7 +229,7 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
                 // 2·(top >> 4) + 1 = ((top >> 3) & 0x1E) | 1
                 let lsv = _mm512_ternarylogic_epi32::<0xEA>(
                     _mm512_srli_epi16(
-                        _mm512_maskz_permutexvar_epi8(0x5555_5555_5555_5555, tops[p], q),
+                        _mm512_maskz_permutexvar_epi8(0x5555_5555_5555_5555, self.tops[p], q),
                         3,
                     ),
                     _mm512_set1_epi16(0x1E),
@@ -230,15 +242,56 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         let t = tree4(z[0], z[1], z[2], z[3]);
         let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
         let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t));
-        add_block_products(
-            &mut s,
-            &hd,
-            &dy,
-            _mm_cvtepi32_ps(_mm512_castsi512_si128(t)),
-            cnt,
-        );
+        add_block_products(s, &hd, &dy, _mm_cvtepi32_ps(_mm512_castsi512_si128(t)), cnt);
+    }
+}
+
+/// IQ2_XXS · Q8_K with AVX-512, one column (decode's matvec). Per super-block: the 32 grid
+/// indices spread to dwords (`vpermb`, `vpmovzxbd`) and each quarter's eight grid rows
+/// gathered straight from `IQ2XXS_GRID` (`vpgatherdq`, element order); the signs negate the
+/// activations as in [`Iq2Unpack::block`]; the group scales come from one `vpermb` of the
+/// code bytes per quarter. Four super-blocks' sums are reduced by one unpack tree, their
+/// float products run in four lanes and are added in block order: the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq2Dot::new() };
+    let (xs, ys) = (view::<BlockIQ2XXS>(w), view::<BlockQ8K>(a));
+    let mut s = 0f32;
+    for c in (0..xs.len().min(ys.len())).step_by(4) {
+        // SAFETY: same features as this function.
+        unsafe { k.group(xs, ys, c, &mut s) };
     }
     0.125 * s
+}
+
+/// IQ2_XXS · Q8_K for several weight rows against one activation row, four rows per pass:
+/// [`dot_iq2_xxs_avx512`]'s steps for four super-blocks of each row in turn, so four
+/// independent chains and four weight streams are in flight. Each row's operations and
+/// their order are the one-row kernel's: the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq2_xxs_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq2Dot::new() };
+    let ys = view::<BlockQ8K>(a);
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let mut xs: [&[BlockIQ2XXS]; 4] = [&[]; 4];
+        for (x, w) in xs.iter_mut().zip(rows) {
+            *x = view::<BlockIQ2XXS>(w);
+        }
+        let xs = &xs[..rows.len()];
+        let nb = xs.iter().map(|x| x.len()).min().unwrap_or(0).min(ys.len());
+        let mut s = [0f32; 4];
+        for c in (0..nb).step_by(4) {
+            for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                // SAFETY: same features as this function.
+                unsafe { k.group(&x[..nb], ys, c, sr) };
+            }
+        }
+        for (o, sr) in out.iter_mut().zip(s) {
+            *o = 0.125 * sr;
+        }
+    }
 }
 
 /// IQ1_S's per-block bsum terms for one activation block: (Σ ls_g·B_g, Σ ±ls_g·B_g) with

@@ -128,8 +128,13 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
     let mut v: Vec<(&'static str, RowsDotFn)> = Vec::new();
     #[cfg(target_arch = "x86_64")]
     {
-        if avx512_iq::has_features() && dtype == DType::Q8_0 {
-            v.push(("avx512", avx512_q8::dot_q8_0_avx512_rows_entry));
+        if avx512_iq::has_features() {
+            let k: Option<RowsDotFn> = match dtype {
+                DType::Q8_0 => Some(avx512_q8::dot_q8_0_avx512_rows_entry),
+                DType::IQ2_XXS => Some(avx512_iq::dot_iq2_xxs_avx512_rows_entry),
+                _ => None,
+            };
+            v.extend(k.map(|k| ("avx512", k)));
         }
         if has_avx2_fma() && dtype == DType::Q8_0 {
             v.push(("avx2", avx2_q8::dot_q8_0_avx2_rows_entry));
