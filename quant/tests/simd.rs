@@ -347,6 +347,52 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
+/// The float multi-row kernels give each row the bits of the one-row kernel on this CPU
+/// (which itself is within the reordering bound of the reference): every row count 1..=9
+/// and lengths with every eight-element tail.
+#[test]
+fn float_multi_row_kernels_match_the_one_row_kernel_bit_for_bit() {
+    let mut r = rng(0xf10b8);
+    for wt in [DType::F32, DType::F16, DType::BF16] {
+        let kernels = quant::simd::rows_available(wt);
+        #[cfg(target_arch = "x86_64")]
+        assert!(
+            !(std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("f16c")
+                && kernels.is_empty()),
+            "no {wt:?} multi-row kernel on an AVX2 CPU"
+        );
+        let one = quant::simd::vec_dot_fn(wt).unwrap();
+        for n in [1usize, 7, 8, 9, 15, 64, 257, 4099] {
+            let x = activations(&mut r, n, 3.0);
+            let mut a = vec![0u8; bytes_for(wt, n).unwrap()];
+            quantize_activation(wt, &x, &mut a).unwrap();
+            for rows in 1..=9usize {
+                let ws: Vec<Vec<u8>> = (0..rows)
+                    .map(|_| {
+                        let mut w = vec![0u8; bytes_for(wt, n).unwrap()];
+                        quant::quantize_row(wt, &activations(&mut r, n, 1.5), &mut w).unwrap();
+                        w
+                    })
+                    .collect();
+                let refs: Vec<&[u8]> = ws.iter().map(|w| w.as_slice()).collect();
+                for (name, kernel) in &kernels {
+                    let mut out = vec![f32::NAN; rows];
+                    kernel(n, &refs, &a, &mut out);
+                    for (i, w) in ws.iter().enumerate() {
+                        let want = one(n, w, &a);
+                        assert_eq!(
+                            out[i].to_bits(),
+                            want.to_bits(),
+                            "{wt:?} {name} n={n} rows={rows} row {i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The tiled Q8_0 GEMMs (on raw and on expanded rows) give every (row, column) the
 /// reference's bits, for every row count 1..=4 and column count 1..=8 (each pair count, odd
 /// columns paired with themselves), with extreme codes (−128 and 127 weights, saturated

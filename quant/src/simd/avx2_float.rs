@@ -108,3 +108,141 @@ unsafe fn dot_bf16_avx2(n: usize, w: &[u8], a: &[u8]) -> f32 {
         |j| h(w, j) * h(a, j),
     )
 }
+
+entry!(rows
+    dot_f32_avx2_rows_entry => dot_f32_avx2_rows,
+    dot_f16_avx2_rows_entry => dot_f16_avx2_rows,
+    dot_bf16_avx2_rows_entry => dot_bf16_avx2_rows,
+);
+
+/// [`accumulate`] for `R` weight rows against one activation row: the activation's eight
+/// values are loaded once per step for all rows, and each row keeps its own two f64 lane
+/// accumulators, so the `R` addition chains run side by side (one row's chain waits on the
+/// f64 add's latency every eight elements). Per row the operations and their order are
+/// [`accumulate`]'s: each result has the one-row kernel's bits.
+#[inline(always)]
+fn accumulate_rows<const R: usize>(
+    n: usize,
+    load_w: impl Fn(usize, usize) -> __m256,
+    load_a: impl Fn(usize) -> __m256,
+    one: impl Fn(usize, usize) -> f32,
+    out: &mut [f32],
+) {
+    // SAFETY: as in `accumulate`: only inlined into kernels compiled with AVX2, FMA and F16C.
+    unsafe {
+        let mut lo = [_mm256_setzero_pd(); R];
+        let mut hi = [_mm256_setzero_pd(); R];
+        let full = n / 8 * 8;
+        let mut i = 0;
+        while i < full {
+            let a = load_a(i);
+            for r in 0..R {
+                let p = _mm256_mul_ps(load_w(r, i), a);
+                lo[r] = _mm256_add_pd(lo[r], _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+                hi[r] = _mm256_add_pd(hi[r], _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+            }
+            i += 8;
+        }
+        for r in 0..R {
+            let v = _mm256_add_pd(lo[r], hi[r]);
+            let h = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+            let mut s = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+            for j in full..n {
+                s += one(r, j) as f64;
+            }
+            out[r] = s as f32;
+        }
+    }
+}
+
+/// Runs `$body!(R)` for the row count `$r` (1..=4) of a multi-row float kernel pass.
+macro_rules! rows_pass {
+    ($r:expr, $body:ident) => {
+        match $r {
+            1 => $body!(1),
+            2 => $body!(2),
+            3 => $body!(3),
+            _ => $body!(4),
+        }
+    };
+}
+
+/// The smallest element count any of `rows` and `a` holds (`size` bytes per element).
+fn common_len(n: usize, rows: &[&[u8]], a: &[u8], size: usize) -> usize {
+    rows.iter()
+        .fold(n.min(a.len() / size), |m, w| m.min(w.len() / size))
+}
+
+/// F32 · F32 for several weight rows, four per pass (the bits of [`dot_f32_avx2`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_f32_avx2_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    let f = |b: &[u8], j: usize| {
+        f32::from_le_bytes([b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3]])
+    };
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let n = common_len(n, rows, a, 4);
+        macro_rules! pass {
+            ($r:literal) => {
+                accumulate_rows::<$r>(
+                    n,
+                    // SAFETY: i + 8 ≤ n elements lie inside every row (unaligned loads).
+                    |r, i| unsafe { _mm256_loadu_ps(rows[r].as_ptr().cast::<f32>().add(i)) },
+                    // SAFETY: as above, for the activation.
+                    |i| unsafe { _mm256_loadu_ps(a.as_ptr().cast::<f32>().add(i)) },
+                    |r, j| f(rows[r], j) * f(a, j),
+                    out,
+                )
+            };
+        }
+        rows_pass!(rows.len(), pass);
+    }
+}
+
+/// F16 · F16 for several weight rows, four per pass (the bits of [`dot_f16_avx2`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_f16_avx2_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    let h = |b: &[u8], j: usize| {
+        crate::scalar::f16_to_f32(u16::from_le_bytes([b[2 * j], b[2 * j + 1]]))
+    };
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let n = common_len(n, rows, a, 2);
+        macro_rules! pass {
+            ($r:literal) => {
+                accumulate_rows::<$r>(
+                    n,
+                    |r, i| _mm256_cvtph_ps(load_u16x8(rows[r].as_ptr(), i)),
+                    |i| _mm256_cvtph_ps(load_u16x8(a.as_ptr(), i)),
+                    |r, j| h(rows[r], j) * h(a, j),
+                    out,
+                )
+            };
+        }
+        rows_pass!(rows.len(), pass);
+    }
+}
+
+/// BF16 · BF16 for several weight rows, four per pass (the bits of [`dot_bf16_avx2`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_bf16_avx2_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    let h = |b: &[u8], j: usize| {
+        crate::scalar::bf16_to_f32(u16::from_le_bytes([b[2 * j], b[2 * j + 1]]))
+    };
+    let widen = |v: __m128i| -> __m256 {
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16))
+    };
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let n = common_len(n, rows, a, 2);
+        macro_rules! pass {
+            ($r:literal) => {
+                accumulate_rows::<$r>(
+                    n,
+                    |r, i| widen(load_u16x8(rows[r].as_ptr(), i)),
+                    |i| widen(load_u16x8(a.as_ptr(), i)),
+                    |r, j| h(rows[r], j) * h(a, j),
+                    out,
+                )
+            };
+        }
+        rows_pass!(rows.len(), pass);
+    }
+}

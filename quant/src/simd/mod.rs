@@ -106,7 +106,8 @@ pub fn multi_available(dtype: DType) -> Vec<(&'static str, MultiDotFn)> {
 }
 
 /// A dot product of several weight rows with one activation row: `out[r] = dot(n, rows[r],
-/// a)`, with the bits of the single-row kernel. The rows' accumulation chains are
+/// a)`, with the bits of the single-row kernel [`vec_dot_fn`] returns (the reference's, but
+/// for the float types' reordered f64 sums). The rows' accumulation chains are
 /// independent and their weight streams are read side by side (matvecs: decode).
 pub type RowsDotFn = fn(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]);
 
@@ -136,8 +137,15 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
             };
             v.extend(k.map(|k| ("avx512", k)));
         }
-        if has_avx2_fma() && dtype == DType::Q8_0 {
-            v.push(("avx2", avx2_q8::dot_q8_0_avx2_rows_entry));
+        if has_avx2_fma() {
+            let k: Option<RowsDotFn> = match dtype {
+                DType::Q8_0 => Some(avx2_q8::dot_q8_0_avx2_rows_entry),
+                DType::F32 => Some(avx2_float::dot_f32_avx2_rows_entry),
+                DType::F16 => Some(avx2_float::dot_f16_avx2_rows_entry),
+                DType::BF16 => Some(avx2_float::dot_bf16_avx2_rows_entry),
+                _ => None,
+            };
+            v.extend(k.map(|k| ("avx2", k)));
         }
     }
     v
