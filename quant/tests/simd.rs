@@ -304,6 +304,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
     for (wt, act, blk, scale_at) in [
         (DType::Q8_0, DType::Q8_0, 32usize, 0usize),
         (DType::IQ2_XXS, DType::Q8_K, 256, 0),
+        (DType::Q2_0, DType::Q8_0, 64, 0),
     ] {
         let kernels = quant::simd::rows_available(wt);
         #[cfg(target_arch = "x86_64")]

@@ -14,7 +14,7 @@ use bytemuck::Zeroable;
 use std::arch::x86_64::*;
 
 entry!(multi dot_q2_0_avx512_multi_entry => dot_q2_0_avx512_multi, dot_q8_0_avx512_multi_entry => dot_q8_0_avx512_multi);
-entry!(rows dot_q8_0_avx512_rows_entry => dot_q8_0_avx512_rows);
+entry!(rows dot_q8_0_avx512_rows_entry => dot_q8_0_avx512_rows, dot_q2_0_avx512_rows_entry => dot_q2_0_avx512_rows);
 
 entry!(
     dot_q2_0_avx512_entry => dot_q2_0_avx512,
@@ -77,52 +77,119 @@ unsafe fn dot_q2_0_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
 #[inline]
 unsafe fn q2_0_four(xc: &[BlockQ2_0; 4], yc: &[BlockQ8_0; 8]) -> [f32; 4] {
-    // SAFETY: CUT has 64 bytes (unaligned load).
-    let cut = unsafe { _mm512_loadu_si512(CUT.as_ptr().cast()) };
-    let (m2, ones, z) = (
-        _mm512_set1_epi8(3),
-        _mm512_set1_epi8(1),
-        _mm512_setzero_si512(),
-    );
-    let (mut hx, mut hy0, mut hy1) = (0u64, 0u64, 0u64);
-    let v: [__m512i; 4] = std::array::from_fn(|k| {
-        let (x, y0, y1) = (&xc[k], &yc[2 * k], &yc[2 * k + 1]);
-        hx |= u64::from(u16::from_le_bytes(x.d)) << (16 * k);
+    // SAFETY: same features as this function.
+    unsafe { q2_0_four_with(xc, &q2_0_act(yc)) }
+}
+
+/// The activation side of [`q2_0_four`] (shared by the rows of the multi-row kernel): each
+/// block's two activation blocks in one register, their lane sums Σ y, and the eight f16
+/// scales.
+struct Q2Act {
+    yv: [__m512i; 4],
+    sy: [__m512i; 4],
+    hy0: u64,
+    hy1: u64,
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+#[inline]
+unsafe fn q2_0_act(yc: &[BlockQ8_0; 8]) -> Q2Act {
+    let (ones, z) = (_mm512_set1_epi8(1), _mm512_setzero_si512());
+    let (mut hy0, mut hy1) = (0u64, 0u64);
+    let yv: [__m512i; 4] = std::array::from_fn(|k| {
+        let (y0, y1) = (&yc[2 * k], &yc[2 * k + 1]);
         hy0 |= u64::from(u16::from_le_bytes(y0.d)) << (16 * k);
         hy1 |= u64::from(u16::from_le_bytes(y1.d)) << (16 * k);
-        let q = x.qs.as_ptr();
-        // SAFETY: 16 code bytes per weight block and 32 per activation block (unaligned
-        // loads of 8, 8, 32 and 32 bytes).
-        let (codes, yv) = unsafe {
-            let both = _mm512_permutexvar_epi64(
-                _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1),
-                _mm512_castsi128_si512(_mm_loadu_si128(q.cast())),
-            );
-            let y = _mm512_inserti64x4::<1>(
+        // SAFETY: 32 code bytes per activation block (unaligned loads).
+        unsafe {
+            _mm512_inserti64x4::<1>(
                 _mm512_castsi256_si512(_mm256_loadu_si256(y0.qs.as_ptr().cast())),
                 _mm256_loadu_si256(y1.qs.as_ptr().cast()),
-            );
-            (
-                _mm512_and_si512(_mm512_multishift_epi64_epi8(cut, both), m2),
-                y,
             )
+        }
+    });
+    let sy = std::array::from_fn(|k| _mm512_dpbusd_epi32(z, ones, yv[k]));
+    Q2Act { yv, sy, hy0, hy1 }
+}
+
+/// [`q2_0_four`] with its activation side already formed.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+#[inline]
+unsafe fn q2_0_four_with(xc: &[BlockQ2_0; 4], act: &Q2Act) -> [f32; 4] {
+    // SAFETY: CUT has 64 bytes (unaligned load).
+    let cut = unsafe { _mm512_loadu_si512(CUT.as_ptr().cast()) };
+    let (m2, z) = (_mm512_set1_epi8(3), _mm512_setzero_si512());
+    let mut hx = 0u64;
+    let v: [__m512i; 4] = std::array::from_fn(|k| {
+        let x = &xc[k];
+        hx |= u64::from(u16::from_le_bytes(x.d)) << (16 * k);
+        // SAFETY: 16 code bytes per weight block (unaligned load).
+        let codes = unsafe {
+            let both = _mm512_permutexvar_epi64(
+                _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1),
+                _mm512_castsi128_si512(_mm_loadu_si128(x.qs.as_ptr().cast())),
+            );
+            _mm512_and_si512(_mm512_multishift_epi64_epi8(cut, both), m2)
         };
-        _mm512_sub_epi32(
-            _mm512_dpbusd_epi32(z, codes, yv),
-            _mm512_dpbusd_epi32(z, ones, yv),
-        )
+        _mm512_sub_epi32(_mm512_dpbusd_epi32(z, codes, act.yv[k]), act.sy[k])
     });
     // lanes 0–1 of each block: its first half, 2–3: its second
     let (i0, i1) = fold_pairs(tree4(v[0], v[1], v[2], v[3]));
     let f = |h: u64| _mm_cvtph_ps(_mm_cvtsi64_si128(h as i64));
     let inner = _mm_add_ps(
-        _mm_mul_ps(f(hy0), _mm_cvtepi32_ps(i0)),
-        _mm_mul_ps(f(hy1), _mm_cvtepi32_ps(i1)),
+        _mm_mul_ps(f(act.hy0), _mm_cvtepi32_ps(i0)),
+        _mm_mul_ps(f(act.hy1), _mm_cvtepi32_ps(i1)),
     );
     let mut vals = [0f32; 4];
     // SAFETY: `vals` holds four f32 (unaligned store).
     unsafe { _mm_storeu_ps(vals.as_mut_ptr(), _mm_mul_ps(f(hx), inner)) };
     vals
+}
+
+/// Q2_0 · Q8_0 for several weight rows against one activation row, four rows per pass:
+/// each group of four blocks' activation side is formed once for all rows, and the rows'
+/// running sums are independent chains (one row's sum waits on a scalar add per block).
+/// Per row the operations and their order are [`dot_q2_0_avx512`]'s: the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    let ys = view::<BlockQ8_0>(a);
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let mut xs: [&[BlockQ2_0]; 4] = [&[]; 4];
+        for (x, w) in xs.iter_mut().zip(rows) {
+            *x = view::<BlockQ2_0>(w);
+        }
+        let xs = &xs[..rows.len()];
+        let nb = xs.iter().fold(ys.len() / 2, |m, x| m.min(x.len()));
+        let full = nb / 4 * 4;
+        let mut s = [0f32; 4];
+        for g in (0..full).step_by(4) {
+            // SAFETY: same features as this function.
+            let act = unsafe { q2_0_act(ys[2 * g..2 * g + 8].try_into().unwrap()) };
+            for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                // SAFETY: same features as this function.
+                let vals = unsafe { q2_0_four_with(x[g..g + 4].try_into().unwrap(), &act) };
+                for v in vals {
+                    *sr += v;
+                }
+            }
+        }
+        if full < nb {
+            // the last 1–3 blocks, padded like the one-row kernel's
+            let cnt = nb - full;
+            let mut py = [BlockQ8_0::zeroed(); 8];
+            py[..2 * cnt].copy_from_slice(&ys[2 * full..2 * nb]);
+            for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                let mut px = [BlockQ2_0::zeroed(); 4];
+                px[..cnt].copy_from_slice(&x[full..nb]);
+                // SAFETY: same features as this function.
+                let vals = unsafe { q2_0_four(&px, &py) };
+                for v in &vals[..cnt] {
+                    *sr += v;
+                }
+            }
+        }
+        out.copy_from_slice(&s[..out.len()]);
+    }
 }
 
 /// Q2_0 · Q8_0 against several activation columns: each block's codes are cut out once per
