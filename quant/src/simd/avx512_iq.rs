@@ -144,15 +144,21 @@ static VALUES: [u8; 64] = bytes64!(|e| match e % 16 {
     _ => 0,
 });
 
-/// `vpermb` controls on a block's 64 code bytes: quarter p's 16-bit lane i takes the top
-/// byte of group 2p + i/16's `a1` word (its scale nibble is the byte's high half); the odd
-/// bytes are zeroed by the mask.
-static A1_TOP: [[u8; 64]; 4] = [
-    bytes64!(|i| (8 * (i / 32) + 7) as u8),
-    bytes64!(|i| (8 * (2 + i / 32) + 7) as u8),
-    bytes64!(|i| (8 * (4 + i / 32) + 7) as u8),
-    bytes64!(|i| (8 * (6 + i / 32) + 7) as u8),
-];
+/// `vpermw` controls per quarter p: 16-bit lanes 0..16 take word 4·(2p) + 3 of a block's
+/// code words (the top half of group 2p's `a1`), lanes 16..32 word 4·(2p + 1) + 3.
+static LS_WORD: [[u16; 32]; 4] = {
+    let mut t = [[0u16; 32]; 4];
+    let mut p = 0;
+    while p < 4 {
+        let mut i = 0;
+        while i < 32 {
+            t[p][i] = (4 * (2 * p + i / 16) + 3) as u16;
+            i += 1;
+        }
+        p += 1;
+    }
+    t
+};
 
 /// The tables of the one-column IQ2_XXS kernels, in registers.
 struct Iq2Dot {
@@ -175,7 +181,7 @@ impl Iq2Dot {
             idx_c: ld(IDX.as_ptr()),
             fields: ld(FIELDS.as_ptr()),
             masks_c: ld(MASKS.as_ptr()),
-            tops: std::array::from_fn(|p| ld(A1_TOP[p].as_ptr())),
+            tops: std::array::from_fn(|p| ld(LS_WORD[p].as_ptr().cast())),
         }
     }
 
@@ -221,20 +227,19 @@ impl Iq2Dot {
                     _mm512_castsi512_si256(_mm512_permutexvar_epi8(self.masks_c, signs)),
                 )
             };
+            // word 4g + 3 of the codes is the top half of group g's `a1`: there,
+            // ((w >> 11) & 0x1E) | 1 = 2·(a1 >> 28) + 1, the group's scale (other words: unused)
+            let ls = _mm512_ternarylogic_epi32::<0xEA>(
+                _mm512_srli_epi16(q, 11),
+                _mm512_set1_epi16(0x1E),
+                _mm512_set1_epi16(1),
+            );
             let mut acc = _mm512_setzero_si512();
             for p in 0..4 {
                 // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
                 let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
                 let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
-                // 2·(top >> 4) + 1 = ((top >> 3) & 0x1E) | 1
-                let lsv = _mm512_ternarylogic_epi32::<0xEA>(
-                    _mm512_srli_epi16(
-                        _mm512_maskz_permutexvar_epi8(0x5555_5555_5555_5555, self.tops[p], q),
-                        3,
-                    ),
-                    _mm512_set1_epi16(0x1E),
-                    _mm512_set1_epi16(1),
-                );
+                let lsv = _mm512_permutexvar_epi16(self.tops[p], ls);
                 acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(grid[p], sy), lsv);
             }
             *zk = acc;
@@ -249,8 +254,8 @@ impl Iq2Dot {
 /// IQ2_XXS · Q8_K with AVX-512, one column (decode's matvec). Per super-block: the 32 grid
 /// indices spread to dwords (`vpermb`, `vpmovzxbd`) and each quarter's eight grid rows
 /// gathered straight from `IQ2XXS_GRID` (`vpgatherdq`, element order); the signs negate the
-/// activations as in [`Iq2Unpack::block`]; the group scales come from one `vpermb` of the
-/// code bytes per quarter. Four super-blocks' sums are reduced by one unpack tree, their
+/// activations as in [`Iq2Unpack::block`]; the group scales are formed in place in the code
+/// words once per super-block and picked by one `vpermw` per quarter. Four super-blocks' sums are reduced by one unpack tree, their
 /// float products run in four lanes and are added in block order: the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
