@@ -815,10 +815,14 @@ pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
         unsafe { _mm512_loadu_si512(PICK16[0][p].as_ptr().cast()) }
     });
     let ones = _mm512_set1_epi8(1);
-    for (x, o) in view::<BlockIQ2XXS>(w)
-        .iter()
-        .zip(out.chunks_exact_mut(EXPANDED_SB))
-    {
+    let xs = view::<BlockIQ2XXS>(w);
+    for (b, (x, o)) in xs.iter().zip(out.chunks_exact_mut(EXPANDED_SB)).enumerate() {
+        // eight super-blocks (528 bytes) ahead: the expansion computes ~60 cycles per
+        // super-block and keeps few loads in flight (iq2 prefill experts 11.72 → 11.28 ms per
+        // token, mean of five alternating pairs)
+        if let Some(ahead) = xs.get(b + 8) {
+            super::prefetch(bytemuck::bytes_of(ahead));
+        }
         // SAFETY: same features as this function.
         let Iq2Block { grid, neg, ls } = unsafe { un.block(x) };
         let mut corr = _mm512_setzero_si512();
