@@ -295,6 +295,31 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
+/// Every multi-row kernel in `kernels` gives each of the rows `ws` (against activation `a`)
+/// the bits of `want`.
+fn assert_rows_match(
+    wt: DType,
+    kernels: &[(&str, quant::simd::RowsDotFn)],
+    n: usize,
+    ws: &[Vec<u8>],
+    a: &[u8],
+    want: quant::DotFn,
+) {
+    let refs: Vec<&[u8]> = ws.iter().map(|w| w.as_slice()).collect();
+    for (name, kernel) in kernels {
+        let mut out = vec![f32::NAN; ws.len()];
+        kernel(n, &refs, a, &mut out);
+        for (i, w) in ws.iter().enumerate() {
+            assert_eq!(
+                out[i].to_bits(),
+                want(n, w, a).to_bits(),
+                "{wt:?} {name} n={n} rows={} row {i}",
+                ws.len()
+            );
+        }
+    }
+}
+
 /// The multi-row kernels give each weight row the single-row reference's bits, for every
 /// row count 1..=9 (all pass tails) and several row lengths (partial groups of eight
 /// blocks), with extreme codes in the weights.
@@ -330,19 +355,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
                         w
                     })
                     .collect();
-                let refs: Vec<&[u8]> = ws.iter().map(|w| w.as_slice()).collect();
-                for (name, kernel) in &kernels {
-                    let mut out = vec![f32::NAN; rows];
-                    kernel(n, &refs, &a, &mut out);
-                    for (i, w) in ws.iter().enumerate() {
-                        let want = reference(n, w, &a);
-                        assert_eq!(
-                            out[i].to_bits(),
-                            want.to_bits(),
-                            "{wt:?} {name} n={n} rows={rows} row {i}"
-                        );
-                    }
-                }
+                assert_rows_match(wt, &kernels, n, &ws, &a, reference);
             }
         }
     }
@@ -376,19 +389,7 @@ fn float_multi_row_kernels_match_the_one_row_kernel_bit_for_bit() {
                         w
                     })
                     .collect();
-                let refs: Vec<&[u8]> = ws.iter().map(|w| w.as_slice()).collect();
-                for (name, kernel) in &kernels {
-                    let mut out = vec![f32::NAN; rows];
-                    kernel(n, &refs, &a, &mut out);
-                    for (i, w) in ws.iter().enumerate() {
-                        let want = one(n, w, &a);
-                        assert_eq!(
-                            out[i].to_bits(),
-                            want.to_bits(),
-                            "{wt:?} {name} n={n} rows={rows} row {i}"
-                        );
-                    }
-                }
+                assert_rows_match(wt, &kernels, n, &ws, &a, one);
             }
         }
     }
