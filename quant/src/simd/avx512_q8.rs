@@ -14,7 +14,7 @@ use bytemuck::Zeroable;
 use std::arch::x86_64::*;
 
 entry!(multi dot_q2_0_avx512_multi_entry => dot_q2_0_avx512_multi, dot_q8_0_avx512_multi_entry => dot_q8_0_avx512_multi);
-entry!(rows dot_q8_0_avx512_rows_entry => dot_q8_0_avx512_rows, dot_q2_0_avx512_rows_entry => dot_q2_0_avx512_rows);
+entry!(rows dot_q8_0_avx512_rows_entry => dot_q8_0_avx512_rows, dot_q2_0_avx512_rows_entry => dot_q2_0_avx512_rows, dot_q6_k_avx512_rows_entry => dot_q6_k_avx512_rows);
 
 entry!(
     dot_q2_0_avx512_entry => dot_q2_0_avx512,
@@ -485,19 +485,78 @@ unsafe fn dot_q8_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
 /// reference's float combine: the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_q6_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let m4 = _mm512_set1_epi8(0x0F);
-    let m3 = _mm512_set1_epi8(0x03);
-    // per 16-bit lane: shift of the high-bit pair for the register's lower / upper 32 bytes
-    let sh01 = _mm512_inserti64x4::<1>(_mm512_set1_epi16(0), _mm256_set1_epi16(2));
-    let sh23 = _mm512_inserti64x4::<1>(_mm512_set1_epi16(4), _mm256_set1_epi16(6));
-    // i16 pair lane i of a register covers elements 2i, 2i+1: sub-block i / 8 of its four
-    let pick: [__m512i; 4] = std::array::from_fn(|r| {
-        let v: [i16; 32] = std::array::from_fn(|i| (4 * r + i / 8) as i16);
-        // SAFETY: 64 readable bytes (unaligned load).
-        unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
-    });
+    // SAFETY: same features as this function.
+    let k = unsafe { Q6k::new() };
     let mut s = 0f32;
     for (x, y) in view::<BlockQ6K>(w).iter().zip(view::<BlockQ8K>(a)) {
+        // SAFETY: same features as this function.
+        s += unsafe { k.block(x, y) };
+    }
+    s
+}
+
+/// Q6_K · Q8_K for several weight rows against one activation row, four rows per pass:
+/// [`dot_q6_k_avx512`]'s super-block step for each row in turn, so four running sums and
+/// four weight streams are in flight. Per row the operations and their order are the one-row
+/// kernel's: the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn dot_q6_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { Q6k::new() };
+    let ys = view::<BlockQ8K>(a);
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let mut xs: [&[BlockQ6K]; 4] = [&[]; 4];
+        for (x, w) in xs.iter_mut().zip(rows) {
+            *x = view::<BlockQ6K>(w);
+        }
+        let xs = &xs[..rows.len()];
+        let nb = xs.iter().fold(ys.len(), |m, x| m.min(x.len()));
+        let mut s = [0f32; 4];
+        for (b, y) in ys[..nb].iter().enumerate() {
+            for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                // SAFETY: same features as this function.
+                *sr += unsafe { k.block(&x[b], y) };
+            }
+        }
+        out.copy_from_slice(&s[..out.len()]);
+    }
+}
+
+/// The constants of the Q6_K kernels, in registers.
+struct Q6k {
+    m4: __m512i,
+    m3: __m512i,
+    sh01: __m512i,
+    sh23: __m512i,
+    pick: [__m512i; 4],
+}
+
+impl Q6k {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn new() -> Self {
+        Q6k {
+            m4: _mm512_set1_epi8(0x0F),
+            m3: _mm512_set1_epi8(0x03),
+            // per 16-bit lane: shift of the high-bit pair for the register's lower / upper 32
+            // bytes
+            sh01: _mm512_inserti64x4::<1>(_mm512_set1_epi16(0), _mm256_set1_epi16(2)),
+            sh23: _mm512_inserti64x4::<1>(_mm512_set1_epi16(4), _mm256_set1_epi16(6)),
+            // i16 pair lane i of a register covers elements 2i, 2i+1: sub-block i / 8 of its
+            // four
+            pick: std::array::from_fn(|r| {
+                let v: [i16; 32] = std::array::from_fn(|i| (4 * r + i / 8) as i16);
+                // SAFETY: 64 readable bytes (unaligned load).
+                unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
+            }),
+        }
+    }
+
+    /// One super-block's `dy·f32(dx)·Σ` (the reference's float product).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn block(&self, x: &BlockQ6K, y: &BlockQ8K) -> f32 {
+        let (m4, m3) = (self.m4, self.m3);
         // SAFETY: 16 scale bytes and the 32 bsum bytes of the blocks (unaligned loads).
         let (sc, bs) = unsafe {
             (
@@ -519,10 +578,13 @@ unsafe fn dot_q6_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             };
             let hi =
                 |sh: __m512i| _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh), m3), 4);
-            let u01 = _mm512_or_si512(_mm512_and_si512(ql, m4), hi(sh01));
-            let u23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hi(sh23));
-            let s01 = _mm512_permutexvar_epi16(pick[2 * h], sc512);
-            let s23 = _mm512_permutexvar_epi16(pick[2 * h + 1], sc512);
+            let u01 = _mm512_or_si512(_mm512_and_si512(ql, m4), hi(self.sh01));
+            let u23 = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                hi(self.sh23),
+            );
+            let s01 = _mm512_permutexvar_epi16(self.pick[2 * h], sc512);
+            let s23 = _mm512_permutexvar_epi16(self.pick[2 * h + 1], sc512);
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u01, y0), s01);
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u23, y1), s23);
         }
@@ -535,9 +597,8 @@ unsafe fn dot_q6_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             _mm_cvtsi128_si32(t)
         };
         let isc = _mm512_reduce_add_epi32(acc) - 32 * off;
-        s += y.d() * f16c!(x.d) * isc as f32;
+        y.d() * f16c!(x.d) * isc as f32
     }
-    s
 }
 
 /// Whether the activation quantizers may use AVX-512: AVX-512F/BW and F16C present and
