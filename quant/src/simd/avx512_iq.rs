@@ -281,12 +281,8 @@ unsafe fn dot_iq2_xxs_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut
     let k = unsafe { Iq2Dot::new() };
     let ys = view::<BlockQ8K>(a);
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let mut xs: [&[BlockIQ2XXS]; 4] = [&[]; 4];
-        for (x, w) in xs.iter_mut().zip(rows) {
-            *x = view::<BlockIQ2XXS>(w);
-        }
+        let (xs, nb) = super::row_views::<BlockIQ2XXS>(rows, ys.len());
         let xs = &xs[..rows.len()];
-        let nb = xs.iter().map(|x| x.len()).min().unwrap_or(0).min(ys.len());
         let mut s = [0f32; 4];
         for c in (0..nb).step_by(4) {
             for (x, sr) in xs.iter().zip(s.iter_mut()) {

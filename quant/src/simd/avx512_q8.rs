@@ -154,12 +154,8 @@ unsafe fn q2_0_four_with(xc: &[BlockQ2_0; 4], act: &Q2Act) -> [f32; 4] {
 unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let mut xs: [&[BlockQ2_0]; 4] = [&[]; 4];
-        for (x, w) in xs.iter_mut().zip(rows) {
-            *x = view::<BlockQ2_0>(w);
-        }
+        let (xs, nb) = super::row_views::<BlockQ2_0>(rows, ys.len() / 2);
         let xs = &xs[..rows.len()];
-        let nb = xs.iter().fold(ys.len() / 2, |m, x| m.min(x.len()));
         let full = nb / 4 * 4;
         let mut s = [0f32; 4];
         for g in (0..full).step_by(4) {
@@ -505,12 +501,8 @@ unsafe fn dot_q6_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
     let k = unsafe { Q6k::new() };
     let ys = view::<BlockQ8K>(a);
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let mut xs: [&[BlockQ6K]; 4] = [&[]; 4];
-        for (x, w) in xs.iter_mut().zip(rows) {
-            *x = view::<BlockQ6K>(w);
-        }
+        let (xs, nb) = super::row_views::<BlockQ6K>(rows, ys.len());
         let xs = &xs[..rows.len()];
-        let nb = xs.iter().fold(ys.len(), |m, x| m.min(x.len()));
         let mut s = [0f32; 4];
         for (b, y) in ys[..nb].iter().enumerate() {
             for (x, sr) in xs.iter().zip(s.iter_mut()) {

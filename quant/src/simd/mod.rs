@@ -329,6 +329,19 @@ unsafe fn hsum_i32(v: std::arch::x86_64::__m256i) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
+/// Up to four weight rows of a multi-row kernel pass viewed as blocks of `B`, and the
+/// fewest blocks any of them holds (at most `cap`, the activation's).
+#[cfg(target_arch = "x86_64")]
+fn row_views<'a, B: bytemuck::Pod>(rows: &[&'a [u8]], cap: usize) -> ([&'a [B]; 4], usize) {
+    let mut xs: [&[B]; 4] = [&[]; 4];
+    let mut nb = cap;
+    for (x, w) in xs.iter_mut().zip(rows) {
+        *x = crate::blocks::view::<B>(w);
+        nb = nb.min(x.len());
+    }
+    (xs, nb)
+}
+
 /// Asks the CPU to start loading `bytes` into cache (one prefetch per 64-byte line; nothing
 /// on other architectures). Matmuls call it for the next weight row while computing the
 /// current one: the hardware prefetchers stop at 4 KiB page boundaries, and weights mapped
