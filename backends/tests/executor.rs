@@ -191,6 +191,15 @@ fn profiler_gets_every_threads_timings_for_every_run() {
     }
 }
 
+/// Runs a masked-matmul graph (inputs `x` and `m`, output `out`) on `threads` threads.
+fn run_masked(g: &Graph, threads: usize, xs: &[f32], mask: &[f32]) -> Vec<f32> {
+    let mut e = Executor::new(g.clone(), cfg(threads, true, false));
+    e.set_input_f32("x", xs).unwrap();
+    e.set_input_f32("m", mask).unwrap();
+    e.run();
+    e.output_f32("out").unwrap()
+}
+
 #[test]
 fn masked_matmul_never_reads_masked_weight_rows() {
     // row 1 of the weight is NaN: if it were read, the output would be NaN
@@ -210,13 +219,8 @@ fn masked_matmul_never_reads_masked_weight_rows() {
     let y = g.mul_mat_masked(wid, x, m).unwrap();
     g.output("out", y).unwrap();
     for threads in [1, 2] {
-        let mut e = Executor::new(g.clone(), cfg(threads, true, false));
-        e.set_input_f32("x", &[1.0; 16]).unwrap();
-        e.set_input_f32("m", &[1.0, 0.0, 2.0, 1.0, 0.0, 1.0])
-            .unwrap();
-        e.run();
         assert_eq!(
-            e.output_f32("out").unwrap(),
+            run_masked(&g, threads, &[1.0; 16], &[1.0, 0.0, 2.0, 1.0, 0.0, 1.0]),
             vec![4.0, 0.0, 4.0, 4.0, 0.0, 4.0]
         );
     }
@@ -250,11 +254,7 @@ fn masked_multi_column_matmul_gives_zeros_only_where_masked() {
     // mask[t][n]: row 1 masked everywhere, row 2 masked for column 1
     let mask = [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0];
     for threads in [1, 2] {
-        let mut e = Executor::new(g.clone(), cfg(threads, true, false));
-        e.set_input_f32("x", &xs).unwrap();
-        e.set_input_f32("m", &mask).unwrap();
-        e.run();
-        let out = e.output_f32("out").unwrap();
+        let out = run_masked(&g, threads, &xs, &mask);
         assert!(out.iter().all(|v| v.is_finite()), "{out:?}");
         assert_eq!(out[4], 0.0); // column 1, row 1
         assert_eq!(out[5], 0.0); // column 1, row 2 (masked)
@@ -309,11 +309,7 @@ fn masked_q8_0_matvec_streams_rows_with_the_reference_bits() {
     let reference = quant::DType::Q8_0.info().vec_dot.unwrap();
     let rb = k / 32 * 34;
     for threads in [1, 2] {
-        let mut e = Executor::new(g.clone(), cfg(threads, true, false));
-        e.set_input_f32("x", &xs).unwrap();
-        e.set_input_f32("m", &mask).unwrap();
-        e.run();
-        let out = e.output_f32("out").unwrap();
+        let out = run_masked(&g, threads, &xs, &mask);
         for r in 0..n {
             let want = if masked[r] {
                 0.0
