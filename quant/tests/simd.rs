@@ -331,6 +331,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
         (DType::IQ2_XXS, DType::Q8_K, 256, 0),
         (DType::Q2_0, DType::Q8_0, 64, 0),
         (DType::Q6_K, DType::Q8_K, 256, 208),
+        (DType::IQ1_S, DType::Q8_K, 256, 0),
     ] {
         let kernels = quant::simd::rows_available(wt);
         #[cfg(target_arch = "x86_64")]

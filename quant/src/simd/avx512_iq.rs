@@ -25,7 +25,7 @@ use crate::grids::{IQ1S_GRID, IQ2XXS_GRID};
 use std::arch::x86_64::*;
 
 entry!(multi dot_iq2_xxs_avx512_multi_entry => dot_iq2_xxs_avx512_multi, dot_iq1_s_avx512_multi_entry => dot_iq1_s_avx512_multi);
-entry!(rows dot_iq2_xxs_avx512_rows_entry => dot_iq2_xxs_avx512_rows);
+entry!(rows dot_iq2_xxs_avx512_rows_entry => dot_iq2_xxs_avx512_rows, dot_iq1_s_avx512_rows_entry => dot_iq1_s_avx512_rows);
 
 entry!(
     dot_iq2_xxs_avx512_entry => dot_iq2_xxs_avx512,
@@ -437,20 +437,76 @@ static PAIR_SCALES: [u8; 64] = {
 /// in block order: the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let ld = |p: *const u8| {
-        // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
-        unsafe { _mm512_loadu_si512(p.cast()) }
-    };
     // SAFETY: same features as this function.
-    let un = unsafe { Iq1Unpack::new() };
-    let quarter: [__m512i; 4] = std::array::from_fn(|p| ld(QUARTER_SCALES[p].as_ptr()));
-    let pairs = ld(PAIR_SCALES.as_ptr());
-    let xs = view::<BlockIQ1S>(w);
-    let ys = view::<BlockQ8K>(a);
+    let k = unsafe { Iq1Dot::new() };
+    let (xs, ys) = (view::<BlockIQ1S>(w), view::<BlockQ8K>(a));
     let mut s = 0f32;
-    let nb = xs.len().min(ys.len());
-    for c in (0..nb).step_by(4) {
-        let cnt = (nb - c).min(4);
+    for c in (0..xs.len().min(ys.len())).step_by(4) {
+        // SAFETY: same features as this function.
+        unsafe { k.group(xs, ys, c, &mut s) };
+    }
+    s
+}
+
+/// IQ1_S · Q8_K for several weight rows against one activation row, four rows per pass:
+/// [`dot_iq1_s_avx512`]'s steps for four super-blocks of each row in turn, so four
+/// independent chains and four weight streams are in flight, each prefetched two steps
+/// ahead. Each row's operations and their order are the one-row kernel's: the reference's
+/// bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq1Dot::new() };
+    let ys = view::<BlockQ8K>(a);
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let (xs, nb) = super::row_views::<BlockIQ1S>(rows, ys.len());
+        let xs = &xs[..rows.len()];
+        let mut s = [0f32; 4];
+        for c in (0..nb).step_by(4) {
+            for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                // two steps (400 bytes) ahead, like the IQ2_XXS rows kernel: the gathers
+                // keep few weight loads in flight on their own
+                if c + 12 <= nb {
+                    super::prefetch(bytemuck::cast_slice(&x[c + 8..c + 12]));
+                }
+                // SAFETY: same features as this function.
+                unsafe { k.group(&x[..nb], ys, c, sr) };
+            }
+        }
+        out.copy_from_slice(&s[..out.len()]);
+    }
+}
+
+/// The constants of the one-column IQ1_S kernels, in registers.
+struct Iq1Dot {
+    un: Iq1Unpack,
+    quarter: [__m512i; 4],
+    pairs: __m512i,
+}
+
+impl Iq1Dot {
+    /// Loads the constants.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn new() -> Self {
+        let ld = |p: *const u8| {
+            // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        };
+        Iq1Dot {
+            // SAFETY: same features as this function.
+            un: unsafe { Iq1Unpack::new() },
+            quarter: std::array::from_fn(|p| ld(QUARTER_SCALES[p].as_ptr())),
+            pairs: ld(PAIR_SCALES.as_ptr()),
+        }
+    }
+
+    /// Adds super-blocks `c..c + 4` (fewer at the end) of `xs · ys` to `s` the reference's
+    /// way (see [`dot_iq1_s_avx512`]).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn group(&self, xs: &[BlockIQ1S], ys: &[BlockQ8K], c: usize, s: &mut f32) {
+        let cnt = (xs.len().min(ys.len()) - c).min(4);
         let mut z = [_mm512_setzero_si512(); 4];
         let mut hd = [0u16; 4];
         let mut dy = [0f32; 4];
@@ -459,7 +515,7 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             hd[k] = u16::from_le_bytes(x.d);
             dy[k] = y.d();
             // SAFETY: same features as this function.
-            let lvs = unsafe { un.levels(x) };
+            let lvs = unsafe { self.un.levels(x) };
             // SAFETY: 16 `qh` bytes, 256 activation bytes, 32 `bsums` bytes (unaligned).
             let (qh, yq, bs) = unsafe {
                 (
@@ -485,13 +541,13 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
                 acc = _mm512_dpwssd_epi32(
                     acc,
                     _mm512_maddubs_epi16(*lv, yv),
-                    _mm512_shuffle_epi8(ls, quarter[p]),
+                    _mm512_shuffle_epi8(ls, self.quarter[p]),
                 );
             }
             // lanes 0–1: −ls·B per group, lanes 2–3: ls·sign·B
             let m = _mm512_shuffle_epi8(
                 _mm512_mask_blend_epi32(0xFF00, _mm512_sub_epi16(_mm512_setzero_si512(), ls), lsg),
-                pairs,
+                self.pairs,
             );
             let corr = _mm512_madd_epi16(bs, m);
             let folded = _mm512_add_epi32(acc, _mm512_shuffle_i64x2::<0b01_00_11_10>(acc, acc));
@@ -502,9 +558,8 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             _mm_cvtepi32_ps(sumi),
             _mm_mul_ps(_mm_set1_ps(0.125), _mm_cvtepi32_ps(sumi1)),
         );
-        add_block_products(&mut s, &hd, &dy, t, cnt);
+        add_block_products(s, &hd, &dy, t, cnt);
     }
-    s
 }
 
 /// The reference's `s += f32(d)·dy·t` for the first `cnt` of four super-blocks, in block

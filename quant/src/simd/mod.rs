@@ -135,6 +135,7 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
                 DType::IQ2_XXS => Some(avx512_iq::dot_iq2_xxs_avx512_rows_entry),
                 DType::Q2_0 => Some(avx512_q8::dot_q2_0_avx512_rows_entry),
                 DType::Q6_K => Some(avx512_q8::dot_q6_k_avx512_rows_entry),
+                DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_rows_entry),
                 _ => None,
             };
             v.extend(k.map(|k| ("avx512", k)));
