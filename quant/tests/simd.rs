@@ -327,11 +327,12 @@ fn assert_rows_match(
 fn multi_row_kernels_match_the_reference_bit_for_bit() {
     let mut r = rng(0x3c02);
     for (wt, act, blk, scale_at) in [
-        (DType::Q8_0, DType::Q8_0, 32usize, 0usize),
-        (DType::IQ2_XXS, DType::Q8_K, 256, 0),
-        (DType::Q2_0, DType::Q8_0, 64, 0),
-        (DType::Q6_K, DType::Q8_K, 256, 208),
-        (DType::IQ1_S, DType::Q8_K, 256, 0),
+        (DType::Q8_0, DType::Q8_0, 32usize, &[0usize][..]),
+        (DType::IQ2_XXS, DType::Q8_K, 256, &[0]),
+        (DType::Q2_0, DType::Q8_0, 64, &[0]),
+        (DType::Q6_K, DType::Q8_K, 256, &[208]),
+        (DType::IQ1_S, DType::Q8_K, 256, &[0]),
+        (DType::Q5_K, DType::Q8_K, 256, &[0, 2]),
     ] {
         let kernels = quant::simd::rows_available(wt);
         #[cfg(target_arch = "x86_64")]
@@ -348,7 +349,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
             for rows in 1..=9usize {
                 let ws: Vec<Vec<u8>> = (0..rows)
                     .map(|i| {
-                        let mut w = random_blocks(&mut r, wt, n, &[scale_at], 0.004);
+                        let mut w = random_blocks(&mut r, wt, n, scale_at, 0.004);
                         // row 1: the extreme codes −128 and 127 in its first block
                         if i == 1 && wt == DType::Q8_0 {
                             w[2] = 0x80;

@@ -7,6 +7,7 @@ use crate::blocks::{view, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
 use crate::codec::kquants::scale_min_k4;
 use std::arch::x86_64::*;
 
+entry!(rows dot_q5_k_avx2_rows_entry => dot_q5_k_avx2_rows);
 entry!(
     dot_q4_k_avx2_entry => dot_q4_k_avx2,
     dot_q5_k_avx2_entry => dot_q5_k_avx2,
@@ -137,31 +138,60 @@ unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `vpmaddubsw`); the float combine is the reference's, so the result is the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let m4 = _mm256_set1_epi8(0x0F);
-    let sixteen = _mm256_set1_epi8(16);
     let mut s = 0f32;
     for (x, y) in view::<BlockQ5K>(w).iter().zip(view::<BlockQ8K>(a)) {
-        // SAFETY: `qh` has 32 bytes (unaligned load).
-        let qh = unsafe { _mm256_loadu_si256(x.qh.as_ptr().cast()) };
-        let high = |bit: usize| -> __m256i {
-            let m = _mm256_set1_epi8((1u8 << bit) as i8);
-            _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m), m), sixteen)
-        };
-        let codes = |c: usize| {
-            // SAFETY: 32 code bytes per chunk are inside the block (unaligned load).
-            let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()) };
-            (
-                _mm256_or_si256(_mm256_and_si256(q, m4), high(2 * c)),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                    high(2 * c + 1),
-                ),
-            )
-        };
-        // SAFETY: the features of this function cover the helper.
-        let (isc, imin) = unsafe { k4_sums(&x.scales, codes, y) };
-        let dy = y.d();
-        s += dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32);
+        // SAFETY: same features as this function.
+        s += unsafe { q5_k_block(x, y) };
     }
     s
+}
+
+/// Q5_K · Q8_K for several weight rows against one activation row, four rows per pass:
+/// [`dot_q5_k_avx2`]'s super-block step for each row in turn, so four running sums and four
+/// weight streams are in flight. Per row the operations and their order are the one-row
+/// kernel's: the reference's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q5_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    let ys = view::<BlockQ8K>(a);
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let (xs, nb) = super::row_views::<BlockQ5K>(rows, ys.len());
+        let xs = &xs[..rows.len()];
+        let mut s = [0f32; 4];
+        for (b, y) in ys[..nb].iter().enumerate() {
+            for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                // SAFETY: same features as this function.
+                *sr += unsafe { q5_k_block(&x[b], y) };
+            }
+        }
+        out.copy_from_slice(&s[..out.len()]);
+    }
+}
+
+/// One Q5_K super-block's float product (see [`dot_q5_k_avx2`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn q5_k_block(x: &BlockQ5K, y: &BlockQ8K) -> f32 {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let sixteen = _mm256_set1_epi8(16);
+    // SAFETY: `qh` has 32 bytes (unaligned load).
+    let qh = unsafe { _mm256_loadu_si256(x.qh.as_ptr().cast()) };
+    let high = |bit: usize| -> __m256i {
+        let m = _mm256_set1_epi8((1u8 << bit) as i8);
+        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m), m), sixteen)
+    };
+    let codes = |c: usize| {
+        // SAFETY: 32 code bytes per chunk are inside the block (unaligned load).
+        let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()) };
+        (
+            _mm256_or_si256(_mm256_and_si256(q, m4), high(2 * c)),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                high(2 * c + 1),
+            ),
+        )
+    };
+    // SAFETY: the features of this function cover the helper.
+    let (isc, imin) = unsafe { k4_sums(&x.scales, codes, y) };
+    let dy = y.d();
+    dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32)
 }

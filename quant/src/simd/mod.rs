@@ -146,6 +146,7 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
                 DType::F32 => Some(avx2_float::dot_f32_avx2_rows_entry),
                 DType::F16 => Some(avx2_float::dot_f16_avx2_rows_entry),
                 DType::BF16 => Some(avx2_float::dot_bf16_avx2_rows_entry),
+                DType::Q5_K => Some(avx2_k::dot_q5_k_avx2_rows_entry),
                 _ => None,
             };
             v.extend(k.map(|k| ("avx2", k)));
