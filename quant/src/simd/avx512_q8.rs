@@ -82,11 +82,12 @@ unsafe fn q2_0_four(xc: &[BlockQ2_0; 4], yc: &[BlockQ8_0; 8]) -> [f32; 4] {
 }
 
 /// The activation side of [`q2_0_four`] (shared by the rows of the multi-row kernel): each
-/// block's two activation blocks in one register, their lane sums Σ y, and the eight f16
-/// scales.
+/// block's two activation blocks in one register, their negated lane sums −Σ y (the start
+/// of each block's `vpdpbusd`, which so gives Σ c·y − Σ y = Σ (c − 1)·y in one instruction),
+/// and the eight f16 scales.
 struct Q2Act {
     yv: [__m512i; 4],
-    sy: [__m512i; 4],
+    nsy: [__m512i; 4],
     hy0: u64,
     hy1: u64,
 }
@@ -108,8 +109,8 @@ unsafe fn q2_0_act(yc: &[BlockQ8_0; 8]) -> Q2Act {
             )
         }
     });
-    let sy = std::array::from_fn(|k| _mm512_dpbusd_epi32(z, ones, yv[k]));
-    Q2Act { yv, sy, hy0, hy1 }
+    let nsy = std::array::from_fn(|k| _mm512_sub_epi32(z, _mm512_dpbusd_epi32(z, ones, yv[k])));
+    Q2Act { yv, nsy, hy0, hy1 }
 }
 
 /// [`q2_0_four`] with its activation side already formed.
@@ -118,7 +119,7 @@ unsafe fn q2_0_act(yc: &[BlockQ8_0; 8]) -> Q2Act {
 unsafe fn q2_0_four_with(xc: &[BlockQ2_0; 4], act: &Q2Act) -> [f32; 4] {
     // SAFETY: CUT has 64 bytes (unaligned load).
     let cut = unsafe { _mm512_loadu_si512(CUT.as_ptr().cast()) };
-    let (m2, z) = (_mm512_set1_epi8(3), _mm512_setzero_si512());
+    let m2 = _mm512_set1_epi8(3);
     let mut hx = 0u64;
     let v: [__m512i; 4] = std::array::from_fn(|k| {
         let x = &xc[k];
@@ -131,7 +132,7 @@ unsafe fn q2_0_four_with(xc: &[BlockQ2_0; 4], act: &Q2Act) -> [f32; 4] {
             );
             _mm512_and_si512(_mm512_multishift_epi64_epi8(cut, both), m2)
         };
-        _mm512_sub_epi32(_mm512_dpbusd_epi32(z, codes, act.yv[k]), act.sy[k])
+        _mm512_dpbusd_epi32(act.nsy[k], codes, act.yv[k])
     });
     // lanes 0–1 of each block: its first half, 2–3: its second
     let (i0, i1) = fold_pairs(tree4(v[0], v[1], v[2], v[3]));
