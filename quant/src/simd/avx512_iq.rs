@@ -118,6 +118,21 @@ static FIELDS: [u8; 64] = bytes64!(|i| if i % 8 < 4 {
 /// `vpermb` control: byte i (0..32) takes grid index i of the block (byte 8·(i/4) + i%4 of
 /// the code bytes: group i/4, sub-group i%4).
 static IDX: [u8; 64] = bytes64!(|i| (8 * ((i % 32) / 4) + i % 4) as u8);
+/// `vpermb` controls per quarter p, for zero-masking with [`GATHER_MASK`]: byte 0 of dword j
+/// (j < 8) takes grid index 8p + j (see [`IDX`]), so the low 256 bits are quarter p's eight
+/// `vpgatherdq` indices, zero-extended, in one instruction.
+static GATHER_IDX: [[u8; 64]; 4] = [
+    bytes64!(|i| gather_idx(0, i)),
+    bytes64!(|i| gather_idx(1, i)),
+    bytes64!(|i| gather_idx(2, i)),
+    bytes64!(|i| gather_idx(3, i)),
+];
+const fn gather_idx(p: usize, i: usize) -> u8 {
+    let g = 8 * p + (i / 4) % 8;
+    (8 * (g / 4) + g % 4) as u8
+}
+/// Byte 0 of each of the low eight dwords (the zero-masking of [`GATHER_IDX`]).
+const GATHER_MASK: u64 = 0x1111_1111;
 /// `vpermt2b` control per quarter p: qword j gets the low level byte (from the first
 /// source) and the high level byte (second source, +64) of sub-group 8p + j.
 static PLACE: [[u8; 64]; 4] = [
@@ -162,7 +177,7 @@ static LS_WORD: [[u16; 32]; 4] = {
 
 /// The tables of the one-column IQ2_XXS kernels, in registers.
 struct Iq2Dot {
-    idx_c: __m512i,
+    gidx: [__m512i; 4],
     fields: __m512i,
     masks_c: __m512i,
     tops: [__m512i; 4],
@@ -178,7 +193,7 @@ impl Iq2Dot {
             unsafe { _mm512_loadu_si512(p.cast()) }
         };
         Iq2Dot {
-            idx_c: ld(IDX.as_ptr()),
+            gidx: std::array::from_fn(|p| ld(GATHER_IDX[p].as_ptr())),
             fields: ld(FIELDS.as_ptr()),
             masks_c: ld(MASKS.as_ptr()),
             tops: std::array::from_fn(|p| ld(LS_WORD[p].as_ptr().cast())),
@@ -201,18 +216,12 @@ impl Iq2Dot {
             dy[k] = y.d();
             // SAFETY: a block's 64 code bytes are readable (unaligned load).
             let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-            let ib = _mm512_castsi512_si256(_mm512_permutexvar_epi8(self.idx_c, q));
-            let i0 = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(ib));
-            let i1 = _mm512_cvtepu8_epi32(_mm256_extracti128_si256::<1>(ib));
-            // SAFETY: every index is < 256, the grid's length; each read is 8 bytes at 8·index.
-            let grid = unsafe {
-                [
-                    _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(i0), base.cast()),
-                    _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(i0), base.cast()),
-                    _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(i1), base.cast()),
-                    _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(i1), base.cast()),
-                ]
-            };
+            let grid: [__m512i; 4] = std::array::from_fn(|p| {
+                let ix = _mm512_maskz_permutexvar_epi8(GATHER_MASK, self.gidx[p], q);
+                // SAFETY: every index is < 256, the grid's length; each read is 8 bytes at
+                // 8·index.
+                unsafe { _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(ix), base.cast()) }
+            });
             let f = _mm512_and_si512(
                 _mm512_multishift_epi64_epi8(self.fields, q),
                 _mm512_set1_epi8(0x7F),
@@ -252,7 +261,7 @@ impl Iq2Dot {
 }
 
 /// IQ2_XXS · Q8_K with AVX-512, one column (decode's matvec). Per super-block: the 32 grid
-/// indices spread to dwords (`vpermb`, `vpmovzxbd`) and each quarter's eight grid rows
+/// indices, zero-extended to dwords per quarter by one zero-masking `vpermb`, and each quarter's eight grid rows
 /// gathered straight from `IQ2XXS_GRID` (`vpgatherdq`, element order); the signs negate the
 /// activations as in [`Iq2Unpack::block`]; the group scales are formed in place in the code
 /// words once per super-block and picked by one `vpermw` per quarter. Four super-blocks' sums are reduced by one unpack tree, their
