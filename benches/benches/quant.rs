@@ -174,6 +174,10 @@ fn bench_gemm_kernels(c: &mut Criterion) {
             g.bench_function(BenchmarkId::new(t.name(), "multi1x8"), |b| {
                 b.iter(|| multi(N, black_box(wr[0]), &ar, &mut out))
             });
+            // one column: the in-register lookup against the one-column kernel's gathers
+            g.bench_function(BenchmarkId::new(t.name(), "multi1x1"), |b| {
+                b.iter(|| multi(N, black_box(wr[0]), &ar[..1], &mut out[..1]))
+            });
         }
         let mut out = [0f32; 32];
         match t {

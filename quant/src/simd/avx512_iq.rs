@@ -25,7 +25,7 @@ use crate::grids::{IQ1S_GRID, IQ2XXS_GRID};
 use std::arch::x86_64::*;
 
 entry!(multi dot_iq2_xxs_avx512_multi_entry => dot_iq2_xxs_avx512_multi, dot_iq1_s_avx512_multi_entry => dot_iq1_s_avx512_multi);
-entry!(rows dot_iq2_xxs_avx512_rows_entry => dot_iq2_xxs_avx512_rows, dot_iq1_s_avx512_rows_entry => dot_iq1_s_avx512_rows);
+entry!(rows dot_iq2_xxs_avx512_rows_entry => dot_iq2_xxs_avx512_rows, dot_iq2_xxs_avx512_lut_rows_entry => dot_iq2_xxs_avx512_lut_rows, dot_iq1_s_avx512_rows_entry => dot_iq1_s_avx512_rows);
 
 entry!(
     dot_iq2_xxs_avx512_entry => dot_iq2_xxs_avx512,
@@ -857,6 +857,46 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
         }
         for (o, sc) in out.iter_mut().zip(s) {
             *o = 0.125 * sc;
+        }
+    }
+}
+
+/// IQ2_XXS · Q8_K for several weight rows against one activation row, four rows per pass,
+/// with the multi-column kernel's in-register grid lookup ([`Iq2Unpack`]) instead of the
+/// gathers of [`dot_iq2_xxs_avx512_rows`]: for CPUs whose `vpgatherdq` is slow (see
+/// [`super::gathers_slow`]). Per row and super-block the operations are
+/// [`dot_iq2_xxs_avx512_multi`]'s for one column: the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq2_xxs_avx512_lut_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let un = unsafe { Iq2Unpack::new() };
+    let pick: [__m512i; 4] = std::array::from_fn(|p| {
+        // SAFETY: each PICK16 row is 64 readable bytes (unaligned load).
+        unsafe { _mm512_loadu_si512(PICK16[0][p].as_ptr().cast()) }
+    });
+    let ys = view::<BlockQ8K>(a);
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let (xs, nb) = super::row_views::<BlockIQ2XXS>(rows, ys.len());
+        let xs = &xs[..rows.len()];
+        let mut s = [0f32; 4];
+        for (b, y) in ys[..nb].iter().enumerate() {
+            for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                let x = &x[b];
+                // SAFETY: same features as this function.
+                let Iq2Block { grid, neg, ls } = unsafe { un.block(x) };
+                let mut acc = _mm512_setzero_si512();
+                for p in 0..4 {
+                    // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+                    let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+                    let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
+                    let lsv = _mm512_permutexvar_epi16(pick[p], ls);
+                    acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(grid[p], sy), lsv);
+                }
+                *sr += f16c!(x.d) * y.d() * _mm512_reduce_add_epi32(acc) as f32;
+            }
+        }
+        for (o, sr) in out.iter_mut().zip(s) {
+            *o = 0.125 * sr;
         }
     }
 }
