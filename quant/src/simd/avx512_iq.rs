@@ -279,6 +279,35 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     0.125 * s
 }
 
+/// The body of the gather kernels' multi-row passes: for four rows at a time, `$k.group`
+/// (four super-blocks of one row) for each row in turn, each row prefetched two steps
+/// ahead, and each row's sum times `$scale` into `$out`. A macro, not a generic function,
+/// so that it expands inside each `#[target_feature]` kernel. The prefetch: these kernels
+/// compute ~40 cycles per super-block and keep few weight loads in flight on their own
+/// (iq2 decode MUL_MAT_ID 42.7 → 39.4 ms per token, mean of five alternating pairs).
+macro_rules! grid_rows {
+    ($k:ident, $block:ty, $rows:ident, $a:ident, $out:ident, $scale:expr) => {
+        let ys = view::<BlockQ8K>($a);
+        for (rows, out) in $rows.chunks(4).zip($out.chunks_mut(4)) {
+            let (xs, nb) = super::row_views::<$block>(rows, ys.len());
+            let xs = &xs[..rows.len()];
+            let mut s = [0f32; 4];
+            for c in (0..nb).step_by(4) {
+                for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                    if c + 12 <= nb {
+                        super::prefetch(bytemuck::cast_slice(&x[c + 8..c + 12]));
+                    }
+                    // SAFETY: the kernel expanding this has the features of `group`.
+                    unsafe { $k.group(&x[..nb], ys, c, sr) };
+                }
+            }
+            for (o, sr) in out.iter_mut().zip(s) {
+                *o = $scale * sr;
+            }
+        }
+    };
+}
+
 /// IQ2_XXS · Q8_K for several weight rows against one activation row, four rows per pass:
 /// [`dot_iq2_xxs_avx512`]'s steps for four super-blocks of each row in turn, so four
 /// independent chains and four weight streams are in flight, each prefetched two steps
@@ -288,27 +317,7 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 unsafe fn dot_iq2_xxs_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq2Dot::new() };
-    let ys = view::<BlockQ8K>(a);
-    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let (xs, nb) = super::row_views::<BlockIQ2XXS>(rows, ys.len());
-        let xs = &xs[..rows.len()];
-        let mut s = [0f32; 4];
-        for c in (0..nb).step_by(4) {
-            for (x, sr) in xs.iter().zip(s.iter_mut()) {
-                // two steps (528 bytes) ahead: this kernel computes ~40 cycles per
-                // super-block and keeps few loads in flight on its own (iq2 decode
-                // MUL_MAT_ID 42.7 → 39.4 ms per token, mean of five alternating pairs)
-                if c + 12 <= nb {
-                    super::prefetch(bytemuck::cast_slice(&x[c + 8..c + 12]));
-                }
-                // SAFETY: same features as this function.
-                unsafe { k.group(&x[..nb], ys, c, sr) };
-            }
-        }
-        for (o, sr) in out.iter_mut().zip(s) {
-            *o = 0.125 * sr;
-        }
-    }
+    grid_rows!(k, BlockIQ2XXS, rows, a, out, 0.125);
 }
 
 /// IQ1_S's per-block bsum terms for one activation block: (Σ ls_g·B_g, Σ ±ls_g·B_g) with
@@ -466,24 +475,7 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1Dot::new() };
-    let ys = view::<BlockQ8K>(a);
-    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let (xs, nb) = super::row_views::<BlockIQ1S>(rows, ys.len());
-        let xs = &xs[..rows.len()];
-        let mut s = [0f32; 4];
-        for c in (0..nb).step_by(4) {
-            for (x, sr) in xs.iter().zip(s.iter_mut()) {
-                // two steps (400 bytes) ahead, like the IQ2_XXS rows kernel: the gathers
-                // keep few weight loads in flight on their own
-                if c + 12 <= nb {
-                    super::prefetch(bytemuck::cast_slice(&x[c + 8..c + 12]));
-                }
-                // SAFETY: same features as this function.
-                unsafe { k.group(&x[..nb], ys, c, sr) };
-            }
-        }
-        out.copy_from_slice(&s[..out.len()]);
-    }
+    grid_rows!(k, BlockIQ1S, rows, a, out, 1.0);
 }
 
 /// The constants of the one-column IQ1_S kernels, in registers.
