@@ -81,7 +81,7 @@ unsafe fn q2_0_four(xc: &[BlockQ2_0; 4], yc: &[BlockQ8_0; 8]) -> [f32; 4] {
     unsafe { q2_0_four_with(xc, &q2_0_act(yc)) }
 }
 
-/// The activation side of [`q2_0_four`] (shared by the rows of the multi-row kernel): each
+/// The activation side of [`q2_0_four`]: each
 /// block's two activation blocks in one register, their negated lane sums −Σ y (the start
 /// of each block's `vpdpbusd`, which so gives Σ c·y − Σ y = Σ (c − 1)·y in one instruction),
 /// and the eight f16 scales.
@@ -147,45 +147,205 @@ unsafe fn q2_0_four_with(xc: &[BlockQ2_0; 4], act: &Q2Act) -> [f32; 4] {
     vals
 }
 
-/// Q2_0 · Q8_0 for several weight rows against one activation row, four rows per pass:
-/// each group of four blocks' activation side is formed once for all rows, and the rows'
-/// running sums are independent chains (one row's sum waits on a scalar add per block).
-/// Per row the operations and their order are [`dot_q2_0_avx512`]'s: the reference's bits.
+/// `vpmultishiftqb` control of the multi-row Q2_0 kernel, whose 16 code bytes are broadcast
+/// to all four 128-bit lanes: byte b of qword j takes bits 16·(j/2) + 2b of its qword, so
+/// 128-bit lane s holds the codes of elements 8s..8s+7 (from the first code qword) and
+/// 32+8s..32+8s+7 (from the second).
+static CUT_LANES: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut e = 0;
+    while e < 64 {
+        t[e] = (16 * (e / 16) + 2 * (e % 8)) as u8;
+        e += 1;
+    }
+    t
+};
+
+/// `vpermt2b` indices that pick the f16 scales of eight consecutive Q2_0 blocks (18 bytes
+/// apart, so all within the first 128 bytes), each twice: bytes 4k..4k+3 are block k's `d`,
+/// `d`; the upper 32 bytes are unused.
+static DX_PICK: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 32 {
+        t[i] = (18 * (i / 4) + (i % 2)) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// The activation side of eight Q2_0 blocks for [`q2_0_eight`], shared by the rows of a
+/// pass: each block's two activation blocks in the lane order of [`CUT_LANES`] (128-bit
+/// lane s: qword s of the first, then qword s of the second), their negated lane sums
+/// −Σ y (each block's `vpdpbusd` starts there), and the sixteen activation scales in f32.
+struct Q2Act8 {
+    yv: [__m512i; 8],
+    nsy: [__m512i; 8],
+    dy: __m512,
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+#[inline]
+unsafe fn q2_0_act8(yc: &[BlockQ8_0; 16]) -> Q2Act8 {
+    let (ones, z) = (_mm512_set1_epi8(1), _mm512_setzero_si512());
+    let mix = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+    let mut hy = [0u16; 16];
+    for (h, y) in hy.iter_mut().zip(yc) {
+        *h = u16::from_le_bytes(y.d);
+    }
+    let yv: [__m512i; 8] = std::array::from_fn(|k| {
+        let (y0, y1) = (&yc[2 * k], &yc[2 * k + 1]);
+        // SAFETY: 32 code bytes per activation block (unaligned loads); the permute reads
+        // only the low four qwords of each.
+        unsafe {
+            _mm512_permutex2var_epi64(
+                _mm512_castsi256_si512(_mm256_loadu_si256(y0.qs.as_ptr().cast())),
+                mix,
+                _mm512_castsi256_si512(_mm256_loadu_si256(y1.qs.as_ptr().cast())),
+            )
+        }
+    });
+    let nsy = std::array::from_fn(|k| _mm512_sub_epi32(z, _mm512_dpbusd_epi32(z, ones, yv[k])));
+    // SAFETY: `hy` holds 16 u16 (unaligned load).
+    let dy = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(hy.as_ptr().cast()) });
+    Q2Act8 { yv, nsy, dy }
+}
+
+/// Eight Q2_0 blocks of one row against their sixteen activation blocks: lanes 2k and 2k + 1
+/// of the result are both block k's product `f32(dx)·(f32(dy0)·Σ₀ + f32(dy1)·Σ₁)`, the
+/// reference's operations. Per block: a broadcast load of the codes, `vpmultishiftqb`, an
+/// AND and `vpdpbusd` (each 32-bit lane: four elements of one half); the eight blocks' lane
+/// sums, which fit in 16 bits, are reduced by `vpackssdw` + `vpmaddwd` pairs and two
+/// levels of 128-bit lane shuffles into their sixteen half sums in block order.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+#[inline]
+unsafe fn q2_0_eight(x: &[BlockQ2_0; 8], act: &Q2Act8, cut: __m512i, dxi: __m512i) -> __m512 {
+    let m3 = _mm512_set1_epi8(3);
+    let v: [__m512i; 8] = std::array::from_fn(|k| {
+        // SAFETY: 16 code bytes per weight block (unaligned load).
+        let q = unsafe { _mm512_broadcast_i32x4(_mm_loadu_si128(x[k].qs.as_ptr().cast())) };
+        let codes = _mm512_and_si512(_mm512_multishift_epi64_epi8(cut, q), m3);
+        _mm512_dpbusd_epi32(act.nsy[k], codes, act.yv[k])
+    });
+    // every lane sum is Σ (c − 1)·y over four elements, |·| ≤ 4·2·128: no saturation
+    let ones16 = _mm512_set1_epi16(1);
+    let pair = |a, b| _mm512_madd_epi16(_mm512_packs_epi32(a, b), ones16);
+    // 128-bit lane L of `pair(a, b)`: [a.h0, a.h1, b.h0, b.h1] over that lane's elements
+    let (m01, m23, m45, m67) = (
+        pair(v[0], v[1]),
+        pair(v[2], v[3]),
+        pair(v[4], v[5]),
+        pair(v[6], v[7]),
+    );
+    let lanes = |a, b| {
+        _mm512_add_epi32(
+            _mm512_shuffle_i64x2::<0x44>(a, b),
+            _mm512_shuffle_i64x2::<0xEE>(a, b),
+        )
+    };
+    let (pq, rs) = (lanes(m01, m23), lanes(m45, m67));
+    // [b0.h0, b0.h1, b1.h0, b1.h1, …, b7.h1]
+    let t = _mm512_add_epi32(
+        _mm512_shuffle_i64x2::<0x88>(pq, rs),
+        _mm512_shuffle_i64x2::<0xDD>(pq, rs),
+    );
+    let prod = _mm512_mul_ps(act.dy, _mm512_cvtepi32_ps(t));
+    let inner = _mm512_add_ps(prod, _mm512_permute_ps::<0b10_11_00_01>(prod));
+    let p = x.as_ptr().cast::<u8>();
+    // SAFETY: the eight blocks are 144 bytes; these loads read the first 128.
+    let (lo, hi) = unsafe {
+        (
+            _mm512_loadu_si512(p.cast()),
+            _mm512_loadu_si512(p.add(64).cast()),
+        )
+    };
+    let dx = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi8(
+        lo, dxi, hi,
+    )));
+    _mm512_mul_ps(dx, inner)
+}
+
+/// Adds the first `cnt` block products of up to four rows' [`q2_0_eight`] results to the
+/// rows' running sums `s` (lane r: row r), block by block in order: the reference's
+/// additions, four rows per `vaddps`. Rows beyond the pass's are zero and unused.
+#[target_feature(enable = "avx512f,avx512dq")]
+#[inline]
+fn add_rows8(s: &mut __m128, w: &[__m512; 4], cnt: usize) {
+    let t01 = _mm512_castps_pd(_mm512_mask_blend_ps(0xAAAA, w[0], w[1]));
+    let t23 = _mm512_castps_pd(_mm512_mask_blend_ps(0xAAAA, w[2], w[3]));
+    // 128-bit lane j: block 2j (x) and 2j + 1 (y) of rows 0–3
+    let x = _mm512_castpd_ps(_mm512_unpacklo_pd(t01, t23));
+    let y = _mm512_castpd_ps(_mm512_unpackhi_pd(t01, t23));
+    let v = [
+        _mm512_castps512_ps128(x),
+        _mm512_castps512_ps128(y),
+        _mm512_extractf32x4_ps::<1>(x),
+        _mm512_extractf32x4_ps::<1>(y),
+        _mm512_extractf32x4_ps::<2>(x),
+        _mm512_extractf32x4_ps::<2>(y),
+        _mm512_extractf32x4_ps::<3>(x),
+        _mm512_extractf32x4_ps::<3>(y),
+    ];
+    for vk in &v[..cnt] {
+        *s = _mm_add_ps(*s, *vk);
+    }
+}
+
+/// Q2_0 · Q8_0 for several weight rows against one activation row, four rows per pass:
+/// each group of eight blocks' activation side is formed once for all rows
+/// ([`q2_0_act8`]), each row's eight products come from [`q2_0_eight`], and the four rows'
+/// running sums are the lanes of one register, added in block order; the last 1–7 blocks
+/// are padded with zero blocks whose products are not added. Per row the arithmetic is the
+/// reference's: its bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,avx2,fma,f16c")]
 unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
+    // SAFETY: CUT_LANES and DX_PICK have 64 bytes (unaligned loads).
+    let (cut, dxi) = unsafe {
+        (
+            _mm512_loadu_si512(CUT_LANES.as_ptr().cast()),
+            _mm512_loadu_si512(DX_PICK.as_ptr().cast()),
+        )
+    };
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
         let (xs, nb) = super::row_views::<BlockQ2_0>(rows, ys.len() / 2);
-        let xs = &xs[..rows.len()];
-        let full = nb / 4 * 4;
-        let mut s = [0f32; 4];
-        for g in (0..full).step_by(4) {
+        // a pass of fewer than four rows repeats its first row in the other lanes (so that
+        // the four rows' products stay in registers); those lanes are not stored
+        let mut xs = xs;
+        for r in rows.len()..4 {
+            xs[r] = xs[0];
+        }
+        let full = nb / 8 * 8;
+        let mut s = _mm_setzero_ps();
+        for g in (0..full).step_by(8) {
             // SAFETY: same features as this function.
-            let act = unsafe { q2_0_act(ys[2 * g..2 * g + 8].try_into().unwrap()) };
-            for (x, sr) in xs.iter().zip(s.iter_mut()) {
+            let act = unsafe { q2_0_act8(ys[2 * g..2 * g + 16].try_into().unwrap()) };
+            let mut w = [_mm512_setzero_ps(); 4];
+            for (x, wr) in xs.iter().zip(w.iter_mut()) {
                 // SAFETY: same features as this function.
-                let vals = unsafe { q2_0_four_with(x[g..g + 4].try_into().unwrap(), &act) };
-                for v in vals {
-                    *sr += v;
-                }
+                *wr = unsafe { q2_0_eight(x[g..g + 8].try_into().unwrap(), &act, cut, dxi) };
             }
+            add_rows8(&mut s, &w, 8);
         }
         if full < nb {
-            // the last 1–3 blocks, padded like the one-row kernel's
             let cnt = nb - full;
-            let mut py = [BlockQ8_0::zeroed(); 8];
+            let mut py = [BlockQ8_0::zeroed(); 16];
             py[..2 * cnt].copy_from_slice(&ys[2 * full..2 * nb]);
-            for (x, sr) in xs.iter().zip(s.iter_mut()) {
-                let mut px = [BlockQ2_0::zeroed(); 4];
+            // SAFETY: same features as this function.
+            let act = unsafe { q2_0_act8(&py) };
+            let mut w = [_mm512_setzero_ps(); 4];
+            for (x, wr) in xs.iter().zip(w.iter_mut()) {
+                let mut px = [BlockQ2_0::zeroed(); 8];
                 px[..cnt].copy_from_slice(&x[full..nb]);
                 // SAFETY: same features as this function.
-                let vals = unsafe { q2_0_four(&px, &py) };
-                for v in &vals[..cnt] {
-                    *sr += v;
-                }
+                *wr = unsafe { q2_0_eight(&px, &act, cut, dxi) };
             }
+            add_rows8(&mut s, &w, cnt);
         }
-        out.copy_from_slice(&s[..out.len()]);
+        let mut o = [0f32; 4];
+        // SAFETY: `o` holds four f32 (unaligned store).
+        unsafe { _mm_storeu_ps(o.as_mut_ptr(), s) };
+        out.copy_from_slice(&o[..out.len()]);
     }
 }
 
