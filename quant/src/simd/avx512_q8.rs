@@ -6,7 +6,10 @@
 //! cuts out each element's two bits (no activation transpose, unlike the AVX2 kernel).
 //! `vpdpbusd` forms Σ c·y and Σ y per 32-element half; eight blocks' lane sums are reduced
 //! together by an unpack tree. Exact integer arithmetic and the reference's float combine:
-//! the reference's bits.
+//! the reference's bits. The multi-row kernel (decode) instead broadcasts each block's code
+//! bytes to all four 128-bit lanes and puts the shared activations in the matching lane order
+//! once per group of eight blocks (see [`CUT_LANES`]), so a block costs one shuffle-port
+//! operation instead of two.
 
 use super::{entry, f16c, f16x8, fold_pairs, tree4};
 use crate::blocks::{view, BlockQ2_0, BlockQ6K, BlockQ8K, BlockQ8_0};
