@@ -175,6 +175,32 @@ static LS_WORD: [[u16; 32]; 4] = {
     t
 };
 
+/// `$f` (a `group`) on super-blocks `c..c + 4` of `$xs` and `$ys`, or, where fewer than four
+/// are left before `nb`, on copies padded with zero blocks (whose products the callers do
+/// not add). A macro so that the closure's body expands inside the `#[target_feature]`
+/// kernel.
+macro_rules! four {
+    ($xs:expr, $ys:expr, $c:expr, $nb:expr, |$x:ident, $y:ident| $body:expr) => {{
+        let (xs, ys, c, nb) = ($xs, $ys, $c, $nb);
+        if c + 4 <= nb {
+            let ($x, $y) = (
+                xs[c..c + 4].try_into().unwrap(),
+                ys[c..c + 4].try_into().unwrap(),
+            );
+            $body
+        } else {
+            let (mut px, mut py) = (
+                [bytemuck::Zeroable::zeroed(); 4],
+                [bytemuck::Zeroable::zeroed(); 4],
+            );
+            px[..nb - c].copy_from_slice(&xs[c..nb]);
+            py[..nb - c].copy_from_slice(&ys[c..nb]);
+            let ($x, $y) = (&px, &py);
+            $body
+        }
+    }};
+}
+
 /// The tables of the one-column IQ2_XXS kernels, in registers.
 struct Iq2Dot {
     gidx: [__m512i; 4],
@@ -200,18 +226,17 @@ impl Iq2Dot {
         }
     }
 
-    /// Adds super-blocks `c..c + 4` (fewer at the end) of `xs · ys` to `s` the reference's
-    /// way (see [`dot_iq2_xxs_avx512`]).
+    /// The products `f32(d)·dy·Σ` of four super-blocks of `xs · ys`, one per lane, the
+    /// reference's way (see [`dot_iq2_xxs_avx512`]).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
     #[inline]
-    unsafe fn group(&self, xs: &[BlockIQ2XXS], ys: &[BlockQ8K], c: usize, s: &mut f32) {
+    unsafe fn group(&self, xs: &[BlockIQ2XXS; 4], ys: &[BlockQ8K; 4]) -> __m128 {
         let base = IQ2XXS_GRID.as_ptr().cast::<u8>();
-        let cnt = (xs.len().min(ys.len()) - c).min(4);
         let mut z = [_mm512_setzero_si512(); 4];
         let mut hd = [0u16; 4];
         let mut dy = [0f32; 4];
-        for (k, zk) in z.iter_mut().enumerate().take(cnt) {
-            let (x, y) = (&xs[c + k], &ys[c + k]);
+        for (k, zk) in z.iter_mut().enumerate() {
+            let (x, y) = (&xs[k], &ys[k]);
             hd[k] = u16::from_le_bytes(x.d);
             dy[k] = y.d();
             // SAFETY: a block's 64 code bytes are readable (unaligned load).
@@ -256,7 +281,7 @@ impl Iq2Dot {
         let t = tree4(z[0], z[1], z[2], z[3]);
         let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
         let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t));
-        add_block_products(s, &hd, &dy, _mm_cvtepi32_ps(_mm512_castsi512_si128(t)), cnt);
+        block_products(&hd, &dy, _mm_cvtepi32_ps(_mm512_castsi512_si128(t)))
     }
 }
 
@@ -271,10 +296,13 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq2Dot::new() };
     let (xs, ys) = (view::<BlockIQ2XXS>(w), view::<BlockQ8K>(a));
+    let nb = xs.len().min(ys.len());
     let mut s = 0f32;
-    for c in (0..xs.len().min(ys.len())).step_by(4) {
+    for c in (0..nb).step_by(4) {
+        let cnt = (nb - c).min(4);
         // SAFETY: same features as this function.
-        unsafe { k.group(xs, ys, c, &mut s) };
+        let v = four!(xs, ys, c, nb, |x, y| unsafe { k.group(x, y) });
+        add_lanes(&mut s, v, cnt);
     }
     0.125 * s
 }
@@ -289,21 +317,29 @@ macro_rules! grid_rows {
     ($k:ident, $block:ty, $rows:ident, $a:ident, $out:ident, $scale:expr) => {
         let ys = view::<BlockQ8K>($a);
         for (rows, out) in $rows.chunks(4).zip($out.chunks_mut(4)) {
-            let (xs, nb) = super::row_views::<$block>(rows, ys.len());
-            let xs = &xs[..rows.len()];
-            let mut s = [0f32; 4];
+            let (mut xs, nb) = super::row_views::<$block>(rows, ys.len());
+            // a pass of fewer than four rows repeats its first row in the other lanes (so
+            // that the four rows' products stay in registers); those lanes are not stored
+            for r in rows.len()..4 {
+                xs[r] = xs[0];
+            }
+            let mut s = _mm_setzero_ps();
             for c in (0..nb).step_by(4) {
-                for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                let cnt = (nb - c).min(4);
+                let mut v = [_mm_setzero_ps(); 4];
+                for (x, vr) in xs.iter().zip(v.iter_mut()) {
                     if c + 12 <= nb {
                         super::prefetch(bytemuck::cast_slice(&x[c + 8..c + 12]));
                     }
                     // SAFETY: the kernel expanding this has the features of `group`.
-                    unsafe { $k.group(&x[..nb], ys, c, sr) };
+                    *vr = four!(x, ys, c, nb, |x, y| unsafe { $k.group(x, y) });
                 }
+                add_rows4(&mut s, &v, cnt);
             }
-            for (o, sr) in out.iter_mut().zip(s) {
-                *o = $scale * sr;
-            }
+            let mut o = [0f32; 4];
+            // SAFETY: `o` holds four f32 (unaligned store).
+            unsafe { _mm_storeu_ps(o.as_mut_ptr(), _mm_mul_ps(_mm_set1_ps($scale), s)) };
+            out.copy_from_slice(&o[..out.len()]);
         }
     };
 }
@@ -458,10 +494,13 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1Dot::new() };
     let (xs, ys) = (view::<BlockIQ1S>(w), view::<BlockQ8K>(a));
+    let nb = xs.len().min(ys.len());
     let mut s = 0f32;
-    for c in (0..xs.len().min(ys.len())).step_by(4) {
+    for c in (0..nb).step_by(4) {
+        let cnt = (nb - c).min(4);
         // SAFETY: same features as this function.
-        unsafe { k.group(xs, ys, c, &mut s) };
+        let v = four!(xs, ys, c, nb, |x, y| unsafe { k.group(x, y) });
+        add_lanes(&mut s, v, cnt);
     }
     s
 }
@@ -502,17 +541,16 @@ impl Iq1Dot {
         }
     }
 
-    /// Adds super-blocks `c..c + 4` (fewer at the end) of `xs · ys` to `s` the reference's
-    /// way (see [`dot_iq1_s_avx512`]).
+    /// The products `f32(d)·dy·(Σ + Σ₁/8)` of four super-blocks of `xs · ys`, one per lane,
+    /// the reference's way (see [`dot_iq1_s_avx512`]).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
     #[inline]
-    unsafe fn group(&self, xs: &[BlockIQ1S], ys: &[BlockQ8K], c: usize, s: &mut f32) {
-        let cnt = (xs.len().min(ys.len()) - c).min(4);
+    unsafe fn group(&self, xs: &[BlockIQ1S; 4], ys: &[BlockQ8K; 4]) -> __m128 {
         let mut z = [_mm512_setzero_si512(); 4];
         let mut hd = [0u16; 4];
         let mut dy = [0f32; 4];
-        for (k, zk) in z.iter_mut().enumerate().take(cnt) {
-            let (x, y) = (&xs[c + k], &ys[c + k]);
+        for (k, zk) in z.iter_mut().enumerate() {
+            let (x, y) = (&xs[k], &ys[k]);
             hd[k] = u16::from_le_bytes(x.d);
             dy[k] = y.d();
             // SAFETY: same features as this function.
@@ -559,25 +597,49 @@ impl Iq1Dot {
             _mm_cvtepi32_ps(sumi),
             _mm_mul_ps(_mm_set1_ps(0.125), _mm_cvtepi32_ps(sumi1)),
         );
-        add_block_products(s, &hd, &dy, t, cnt);
+        block_products(&hd, &dy, t)
     }
 }
 
-/// The reference's `s += f32(d)·dy·t` for the first `cnt` of four super-blocks, in block
-/// order: `hd` their f16 scales, `dy` their activation scales, `t` their integer parts as
-/// f32. The products run in four lanes, the running sum stays scalar (one-column kernels).
+/// The reference's `f32(d)·dy·t` of four super-blocks, one per lane: `hd` their f16
+/// scales, `dy` their activation scales, `t` their integer parts as f32.
 #[target_feature(enable = "avx2,f16c")]
 #[inline]
-fn add_block_products(s: &mut f32, hd: &[u16; 4], dy: &[f32; 4], t: __m128, cnt: usize) {
+fn block_products(hd: &[u16; 4], dy: &[f32; 4], t: __m128) -> __m128 {
     let hq = hd.iter().rev().fold(0u64, |q, &h| q << 16 | u64::from(h));
     let dx = _mm_cvtph_ps(_mm_cvtsi64_si128(hq as i64));
     // SAFETY: `dy` holds four f32 (unaligned load).
-    let v = _mm_mul_ps(_mm_mul_ps(dx, unsafe { _mm_loadu_ps(dy.as_ptr()) }), t);
+    _mm_mul_ps(_mm_mul_ps(dx, unsafe { _mm_loadu_ps(dy.as_ptr()) }), t)
+}
+
+/// The reference's `s += v` for the first `cnt` lanes of `v`, in lane (block) order.
+#[target_feature(enable = "sse")]
+#[inline]
+fn add_lanes(s: &mut f32, v: __m128, cnt: usize) {
     let mut vals = [0f32; 4];
     // SAFETY: `vals` holds four f32 (unaligned store).
     unsafe { _mm_storeu_ps(vals.as_mut_ptr(), v) };
     for vk in &vals[..cnt] {
         *s += vk;
+    }
+}
+
+/// Adds the first `cnt` block products of four rows (`v[r]`, one block per lane) to the
+/// rows' running sums `s` (lane r: row r), block by block in order: the reference's
+/// additions, four rows per `vaddps` (a 4 × 4 transpose first).
+#[target_feature(enable = "sse")]
+#[inline]
+fn add_rows4(s: &mut __m128, v: &[__m128; 4], cnt: usize) {
+    let (t0, t1) = (_mm_unpacklo_ps(v[0], v[1]), _mm_unpackhi_ps(v[0], v[1]));
+    let (t2, t3) = (_mm_unpacklo_ps(v[2], v[3]), _mm_unpackhi_ps(v[2], v[3]));
+    let cols = [
+        _mm_movelh_ps(t0, t2),
+        _mm_movehl_ps(t2, t0),
+        _mm_movelh_ps(t1, t3),
+        _mm_movehl_ps(t3, t1),
+    ];
+    for ck in &cols[..cnt] {
+        *s = _mm_add_ps(*s, *ck);
     }
 }
 
