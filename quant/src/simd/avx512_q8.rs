@@ -1,17 +1,18 @@
-//! AVX-512 kernels for the byte-aligned formats: Q2_0 (single and multi-column), a
-//! multi-column Q8_0 and Q6_K (need AVX-512 F/BW/VL/DQ, VBMI and VNNI). The Q2_0 notes:
+//! AVX-512 kernels for the byte-aligned formats: Q2_0 (one row, several rows, several
+//! columns), a multi-column Q8_0 and Q6_K (need AVX-512 F/BW/VL/DQ, VBMI and VNNI). The Q2_0
+//! notes:
 //!
-//! One register holds a whole 64-element block in element order: the 16 code bytes are
-//! spread so that qword i holds the 16 code bits of elements 8i..8i+7, and `vpmultishiftqb`
-//! cuts out each element's two bits (no activation transpose, unlike the AVX2 kernel).
-//! `vpdpbusd` forms Σ c·y and Σ y per 32-element half; eight blocks' lane sums are reduced
-//! together by an unpack tree. Exact integer arithmetic and the reference's float combine:
-//! the reference's bits. The multi-row kernel (decode) instead broadcasts each block's code
-//! bytes to all four 128-bit lanes and puts the shared activations in the matching lane order
-//! once per group of eight blocks (see [`CUT_LANES`]), so a block costs one shuffle-port
-//! operation instead of two.
+//! The multi-column kernel (and the `tile_q2` tiles) hold a whole 64-element block in
+//! element order: the 16 code bytes are spread so that qword i holds the 16 code bits of
+//! elements 8i..8i+7, and `vpmultishiftqb` cuts out each element's two bits ([`CUT`]).
+//! The one- and multi-row kernels (decode) instead broadcast each block's code bytes to all
+//! four 128-bit lanes and put the shared activations in the matching lane order once per
+//! group of eight blocks ([`CUT_LANES`]), so a block costs one shuffle-port operation
+//! instead of two. `vpdpbusd` forms Σ c·y (from −Σ y: Σ (c − 1)·y) per 32-element half;
+//! lane sums are reduced for several blocks at once. Exact integer arithmetic and the
+//! reference's float combine: the reference's bits.
 
-use super::{entry, f16c, f16x8, fold_pairs, tree4};
+use super::{entry, f16c, f16x8, tree4};
 use crate::blocks::{view, BlockQ2_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 use bytemuck::Zeroable;
 use std::arch::x86_64::*;
@@ -34,121 +35,6 @@ pub(super) static CUT: [u8; 64] = {
     }
     t
 };
-
-/// Q2_0 · Q8_0 with AVX-512, one column (decode's matvec). A block's codes: the two code
-/// qwords spread over the halves of a register by one `vpermq` and cut by
-/// `vpmultishiftqb` (broadcasting them from memory instead measured 1.9× slower for the
-/// whole kernel); its two activation blocks: one load and one insert. `vpdpbusd` forms Σ c·y and Σ y per
-/// lane; four blocks' lane sums are reduced by one unpack tree into their eight half sums,
-/// whose float combines run in four lanes and are added in block order: the reference's
-/// bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-unsafe fn dot_q2_0_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let xs = view::<BlockQ2_0>(w);
-    let ys = view::<BlockQ8_0>(a);
-    let nb = xs.len().min(ys.len() / 2);
-    let full = nb / 4 * 4;
-    let mut s = 0f32;
-    for (xc, yc) in xs[..full]
-        .chunks_exact(4)
-        .zip(ys[..2 * full].chunks_exact(8))
-    {
-        // SAFETY: same features as this function.
-        let vals = unsafe { q2_0_four(xc.try_into().unwrap(), yc.try_into().unwrap()) };
-        for v in vals {
-            s += v;
-        }
-    }
-    if full < nb {
-        // the last 1–3 blocks, padded with zero blocks whose results are not added
-        let cnt = nb - full;
-        let mut px = [BlockQ2_0::zeroed(); 4];
-        let mut py = [BlockQ8_0::zeroed(); 8];
-        px[..cnt].copy_from_slice(&xs[full..nb]);
-        py[..2 * cnt].copy_from_slice(&ys[2 * full..2 * nb]);
-        // SAFETY: same features as this function.
-        let vals = unsafe { q2_0_four(&px, &py) };
-        for v in &vals[..cnt] {
-            s += v;
-        }
-    }
-    s
-}
-
-/// Four Q2_0 blocks against their eight Q8_0 activation blocks: each block's product
-/// `f32(dx)·(f32(dy0)·Σ₀ + f32(dy1)·Σ₁)` (see [`dot_q2_0_avx512`]).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-#[inline]
-unsafe fn q2_0_four(xc: &[BlockQ2_0; 4], yc: &[BlockQ8_0; 8]) -> [f32; 4] {
-    // SAFETY: same features as this function.
-    unsafe { q2_0_four_with(xc, &q2_0_act(yc)) }
-}
-
-/// The activation side of [`q2_0_four`]: each
-/// block's two activation blocks in one register, their negated lane sums −Σ y (the start
-/// of each block's `vpdpbusd`, which so gives Σ c·y − Σ y = Σ (c − 1)·y in one instruction),
-/// and the eight f16 scales.
-struct Q2Act {
-    yv: [__m512i; 4],
-    nsy: [__m512i; 4],
-    hy0: u64,
-    hy1: u64,
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-#[inline]
-unsafe fn q2_0_act(yc: &[BlockQ8_0; 8]) -> Q2Act {
-    let (ones, z) = (_mm512_set1_epi8(1), _mm512_setzero_si512());
-    let (mut hy0, mut hy1) = (0u64, 0u64);
-    let yv: [__m512i; 4] = std::array::from_fn(|k| {
-        let (y0, y1) = (&yc[2 * k], &yc[2 * k + 1]);
-        hy0 |= u64::from(u16::from_le_bytes(y0.d)) << (16 * k);
-        hy1 |= u64::from(u16::from_le_bytes(y1.d)) << (16 * k);
-        // SAFETY: 32 code bytes per activation block (unaligned loads).
-        unsafe {
-            _mm512_inserti64x4::<1>(
-                _mm512_castsi256_si512(_mm256_loadu_si256(y0.qs.as_ptr().cast())),
-                _mm256_loadu_si256(y1.qs.as_ptr().cast()),
-            )
-        }
-    });
-    let nsy = std::array::from_fn(|k| _mm512_sub_epi32(z, _mm512_dpbusd_epi32(z, ones, yv[k])));
-    Q2Act { yv, nsy, hy0, hy1 }
-}
-
-/// [`q2_0_four`] with its activation side already formed.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-#[inline]
-unsafe fn q2_0_four_with(xc: &[BlockQ2_0; 4], act: &Q2Act) -> [f32; 4] {
-    // SAFETY: CUT has 64 bytes (unaligned load).
-    let cut = unsafe { _mm512_loadu_si512(CUT.as_ptr().cast()) };
-    let m2 = _mm512_set1_epi8(3);
-    let mut hx = 0u64;
-    let v: [__m512i; 4] = std::array::from_fn(|k| {
-        let x = &xc[k];
-        hx |= u64::from(u16::from_le_bytes(x.d)) << (16 * k);
-        // SAFETY: 16 code bytes per weight block (unaligned load).
-        let codes = unsafe {
-            let both = _mm512_permutexvar_epi64(
-                _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1),
-                _mm512_castsi128_si512(_mm_loadu_si128(x.qs.as_ptr().cast())),
-            );
-            _mm512_and_si512(_mm512_multishift_epi64_epi8(cut, both), m2)
-        };
-        _mm512_dpbusd_epi32(act.nsy[k], codes, act.yv[k])
-    });
-    // lanes 0–1 of each block: its first half, 2–3: its second
-    let (i0, i1) = fold_pairs(tree4(v[0], v[1], v[2], v[3]));
-    let f = |h: u64| _mm_cvtph_ps(_mm_cvtsi64_si128(h as i64));
-    let inner = _mm_add_ps(
-        _mm_mul_ps(f(act.hy0), _mm_cvtepi32_ps(i0)),
-        _mm_mul_ps(f(act.hy1), _mm_cvtepi32_ps(i1)),
-    );
-    let mut vals = [0f32; 4];
-    // SAFETY: `vals` holds four f32 (unaligned store).
-    unsafe { _mm_storeu_ps(vals.as_mut_ptr(), _mm_mul_ps(f(hx), inner)) };
-    vals
-}
 
 /// `vpmultishiftqb` control of the multi-row Q2_0 kernel, whose 16 code bytes are broadcast
 /// to all four 128-bit lanes: byte b of qword j takes bits 16·(j/2) + 2b of its qword, so
@@ -294,15 +180,15 @@ fn add_rows8(s: &mut __m128, w: &[__m512; 4], cnt: usize) {
     }
 }
 
-/// Q2_0 · Q8_0 for several weight rows against one activation row, four rows per pass:
-/// each group of eight blocks' activation side is formed once for all rows
-/// ([`q2_0_act8`]), each row's eight products come from [`q2_0_eight`], and the four rows'
-/// running sums are the lanes of one register, added in block order; the last 1–7 blocks
-/// are padded with zero blocks whose products are not added. Per row the arithmetic is the
-/// reference's: its bits.
+/// The running sums of `R` ≤ 4 Q2_0 rows (lane r: row r; lanes from `R` on stay 0) against
+/// one activation row, over their first `nb` blocks: groups of eight blocks whose activation
+/// side ([`q2_0_act8`]) is formed once for the rows, each row's eight products from
+/// [`q2_0_eight`], added in block order ([`add_rows8`]); the last 1–7 blocks are padded with
+/// zero blocks whose products are not added. Per row the arithmetic is the reference's:
+/// its bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    let ys = view::<BlockQ8_0>(a);
+#[inline]
+unsafe fn q2_0_pass<const R: usize>(xs: &[&[BlockQ2_0]; R], ys: &[BlockQ8_0], nb: usize) -> __m128 {
     // SAFETY: CUT_LANES and DX_PICK have 64 bytes (unaligned loads).
     let (cut, dxi) = unsafe {
         (
@@ -310,44 +196,60 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
             _mm512_loadu_si512(DX_PICK.as_ptr().cast()),
         )
     };
+    let full = nb / 8 * 8;
+    let mut s = _mm_setzero_ps();
+    for g in (0..full).step_by(8) {
+        // SAFETY: same features as this function.
+        let act = unsafe { q2_0_act8(ys[2 * g..2 * g + 16].try_into().unwrap()) };
+        let mut w = [_mm512_setzero_ps(); 4];
+        for (x, wr) in xs.iter().zip(w.iter_mut()) {
+            // SAFETY: same features as this function.
+            *wr = unsafe { q2_0_eight(x[g..g + 8].try_into().unwrap(), &act, cut, dxi) };
+        }
+        add_rows8(&mut s, &w, 8);
+    }
+    if full < nb {
+        let cnt = nb - full;
+        let mut py = [BlockQ8_0::zeroed(); 16];
+        py[..2 * cnt].copy_from_slice(&ys[2 * full..2 * nb]);
+        // SAFETY: same features as this function.
+        let act = unsafe { q2_0_act8(&py) };
+        let mut w = [_mm512_setzero_ps(); 4];
+        for (x, wr) in xs.iter().zip(w.iter_mut()) {
+            let mut px = [BlockQ2_0::zeroed(); 8];
+            px[..cnt].copy_from_slice(&x[full..nb]);
+            // SAFETY: same features as this function.
+            *wr = unsafe { q2_0_eight(&px, &act, cut, dxi) };
+        }
+        add_rows8(&mut s, &w, cnt);
+    }
+    s
+}
+
+/// Q2_0 · Q8_0 with AVX-512, one column: [`q2_0_pass`] for one row (the reference's bits).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+unsafe fn dot_q2_0_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let (xs, ys) = (view::<BlockQ2_0>(w), view::<BlockQ8_0>(a));
+    let nb = xs.len().min(ys.len() / 2);
+    // SAFETY: same features as this function.
+    _mm_cvtss_f32(unsafe { q2_0_pass(&[xs], ys, nb) })
+}
+
+/// Q2_0 · Q8_0 for several weight rows against one activation row, four rows per pass of
+/// [`q2_0_pass`]. A pass of fewer than four rows repeats its first row in the other lanes
+/// (so that the four rows' products stay in registers); those lanes are not stored. Per row
+/// the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    let ys = view::<BlockQ8_0>(a);
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let (xs, nb) = super::row_views::<BlockQ2_0>(rows, ys.len() / 2);
-        // a pass of fewer than four rows repeats its first row in the other lanes (so that
-        // the four rows' products stay in registers); those lanes are not stored
-        let mut xs = xs;
+        let (mut xs, nb) = super::row_views::<BlockQ2_0>(rows, ys.len() / 2);
         for r in rows.len()..4 {
             xs[r] = xs[0];
         }
-        let full = nb / 8 * 8;
-        let mut s = _mm_setzero_ps();
-        for g in (0..full).step_by(8) {
-            // SAFETY: same features as this function.
-            let act = unsafe { q2_0_act8(ys[2 * g..2 * g + 16].try_into().unwrap()) };
-            let mut w = [_mm512_setzero_ps(); 4];
-            for (x, wr) in xs.iter().zip(w.iter_mut()) {
-                // SAFETY: same features as this function.
-                *wr = unsafe { q2_0_eight(x[g..g + 8].try_into().unwrap(), &act, cut, dxi) };
-            }
-            add_rows8(&mut s, &w, 8);
-        }
-        if full < nb {
-            let cnt = nb - full;
-            let mut py = [BlockQ8_0::zeroed(); 16];
-            py[..2 * cnt].copy_from_slice(&ys[2 * full..2 * nb]);
-            // SAFETY: same features as this function.
-            let act = unsafe { q2_0_act8(&py) };
-            let mut w = [_mm512_setzero_ps(); 4];
-            for (x, wr) in xs.iter().zip(w.iter_mut()) {
-                let mut px = [BlockQ2_0::zeroed(); 8];
-                px[..cnt].copy_from_slice(&x[full..nb]);
-                // SAFETY: same features as this function.
-                *wr = unsafe { q2_0_eight(&px, &act, cut, dxi) };
-            }
-            add_rows8(&mut s, &w, cnt);
-        }
         let mut o = [0f32; 4];
-        // SAFETY: `o` holds four f32 (unaligned store).
-        unsafe { _mm_storeu_ps(o.as_mut_ptr(), s) };
+        // SAFETY: same features as this function; `o` holds four f32 (unaligned store).
+        unsafe { _mm_storeu_ps(o.as_mut_ptr(), q2_0_pass(&xs, ys, nb)) };
         out.copy_from_slice(&o[..out.len()]);
     }
 }
