@@ -644,8 +644,8 @@ fn add_rows4(s: &mut __m128, v: &[__m128; 4], cnt: usize) {
 }
 
 /// IQ1_S · Q8_K against up to eight activation columns per pass. Per super-block the 32
-/// 11-bit grid indices are formed in vector registers, their 2-bit level codes gathered from
-/// a 4 KiB table (`vpgatherdd`) and unpacked like IQ2_XXS; per column Σ (l − 1)·y =
+/// 11-bit grid indices are formed in vector registers and each quarter's eight grid rows of
+/// level codes gathered from [`IQ1S_LEVELS`] (`vpgatherdq`, [`Iq1Unpack::block`]); per column Σ (l − 1)·y =
 /// Σ l·y − Σ y uses the activation block sums. Exact integer arithmetic and the reference's
 /// float combine: each column gets the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
