@@ -156,7 +156,8 @@ unsafe fn q2_0_eight(x: &[BlockQ2_0; 8], act: &Q2Act8, cut: __m512i, dxi: __m512
 
 /// Adds the first `cnt` block products of up to four rows' [`q2_0_eight`] results to the
 /// rows' running sums `s` (lane r: row r), block by block in order: the reference's
-/// additions, four rows per `vaddps`. Rows beyond the pass's are zero and unused.
+/// additions, four rows per `vaddps`. Lanes of rows beyond the pass's (zero, or a repeated
+/// row) are computed and not used.
 #[target_feature(enable = "avx512f,avx512dq")]
 #[inline]
 fn add_rows8(s: &mut __m128, w: &[__m512; 4], cnt: usize) {
