@@ -20,7 +20,7 @@ use quant::DType;
 /// Weight rows per claimed chunk.
 const CHUNK: usize = 16;
 
-/// Fewest tokens on one expert for which IQ2_XXS and IQ1_S experts go through the tiled
+/// Fewest tokens on one expert for which IQ2_XXS and IQ1_S(_X) experts go through the tiled
 /// GEMM (below it, expanding a row costs more than the multi-column kernel's per-token
 /// overhead).
 const TILED_MIN_TOKENS: usize = 4;
@@ -421,7 +421,7 @@ impl CpuKernel for MulMatId {
         let ids_many: Vec<i32> = (0..11)
             .flat_map(|t| [if t < 9 { 0 } else { 2 }, if t % 2 == 0 { 1 } else { 2 }])
             .collect();
-        for t in [DType::IQ2_XXS, DType::IQ1_S, DType::Q8_0] {
+        for t in [DType::IQ2_XXS, DType::IQ1_S, DType::IQ1_S_X, DType::Q8_0] {
             for bsz in [1usize, 2] {
                 let mut b = CaseBuilder::new(25);
                 let w = b.weight("w", t, &[512, 37, 3], 0.5).expect("case");

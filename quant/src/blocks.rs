@@ -73,6 +73,13 @@ BlockIQ1S, 50, { /// scale (f16)
  d: [u8; 2], /// low 8 bits of the 11-bit grid indices
  qs: [u8; 32], /// 8 little-endian u16: index high bits, 3-bit scale, delta sign
  qh: [u8; 16] });
+block!(/// IQ1_S_X: IQ1_S repacked at load time (fathom's own layout, never in a GGUF; see
+/// [`crate::codec::repack`]): 256 elements (70 bytes).
+BlockIQ1SX, 70, { /// scale (f16), IQ1_S's `d`
+ d: [u8; 2], /// eight 4-bit group fields (3-bit scale, delta sign at bit 3) as a little-endian
+ /// u32: group g's nibble at bit 4g
+ sc: [u8; 4], /// 2-bit level codes l = v + 1: byte i, bits 2p..2p+2 hold element 64p + i
+ qs: [u8; 64] });
 block!(/// IQ1_M: 256 elements, no separate scale field (56 bytes).
 BlockIQ1M, 56, { /// low 8 bits of grid indices
  qs: [u8; 32], /// high index bits and delta signs

@@ -5,12 +5,15 @@
 //! agree with ggml's `vec_dot` to within f32 summation-order noise (tested at
 //! `1e-5 · Σ|w·x|`). Fast kernels are tested against these functions.
 
-use crate::blocks::{le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ2XS, BlockIQ2XXS, BlockIQ4XS};
+use crate::blocks::{
+    le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ1SX, BlockIQ2XS, BlockIQ2XXS, BlockIQ4XS,
+};
 use crate::blocks::{BlockMXFP4, BlockQ1_0, BlockQ2K, BlockQ2_0, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::codec::iquants::{grid_byte, iq1m_d, iq1m_index, iq1m_scales, iq4xs_scale};
 use crate::codec::kquants::{q6k_codes, scale_min_k4};
 use crate::codec::lowbit::{q1_0_bit, q2_0_code};
+use crate::codec::repack::{iq1sx_code, iq1sx_group};
 use crate::grids::{
     IQ1S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL, KVALUES_MXFP4,
 };
@@ -326,6 +329,26 @@ pub fn dot_iq1_s(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             }
             sumi += ls * lsum;
             let sgn = if h & 0x8000 != 0 { -1 } else { 1 };
+            sumi1 += ls * sgn * (y.bsum(2 * g) as i32 + y.bsum(2 * g + 1) as i32);
+        }
+        s += le_f16(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+    }
+    s
+}
+
+/// IQ1_S_X · Q8_K: [`dot_iq1_s`]'s integer sums and float combine on the repacked values,
+/// so a repacked row gives its IQ1_S row's bits.
+pub fn dot_iq1_s_x(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ1SX>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let (mut sumi, mut sumi1) = (0i32, 0i32);
+        for g in 0..8 {
+            let (ls, neg) = iq1sx_group(x, g);
+            let lsum: i32 = (32 * g..32 * g + 32)
+                .map(|e| (iq1sx_code(x, e) as i32 - 1) * y.qs[e] as i32)
+                .sum();
+            sumi += ls * lsum;
+            let sgn = if neg { -1 } else { 1 };
             sumi1 += ls * sgn * (y.bsum(2 * g) as i32 + y.bsum(2 * g + 1) as i32);
         }
         s += le_f16(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);

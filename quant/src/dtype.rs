@@ -3,7 +3,9 @@
 //!
 //! This is the single place that knows about all types (ANCHORS §8.4): adding a type is one row
 //! in `type_table!` plus its block module. Retired ids (4, 5, 31–33, 36–38) are not variants;
-//! [`DType::from_gguf_id`] reports them as [`QuantError::RetiredTypeId`].
+//! [`DType::from_gguf_id`] reports them as [`QuantError::RetiredTypeId`]. The table also holds
+//! fathom's load-time repacked types (ids from [`DType::FIRST_INTERNAL_ID`]), which no file can
+//! name.
 
 use crate::error::QuantError;
 use crate::{codec, dot};
@@ -75,9 +77,11 @@ macro_rules! type_table {
                 match self { $( DType::$var => stringify!($var), )* }
             }
 
-            /// Look a type up by GGUF id. Retired and unknown ids are typed errors.
+            /// Look a type up by GGUF id. Retired and unknown ids are typed errors, and so
+            /// are fathom's internal ids (≥ [`DType::FIRST_INTERNAL_ID`]): no file holds them.
             pub fn from_gguf_id(id: u32) -> Result<DType, QuantError> {
                 match id {
+                    id if id >= DType::FIRST_INTERNAL_ID => Err(QuantError::UnknownTypeId(id)),
                     $( $id => Ok(DType::$var), )*
                     4 | 5 | 31 | 32 | 33 | 36 | 37 | 38 => Err(QuantError::RetiredTypeId(id)),
                     _ => Err(QuantError::UnknownTypeId(id)),
@@ -161,10 +165,22 @@ type_table! {
     Q2_0 = 42, "q2_0", 64, 18, dot: Q8_0,
         deq: Some(codec::lowbit::dequant_q2_0), q: Some(codec::lowbit::quant_q2_0),
         qa: None, vd: Some(dot::dot_q2_0);
+    IQ1_S_X = 1019, "iq1_s_x", 256, 70, dot: Q8_K,
+        deq: Some(codec::repack::dequant_iq1_s_x), q: None, qa: None,
+        vd: Some(dot::dot_iq1_s_x);
 }
 
 impl DType {
-    /// Stable GGUF type id.
+    /// The first id of fathom's internal types (load-time repacked layouts such as
+    /// [`DType::IQ1_S_X`], see [`crate::codec::repack`]): never read from or written to a file.
+    pub const FIRST_INTERNAL_ID: u32 = 1000;
+
+    /// `true` for the types a GGUF file can hold (every type but the internal ones).
+    pub fn is_gguf(self) -> bool {
+        self.gguf_id() < Self::FIRST_INTERNAL_ID
+    }
+
+    /// Stable GGUF type id (for an internal type, its fathom id).
     pub fn gguf_id(self) -> u32 {
         self as u32
     }

@@ -66,8 +66,22 @@ fn every_gguf_id_0_to_42() {
             Err(e) => panic!("id {id}: {e}"),
         }
     }
-    assert_eq!(DType::ALL.len(), GGML.len());
-    for id in [43, 44, 100, u32::MAX] {
+    // the internal (repacked) types are the only ones outside ggml's table
+    let internal: Vec<DType> = DType::ALL
+        .iter()
+        .copied()
+        .filter(|t| !t.is_gguf())
+        .collect();
+    assert_eq!(internal, [DType::IQ1_S_X]);
+    assert_eq!(DType::ALL.len(), GGML.len() + internal.len());
+    for t in internal {
+        assert!(t.gguf_id() >= DType::FIRST_INTERNAL_ID);
+        assert_eq!(
+            DType::from_gguf_id(t.gguf_id()),
+            Err(QuantError::UnknownTypeId(t.gguf_id()))
+        );
+    }
+    for id in [43, 44, 100, 1000, 1019, u32::MAX] {
         let e = DType::from_gguf_id(id).unwrap_err();
         assert_eq!(e, QuantError::UnknownTypeId(id));
         assert!(e.to_string().contains(&id.to_string()));

@@ -12,3 +12,4 @@ pub mod kquants;
 pub mod legacy;
 pub mod lowbit;
 pub mod q8;
+pub mod repack;

@@ -1,4 +1,5 @@
-//! AVX2 kernels for the grid (I-)quants against Q8_K activations: IQ2_XXS, IQ1_S, IQ1_M.
+//! AVX2 kernels for the grid (I-)quants against Q8_K activations: IQ2_XXS, IQ1_S, IQ1_M, and
+//! the repacked IQ1_S_X (no grid: its level codes are stored, see `codec::repack`).
 //!
 //! Per 32-element group the four 8-byte grid rows are gathered with scalar loads into one
 //! vector; signs are applied to the activations with `vpsignb` (IQ2_XXS from a 128-entry
@@ -9,14 +10,16 @@
 //! −128 would wrap).
 
 use super::{entry, f16c, hsum_i32};
-use crate::blocks::{le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ2XXS, BlockQ8K};
+use crate::blocks::{le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockQ8K};
 use crate::codec::iquants::iq1m_scales;
+use crate::codec::repack::iq1sx_group;
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use std::arch::x86_64::*;
 
 entry!(
     dot_iq2_xxs_avx2_entry => dot_iq2_xxs_avx2,
     dot_iq1_s_avx2_entry => dot_iq1_s_avx2,
+    dot_iq1_s_x_avx2_entry => dot_iq1_s_x_avx2,
     dot_iq1_m_avx2_entry => dot_iq1_m_avx2,
 );
 
@@ -123,6 +126,44 @@ unsafe fn dot_iq1_s_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         }
         // SAFETY: AVX2 is enabled for this function.
         let sumi = unsafe { hsum_i32(acc) };
+        s += f16c!(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+    }
+    s
+}
+
+/// IQ1_S_X · Q8_K with AVX2. Half h of the 64 code bytes shifted by 2p holds group 2p + h's
+/// 32 level codes l = v + 1 in element order: a shift and a mask, then `vpmaddubsw` against
+/// the activations (Σ l·y), `vpmaddwd` by the group scale, and the −1 of the offset and the
+/// delta from the block sums. Exact integers and the reference's float combine: its bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq1_s_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let m3 = _mm256_set1_epi8(3);
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ1SX>(w).iter().zip(view::<BlockQ8K>(a)) {
+        // SAFETY: 64 code bytes (two unaligned loads of 32).
+        let q = unsafe {
+            [
+                _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
+            ]
+        };
+        let mut acc = _mm256_setzero_si256();
+        let (mut sumi1, mut off) = (0i32, 0i32);
+        for g in 0..8 {
+            let (ls, neg) = iq1sx_group(x, g);
+            let (p, h) = (g / 2, g % 2);
+            let lv = _mm256_and_si256(_mm256_srl_epi16(q[h], _mm_cvtsi32_si128(2 * p as i32)), m3);
+            let t = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(lv, y32!(y, g)),
+                _mm256_set1_epi16(ls as i16),
+            );
+            acc = _mm256_add_epi32(acc, t);
+            let b = y.bsum(2 * g) as i32 + y.bsum(2 * g + 1) as i32;
+            off += ls * b;
+            sumi1 += if neg { -ls * b } else { ls * b };
+        }
+        // SAFETY: AVX2 is enabled for this function.
+        let sumi = unsafe { hsum_i32(acc) } - off;
         s += f16c!(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
     }
     s

@@ -1,5 +1,8 @@
-//! AVX-512 kernels for IQ2_XXS and IQ1_S · Q8_K (need AVX-512 F/BW/VL, VBMI, BITALG and
-//! VNNI). IQ1_S's 2048-entry grid is too large for registers; its kernels gather each grid
+//! AVX-512 kernels for IQ2_XXS, IQ1_S and the repacked IQ1_S_X · Q8_K (need AVX-512
+//! F/BW/VL, VBMI, BITALG and VNNI). IQ1_S_X stores IQ1_S's level codes themselves (see
+//! `codec::repack`), so its kernels shift and mask instead of looking anything up; they share
+//! IQ1_S's multi-column kernel and tile expander bodies ([`Iq1Layout`]).
+//! IQ1_S's 2048-entry grid is too large for registers; its kernels gather each grid
 //! row's eight level bytes from a 16 KiB table (`vpgatherdq`, eight rows per instruction, so
 //! a quarter arrives in element order; gathering 2-bit codes from a 4 KiB table and placing
 //! them with byte permutes was 1.6–2× slower for decode, and 32 scalar table reads slower
@@ -20,16 +23,17 @@
 //! kernels amortise the in-register lookup over their columns.
 
 use super::{entry, f16c, fold_pairs, tree4};
-use crate::blocks::{view, BlockIQ1S, BlockIQ2XXS, BlockQ8K};
+use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockQ8K};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID};
 use std::arch::x86_64::*;
 
-entry!(multi dot_iq2_xxs_avx512_multi_entry => dot_iq2_xxs_avx512_multi, dot_iq1_s_avx512_multi_entry => dot_iq1_s_avx512_multi);
-entry!(rows dot_iq2_xxs_avx512_rows_entry => dot_iq2_xxs_avx512_rows, dot_iq2_xxs_avx512_lut_rows_entry => dot_iq2_xxs_avx512_lut_rows, dot_iq1_s_avx512_rows_entry => dot_iq1_s_avx512_rows);
+entry!(multi dot_iq2_xxs_avx512_multi_entry => dot_iq2_xxs_avx512_multi, dot_iq1_s_avx512_multi_entry => dot_iq1_s_avx512_multi, dot_iq1_s_x_avx512_multi_entry => dot_iq1_s_x_avx512_multi);
+entry!(rows dot_iq2_xxs_avx512_rows_entry => dot_iq2_xxs_avx512_rows, dot_iq2_xxs_avx512_lut_rows_entry => dot_iq2_xxs_avx512_lut_rows, dot_iq1_s_avx512_rows_entry => dot_iq1_s_avx512_rows, dot_iq1_s_x_avx512_rows_entry => dot_iq1_s_x_avx512_rows);
 
 entry!(
     dot_iq2_xxs_avx512_entry => dot_iq2_xxs_avx512,
     dot_iq1_s_avx512_entry => dot_iq1_s_avx512,
+    dot_iq1_s_x_avx512_entry => dot_iq1_s_x_avx512,
 );
 
 /// The features the kernels of this file are compiled for.
@@ -517,6 +521,187 @@ unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
     grid_rows!(k, BlockIQ1S, rows, a, out, 1.0);
 }
 
+/// IQ1_S_X · Q8_K with AVX-512, one column (decode's matvec). A super-block's level codes
+/// are one 64-byte load cut by a shift and a mask per quarter ([`iq1sx_codes`]), not 32
+/// grid-row gathers. The reference's two integers (sumi, with the −1 of the level offset,
+/// and the delta sum sumi1) are formed as one, T = 8·sumi + sumi1 = Σ_g 8·ls_g·Σ l·y +
+/// Σ_k ls·(σ − 8)·bsum_k: one `vpdpwssd` of the `bsums` against per-entry coefficients and
+/// four of the pair sums against 8·ls, both looked up in one register `W` made by a
+/// `vpmultishiftqb` of the broadcast scale nibbles, a mask and one `vpermw` from
+/// [`IQ1X_LUT`]. |T| < 2²⁴, so f32(T)·0.125 is exactly sumi + sumi1/8 before rounding, and
+/// rounds as the reference's `sumi + 0.125·sumi1` does: the reference's bits (and the IQ1_S
+/// row's it was repacked from). Four super-blocks are reduced by one unpack tree.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_s_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq1xDot::new() };
+    let (xs, ys) = (view::<BlockIQ1SX>(w), view::<BlockQ8K>(a));
+    let nb = xs.len().min(ys.len());
+    let mut s = 0f32;
+    for c in (0..nb).step_by(4) {
+        let cnt = (nb - c).min(4);
+        // SAFETY: same features as this function.
+        let v = four!(xs, ys, c, nb, |x, y| unsafe { k.group(x, y) });
+        add_lanes(&mut s, v, cnt);
+    }
+    s
+}
+
+/// IQ1_S_X · Q8_K for several weight rows against one activation row, four rows per pass
+/// ([`dot_iq1_s_avx512_rows`]'s scheme on [`dot_iq1_s_x_avx512`]'s steps): each row gets
+/// the one-row kernel's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_s_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq1xDot::new() };
+    grid_rows!(k, BlockIQ1SX, rows, a, out, 1.0);
+}
+
+/// The level codes of an IQ1_S_X block's four quarters, element order: one 64-byte load,
+/// then a shift and a mask per quarter.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[inline]
+unsafe fn iq1sx_codes(x: &BlockIQ1SX) -> [__m512i; 4] {
+    // SAFETY: 64 code bytes (unaligned load).
+    let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
+    let m3 = _mm512_set1_epi8(3);
+    [
+        _mm512_and_si512(q, m3),
+        _mm512_and_si512(_mm512_srli_epi16(q, 2), m3),
+        _mm512_and_si512(_mm512_srli_epi16(q, 4), m3),
+        _mm512_and_si512(_mm512_srli_epi16(q, 6), m3),
+    ]
+}
+
+/// Per 16-bit lane w of the one-column IQ1_S_X kernels' weight-word register `W`: the
+/// `vpmultishiftqb` control that puts the nibble of the lane's group at its low bits (lanes
+/// 0–15: the correction coefficient of `bsums` entry w, group w/2; lanes 16–23: the scale
+/// of group w − 16; 24–31 repeat 16–23), and the table half it indexes (`IQ1X_OFF`).
+static IQ1X_CTRL: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut w = 0;
+    while w < 32 {
+        let g = if w < 16 { w / 2 } else { (w - 16) % 8 };
+        t[2 * w] = (4 * g) as u8;
+        w += 1;
+    }
+    t
+};
+
+/// 16 in the lanes of `W` that take a scale (table entries 16..32), 0 in the others.
+static IQ1X_OFF: [u16; 32] = {
+    let mut t = [0u16; 32];
+    let mut w = 16;
+    while w < 32 {
+        t[w] = 16;
+        w += 1;
+    }
+    t
+};
+
+/// The `vpermw` table from a group nibble n (scale index s = n & 7, ls = 2s + 1, delta
+/// sign σ = −1 if n & 8 else +1): entries 0..16 the bsum coefficient ls·(σ − 8), entries
+/// 16..32 the scale 8·ls (see [`dot_iq1_s_x_avx512`]).
+static IQ1X_LUT: [i16; 32] = {
+    let mut t = [0i16; 32];
+    let mut n = 0;
+    while n < 16 {
+        let ls = 2 * (n & 7) as i16 + 1;
+        let sg = if n & 8 != 0 { -1 } else { 1 };
+        t[n] = ls * (sg - 8);
+        t[16 + n] = 8 * ls;
+        n += 1;
+    }
+    t
+};
+
+/// `vpermw` controls from `W` to quarter p's scales: 16-bit lane i (pair sums of elements
+/// 2i, 2i + 1 of the quarter) takes group 2p + i/16's 8·ls, lane 16 + 2p + i/16 of `W`.
+static IQ1X_PICK: [[u16; 32]; 4] = {
+    let mut t = [[0u16; 32]; 4];
+    let mut p = 0;
+    while p < 4 {
+        let mut i = 0;
+        while i < 32 {
+            t[p][i] = (16 + 2 * p + i / 16) as u16;
+            i += 1;
+        }
+        p += 1;
+    }
+    t
+};
+
+/// The one-column IQ1_S_X kernels' constants, in registers.
+struct Iq1xDot {
+    ctrl: __m512i,
+    off: __m512i,
+    lut: __m512i,
+    pick: [__m512i; 4],
+}
+
+impl Iq1xDot {
+    /// Loads the constants.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn new() -> Self {
+        let ld = |p: *const u8| {
+            // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        };
+        Iq1xDot {
+            ctrl: ld(IQ1X_CTRL.as_ptr()),
+            off: ld(IQ1X_OFF.as_ptr().cast()),
+            lut: ld(IQ1X_LUT.as_ptr().cast()),
+            pick: std::array::from_fn(|p| ld(IQ1X_PICK[p].as_ptr().cast())),
+        }
+    }
+
+    /// The products `f32(d)·dy·(T/8)` of four IQ1_S_X super-blocks of `xs · ys`, one per
+    /// lane, with T = 8·sumi + sumi1 (see [`dot_iq1_s_x_avx512`]).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn group(&self, xs: &[BlockIQ1SX; 4], ys: &[BlockQ8K; 4]) -> __m128 {
+        let mut z = [_mm512_setzero_si512(); 4];
+        let mut hd = [0u16; 4];
+        let mut dy = [0f32; 4];
+        for (k, zk) in z.iter_mut().enumerate() {
+            let (x, y) = (&xs[k], &ys[k]);
+            hd[k] = u16::from_le_bytes(x.d);
+            dy[k] = y.d();
+            // SAFETY: same features as this function.
+            let lvs = unsafe { iq1sx_codes(x) };
+            let sc = _mm512_set1_epi32(i32::from_le_bytes(x.sc));
+            let idx = _mm512_ternarylogic_epi32::<0xEA>(
+                _mm512_multishift_epi64_epi8(self.ctrl, sc),
+                _mm512_set1_epi16(0xF),
+                self.off,
+            );
+            let wv = _mm512_permutexvar_epi16(idx, self.lut);
+            // SAFETY: 32 `bsums` bytes (unaligned load; the upper half of the register is 0).
+            let bs = unsafe { _mm512_zextsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())) };
+            let mut acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), bs, wv);
+            for (p, lv) in lvs.iter().enumerate() {
+                // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+                let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+                acc = _mm512_dpwssd_epi32(
+                    acc,
+                    _mm512_maddubs_epi16(*lv, yv),
+                    _mm512_permutexvar_epi16(self.pick[p], wv),
+                );
+            }
+            *zk = acc;
+        }
+        let t = tree4(z[0], z[1], z[2], z[3]);
+        let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
+        let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t));
+        let t = _mm_mul_ps(
+            _mm_cvtepi32_ps(_mm512_castsi512_si128(t)),
+            _mm_set1_ps(0.125),
+        );
+        block_products(&hd, &dy, t)
+    }
+}
+
 /// The constants of the one-column IQ1_S kernels, in registers.
 struct Iq1Dot {
     un: Iq1Unpack,
@@ -555,49 +740,69 @@ impl Iq1Dot {
             dy[k] = y.d();
             // SAFETY: same features as this function.
             let lvs = unsafe { self.un.levels(x) };
-            // SAFETY: 16 `qh` bytes, 256 activation bytes, 32 `bsums` bytes (unaligned).
-            let (qh, yq, bs) = unsafe {
-                (
-                    _mm512_castsi128_si512(_mm_loadu_si128(x.qh.as_ptr().cast())),
-                    y.qs.as_ptr(),
-                    _mm512_castsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())),
-                )
-            };
-            let rq = _mm512_shuffle_i32x4::<0>(qh, qh);
-            let bs = _mm512_shuffle_i64x2::<0b01_00_01_00>(bs, bs);
-            // every 128-bit lane: the eight scales 2·((h >> 12) & 7) + 1 = ((h >> 11) & 0xE) | 1
-            let ls = _mm512_ternarylogic_epi32::<0xEA>(
-                _mm512_srli_epi16(rq, 11),
-                _mm512_set1_epi16(0xE),
-                _mm512_set1_epi16(1),
-            );
-            let sg = _mm512_srai_epi16(rq, 15);
-            let lsg = _mm512_sub_epi16(_mm512_xor_si512(ls, sg), sg);
-            let mut acc = _mm512_setzero_si512();
-            for (p, lv) in lvs.iter().enumerate() {
-                // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
-                let yv = unsafe { _mm512_loadu_si512(yq.add(64 * p).cast()) };
-                acc = _mm512_dpwssd_epi32(
-                    acc,
-                    _mm512_maddubs_epi16(*lv, yv),
-                    _mm512_shuffle_epi8(ls, self.quarter[p]),
-                );
-            }
-            // lanes 0–1: −ls·B per group, lanes 2–3: ls·sign·B
-            let m = _mm512_shuffle_epi8(
-                _mm512_mask_blend_epi32(0xFF00, _mm512_sub_epi16(_mm512_setzero_si512(), ls), lsg),
-                self.pairs,
-            );
-            let corr = _mm512_madd_epi16(bs, m);
-            let folded = _mm512_add_epi32(acc, _mm512_shuffle_i64x2::<0b01_00_11_10>(acc, acc));
-            *zk = _mm512_mask_add_epi32(corr, 0x00FF, corr, folded);
+            // SAFETY: 16 `qh` bytes (unaligned load).
+            let qh = unsafe { _mm512_castsi128_si512(_mm_loadu_si128(x.qh.as_ptr().cast())) };
+            // SAFETY: same features as this function.
+            *zk = unsafe { self.sums(&lvs, _mm512_shuffle_i32x4::<0>(qh, qh), y) };
         }
+        // SAFETY: same features as this function.
+        unsafe { Self::finish(&z, &hd, &dy) }
+    }
+
+    /// One super-block's two integer sums against `y`, lanes 0–7 Σ ls·Σ l·y (in four
+    /// partial pairs) and lanes 8–15 the bsum terms (see [`fold_pairs`]): `lvs` its level
+    /// codes per quarter, `rq` its eight group words (scale at bits 12–14, delta sign at bit
+    /// 15, as in IQ1_S's `qh`) in every 128-bit lane.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn sums(&self, lvs: &[__m512i; 4], rq: __m512i, y: &BlockQ8K) -> __m512i {
+        // SAFETY: 256 activation bytes, 32 `bsums` bytes (unaligned).
+        let (yq, bs) = unsafe {
+            (
+                y.qs.as_ptr(),
+                _mm512_castsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())),
+            )
+        };
+        let bs = _mm512_shuffle_i64x2::<0b01_00_01_00>(bs, bs);
+        // every 128-bit lane: the eight scales 2·((h >> 12) & 7) + 1 = ((h >> 11) & 0xE) | 1
+        let ls = _mm512_ternarylogic_epi32::<0xEA>(
+            _mm512_srli_epi16(rq, 11),
+            _mm512_set1_epi16(0xE),
+            _mm512_set1_epi16(1),
+        );
+        let sg = _mm512_srai_epi16(rq, 15);
+        let lsg = _mm512_sub_epi16(_mm512_xor_si512(ls, sg), sg);
+        let mut acc = _mm512_setzero_si512();
+        for (p, lv) in lvs.iter().enumerate() {
+            // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+            let yv = unsafe { _mm512_loadu_si512(yq.add(64 * p).cast()) };
+            acc = _mm512_dpwssd_epi32(
+                acc,
+                _mm512_maddubs_epi16(*lv, yv),
+                _mm512_shuffle_epi8(ls, self.quarter[p]),
+            );
+        }
+        // lanes 0–1: −ls·B per group, lanes 2–3: ls·sign·B
+        let m = _mm512_shuffle_epi8(
+            _mm512_mask_blend_epi32(0xFF00, _mm512_sub_epi16(_mm512_setzero_si512(), ls), lsg),
+            self.pairs,
+        );
+        let corr = _mm512_madd_epi16(bs, m);
+        let folded = _mm512_add_epi32(acc, _mm512_shuffle_i64x2::<0b01_00_11_10>(acc, acc));
+        _mm512_mask_add_epi32(corr, 0x00FF, corr, folded)
+    }
+
+    /// The float products of four super-blocks from their [`Self::sums`] `z`, f16 scales
+    /// `hd` and activation scales `dy`, one per lane: the reference's operations.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn finish(z: &[__m512i; 4], hd: &[u16; 4], dy: &[f32; 4]) -> __m128 {
         let (sumi, sumi1) = fold_pairs(tree4(z[0], z[1], z[2], z[3]));
         let t = _mm_add_ps(
             _mm_cvtepi32_ps(sumi),
             _mm_mul_ps(_mm_set1_ps(0.125), _mm_cvtepi32_ps(sumi1)),
         );
-        block_products(&hd, &dy, t)
+        block_products(hd, dy, t)
     }
 }
 
@@ -649,7 +854,24 @@ fn add_rows4(s: &mut __m128, v: &[__m128; 4], cnt: usize) {
 /// Σ l·y − Σ y uses the activation block sums. Exact integer arithmetic and the reference's
 /// float combine: each column gets the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
-unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+unsafe fn dot_iq1_s_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { iq1_multi::<BlockIQ1S>(n, w, acts, out) }
+}
+
+/// IQ1_S_X · Q8_K against up to eight activation columns per pass:
+/// [`dot_iq1_s_avx512_multi`] with the level codes unpacked by shifts
+/// ([`Iq1Unpack::block_x`]) instead of gathered.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_s_x_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { iq1_multi::<BlockIQ1SX>(n, w, acts, out) }
+}
+
+/// The body of the IQ1 multi-column kernels, for either layout.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[inline]
+unsafe fn iq1_multi<B: Iq1Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let ld = |p: *const u8| {
         // SAFETY: every pointer passed is into a slice of at least 64 bytes; unaligned loads.
         unsafe { _mm512_loadu_si512(p.cast()) }
@@ -657,7 +879,7 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
     // SAFETY: same features as this function.
     let un = unsafe { Iq1Unpack::new() };
     let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[1][p].as_ptr().cast()));
-    let xs = view::<BlockIQ1S>(w);
+    let xs = view::<B>(w);
     for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
         for (y, a) in ys.iter_mut().zip(acts) {
@@ -667,10 +889,10 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
         let mut s = [0f32; COLS];
         for (bi, x) in xs.iter().enumerate() {
             // SAFETY: same features as this function.
-            let Iq1Block { lvs, ls32, qh } = unsafe { un.block(x) };
+            let Iq1Block { lvs, ls32, qh } = unsafe { un.unpack(x) };
             let lsv: [__m512i; 4] =
                 std::array::from_fn(|p| _mm512_permutexvar_epi16(pick[p], ls32));
-            let dx = f16c!(x.d);
+            let dx = f16c!(x.d());
             // SAFETY: the features of this function cover the helper.
             let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
             for (c, y) in ys.iter().enumerate() {
@@ -694,7 +916,45 @@ unsafe fn dot_iq1_s_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
 /// The IQ1_S unpacking constants, held in registers for a whole row.
 pub(super) struct Iq1Unpack {
     hi_bits: __m512i,
+    rq_ctrl: __m512i,
 }
+
+/// The two IQ1_S layouts ([`BlockIQ1S`] and its repacked [`BlockIQ1SX`]) the multi-column
+/// kernel and the tile expander share.
+pub(super) trait Iq1Layout: bytemuck::Pod {
+    /// `true` for IQ1_S_X.
+    const REPACKED: bool;
+    /// The f16 super-block scale.
+    fn d(&self) -> [u8; 2];
+}
+
+impl Iq1Layout for BlockIQ1S {
+    const REPACKED: bool = false;
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+}
+
+impl Iq1Layout for BlockIQ1SX {
+    const REPACKED: bool = true;
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+}
+
+/// `vpmultishiftqb` control that moves IQ1_S_X's group nibbles (nibble g at bit 4g of `sc`,
+/// broadcast to every dword) to bits 12–15 of 16-bit lane g of every 128-bit lane: the high
+/// byte of word g takes bits 4g − 4 .. 4g + 4 (rotating, so word 0 takes bits 60..64 and
+/// 0..4); the low bytes are unused.
+static RQ_CTRL: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 32 {
+        t[2 * i + 1] = ((4 * (i % 8) + 60) % 64) as u8;
+        i += 1;
+    }
+    t
+};
 
 /// One unpacked IQ1_S super-block: the level codes l = v + 1 (0..2) of each 64-element
 /// quarter in element order, the eight group scales `2·((h >> 12) & 7) + 1` as the low
@@ -712,7 +972,9 @@ impl Iq1Unpack {
     pub(super) unsafe fn new() -> Self {
         // SAFETY: HI_BITS has 64 bytes (unaligned load).
         let hi_bits = unsafe { _mm512_loadu_si512(HI_BITS.as_ptr().cast()) };
-        Iq1Unpack { hi_bits }
+        // SAFETY: RQ_CTRL has 64 bytes (unaligned load).
+        let rq_ctrl = unsafe { _mm512_loadu_si512(RQ_CTRL.as_ptr().cast()) };
+        Iq1Unpack { hi_bits, rq_ctrl }
     }
 
     /// The level codes of one super-block's four quarters (exact): the 32 11-bit grid
@@ -767,6 +1029,53 @@ impl Iq1Unpack {
         let lvs = unsafe { self.levels(x) };
         // SAFETY: 16 `qh` bytes per block (unaligned load).
         let qh = unsafe { _mm_loadu_si128(x.qh.as_ptr().cast()) };
+        // SAFETY: same features as this function.
+        unsafe { Self::with_scales(lvs, qh) }
+    }
+
+    /// The level codes of an IQ1_S_X block's four quarters (one shift and one mask each)
+    /// and its eight group words in every 128-bit lane, each with the group's scale at bits
+    /// 12–14 and its delta sign at bit 15 (where IQ1_S's `qh` words hold them; the low bits
+    /// are other groups' nibbles, which no user of the words reads).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn levels_x(&self, x: &BlockIQ1SX) -> ([__m512i; 4], __m512i) {
+        // SAFETY: same features as this function.
+        let lvs = unsafe { iq1sx_codes(x) };
+        let sc = _mm512_set1_epi32(i32::from_le_bytes(x.sc));
+        (lvs, _mm512_multishift_epi64_epi8(self.rq_ctrl, sc))
+    }
+
+    /// Unpacks one IQ1_S_X super-block (exact): what [`Self::block`] gives for the IQ1_S
+    /// block it was repacked from, but `qh`'s index bits.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn block_x(&self, x: &BlockIQ1SX) -> Iq1Block {
+        // SAFETY: same features as this function.
+        let (lvs, rq) = unsafe { self.levels_x(x) };
+        // SAFETY: same features as this function.
+        unsafe { Self::with_scales(lvs, _mm512_castsi512_si128(rq)) }
+    }
+
+    /// [`Self::block`] or [`Self::block_x`], by layout.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn unpack<B: Iq1Layout>(&self, x: &B) -> Iq1Block {
+        // `cast_ref` is to the block's own type (the branch not taken is removed at compile
+        // time)
+        if B::REPACKED {
+            // SAFETY: same features as this function.
+            unsafe { self.block_x(bytemuck::cast_ref(x)) }
+        } else {
+            // SAFETY: same features as this function.
+            unsafe { self.block(bytemuck::cast_ref(x)) }
+        }
+    }
+
+    /// An [`Iq1Block`] from its level codes and group words (`qh`, IQ1_S's layout).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn with_scales(lvs: [__m512i; 4], qh: __m128i) -> Iq1Block {
         let ls32 = _mm512_castsi256_si512(_mm256_add_epi32(
             _mm256_slli_epi32(
                 _mm256_and_si256(
@@ -1017,6 +1326,22 @@ fn store_expanded_tail(o: &mut [u8], ls16: __m128i, lsg16: __m128i, d: f32, corr
 /// byte what the scalar `expand_iq1_s` writes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 pub(super) unsafe fn expand_iq1_s_avx512(w: &[u8], out: &mut [u8]) {
+    // SAFETY: same features as this function.
+    unsafe { expand_iq1::<BlockIQ1S>(w, out) }
+}
+
+/// Expands an IQ1_S_X row into the tile layout, byte for byte what the scalar
+/// `expand_iq1_s_x` writes (and `expand_iq1_s` for the IQ1_S row it came from).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+pub(super) unsafe fn expand_iq1_s_x_avx512(w: &[u8], out: &mut [u8]) {
+    // SAFETY: same features as this function.
+    unsafe { expand_iq1::<BlockIQ1SX>(w, out) }
+}
+
+/// The body of the IQ1 expanders, for either layout.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[inline]
+unsafe fn expand_iq1<B: Iq1Layout>(w: &[u8], out: &mut [u8]) {
     use super::tile_grid::EXPANDED_SB;
     // SAFETY: same features as this function.
     let un = unsafe { Iq1Unpack::new() };
@@ -1025,12 +1350,9 @@ pub(super) unsafe fn expand_iq1_s_avx512(w: &[u8], out: &mut [u8]) {
         unsafe { _mm512_loadu_si512(PICK16[1][p].as_ptr().cast()) }
     });
     let ones = _mm512_set1_epi8(1);
-    for (x, o) in view::<BlockIQ1S>(w)
-        .iter()
-        .zip(out.chunks_exact_mut(EXPANDED_SB))
-    {
+    for (x, o) in view::<B>(w).iter().zip(out.chunks_exact_mut(EXPANDED_SB)) {
         // SAFETY: same features as this function.
-        let Iq1Block { lvs, ls32, qh } = unsafe { un.block(x) };
+        let Iq1Block { lvs, ls32, qh } = unsafe { un.unpack(x) };
         let mut corr = _mm512_setzero_si512();
         for p in 0..4 {
             let v = _mm512_sub_epi8(lvs[p], ones);
@@ -1043,6 +1365,6 @@ pub(super) unsafe fn expand_iq1_s_avx512(w: &[u8], out: &mut [u8]) {
         let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
         let ls16 = _mm256_cvtepi32_epi16(ls8);
         let lsg16 = _mm256_cvtepi32_epi16(_mm256_sign_epi32(ls8, sgn));
-        store_expanded_tail(o, ls16, lsg16, f16c!(x.d), corr);
+        store_expanded_tail(o, ls16, lsg16, f16c!(x.d()), corr);
     }
 }

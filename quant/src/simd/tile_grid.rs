@@ -31,8 +31,9 @@
 //! for four column pairs. The multi-column kernels instead unpack per call and reduce
 //! across lanes once per column and super-block.
 
-use crate::blocks::{le_u16, view, BlockIQ1S, BlockIQ2XXS};
+use crate::blocks::{le_u16, view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS};
 use crate::codec::iquants::grid_byte;
+use crate::codec::repack::{iq1sx_code, iq1sx_group};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use crate::scalar::le_f16;
 use crate::DType;
@@ -157,7 +158,28 @@ pub fn expand_iq1_s(w: &[u8], out: &mut [u8]) {
     }
 }
 
-/// The fastest expander of `dtype` (IQ2_XXS or IQ1_S) on this CPU (AVX-512 VBMI, else the
+/// The scalar reference expander of IQ1_S_X: the values and fields of the IQ1_S row it was
+/// repacked from, so the same bytes as [`expand_iq1_s`] of that row.
+///
+/// # Panics
+/// If `out` is not [`expanded_bytes`] of the row's length (a caller's bug).
+pub fn expand_iq1_s_x(w: &[u8], out: &mut [u8]) {
+    let xs = view::<BlockIQ1SX>(w);
+    assert_eq!(out.len(), xs.len() * EXPANDED_SB, "expanded row length");
+    for (x, o) in xs.iter().zip(out.chunks_exact_mut(EXPANDED_SB)) {
+        let (mut ls, mut lsg) = ([0i32; 8], [0i32; 8]);
+        for g in 0..8 {
+            let (l, neg) = iq1sx_group(x, g);
+            (ls[g], lsg[g]) = (l, if neg { -l } else { l });
+        }
+        for (e, v) in o[..256].iter_mut().enumerate() {
+            *v = (iq1sx_code(x, e) as i8 - 1) as u8;
+        }
+        finish_block(o, ls, lsg, le_f16(x.d));
+    }
+}
+
+/// The fastest expander of `dtype` (IQ2_XXS, IQ1_S or IQ1_S_X) on this CPU (AVX-512 VBMI, else the
 /// reference); `None` for other types.
 pub fn expand_fn(dtype: DType) -> Option<ExpandFn> {
     #[cfg(target_arch = "x86_64")]
@@ -165,12 +187,14 @@ pub fn expand_fn(dtype: DType) -> Option<ExpandFn> {
         return match dtype {
             DType::IQ2_XXS => Some(x86::expand_iq2_xxs_entry),
             DType::IQ1_S => Some(x86::expand_iq1_s_entry),
+            DType::IQ1_S_X => Some(x86::expand_iq1_s_x_entry),
             _ => None,
         };
     }
     match dtype {
         DType::IQ2_XXS => Some(expand_iq2_xxs),
         DType::IQ1_S => Some(expand_iq1_s),
+        DType::IQ1_S_X => Some(expand_iq1_s_x),
         _ => None,
     }
 }
@@ -179,14 +203,15 @@ pub fn expand_fn(dtype: DType) -> Option<ExpandFn> {
 /// [`TILE_ROWS`] expanded rows and [`TILE_COLS`] Q8_K activation rows.
 pub type TileFn = fn(n: usize, rows: &[&[u8]], acts: &[&[u8]], panel: &[u8], out: &mut [f32]);
 
-/// The tiled GEMM kernel for `dtype` (IQ2_XXS or IQ1_S) if this CPU has the AVX-512
+/// The tiled GEMM kernel for `dtype` (IQ2_XXS, IQ1_S or IQ1_S_X: the expanded layout is
+/// the same for both IQ1_S forms) if this CPU has the AVX-512
 /// features it needs.
 pub fn tile_fn(dtype: DType) -> Option<TileFn> {
     #[cfg(target_arch = "x86_64")]
     if super::avx512_iq::has_features() && !super::force_scalar() {
         return match dtype {
             DType::IQ2_XXS => Some(x86::tile_iq2_xxs_entry),
-            DType::IQ1_S => Some(x86::tile_iq1_s_entry),
+            DType::IQ1_S | DType::IQ1_S_X => Some(x86::tile_iq1_s_entry),
             _ => None,
         };
     }
@@ -220,6 +245,14 @@ mod x86 {
         assert_eq!(out.len(), w.len() / 50 * EXPANDED_SB, "expanded row length");
         // SAFETY: as above.
         unsafe { crate::simd::avx512_iq::expand_iq1_s_avx512(w, out) }
+    }
+
+    /// Safe entry of the AVX-512 IQ1_S_X expander: checks the lengths, then expands.
+    pub(super) fn expand_iq1_s_x_entry(w: &[u8], out: &mut [u8]) {
+        assert_eq!(w.len() % 70, 0, "whole IQ1_S_X blocks");
+        assert_eq!(out.len(), w.len() / 70 * EXPANDED_SB, "expanded row length");
+        // SAFETY: as above.
+        unsafe { crate::simd::avx512_iq::expand_iq1_s_x_avx512(w, out) }
     }
 
     /// Safe entry, IQ2_XXS.

@@ -1,0 +1,88 @@
+//! Load-time repacked layouts: fathom's own dtypes, made from a GGUF type when a model is
+//! loaded and never written to a file (their ids are ≥ [`crate::DType::FIRST_INTERNAL_ID`],
+//! which [`crate::DType::from_gguf_id`] rejects).
+//!
+//! **IQ1_S_X** ([`BlockIQ1SX`], 70 bytes per 256 elements against IQ1_S's 50): IQ1_S with
+//! every grid lookup done once, at load. IQ1_S stores each group of eight values as an 11-bit
+//! index into a 2048-entry grid of {−1, 0, +1} rows; a decode kernel must look up 32 grid rows
+//! per super-block, and on the AVX-512 hosts measured those lookups (gathers) and not memory
+//! bounded the matvec (about 4 GiB/s of weights from DRAM against 17 GB/s). IQ1_S_X keeps the
+//! values themselves as 2-bit level codes l = v + 1 in the order a 512-bit register wants them
+//! (byte i holds elements i, i + 64, i + 128 and i + 192), so unpacking is a shift and a mask.
+//! The group scale and delta sign (IQ1_S's top four `qh` bits) become one nibble per group;
+//! the index bits are gone. The conversion is lossless: values, scales, deltas and therefore
+//! every dot product and dequantized value are IQ1_S's bits.
+
+use crate::blocks::{le_u16, view, BlockIQ1S, BlockIQ1SX};
+use crate::codec::iquants::{grid_byte, IQ1_DELTA};
+use crate::grids::IQ1S_GRID;
+use crate::scalar::le_f16;
+
+/// Bit position of group `g`'s nibble in [`BlockIQ1SX::sc`] (as a little-endian u32).
+#[inline]
+pub fn iq1sx_nibble_shift(g: usize) -> u32 {
+    4 * g as u32
+}
+
+/// Group `g`'s scale `2·s + 1` and delta sign (`true`: the delta is −1/8).
+#[inline]
+pub fn iq1sx_group(x: &BlockIQ1SX, g: usize) -> (i32, bool) {
+    let nib = (u32::from_le_bytes(x.sc) >> iq1sx_nibble_shift(g)) & 0xF;
+    (2 * (nib & 7) as i32 + 1, nib & 8 != 0)
+}
+
+/// The level code l = v + 1 (0..=3; 0..=2 in a repacked block) of element `e` (0..256).
+#[inline]
+pub fn iq1sx_code(x: &BlockIQ1SX, e: usize) -> u8 {
+    (x.qs[e % 64] >> (2 * (e / 64))) & 3
+}
+
+/// Repacks IQ1_S blocks `src` into IQ1_S_X blocks `dst` (the same number of blocks).
+///
+/// # Panics
+/// If `dst` does not hold as many IQ1_S_X blocks as `src` holds IQ1_S blocks (a caller's bug).
+pub fn repack_iq1_s_x(src: &[u8], dst: &mut [u8]) {
+    let xs = view::<BlockIQ1S>(src);
+    let out: &mut [BlockIQ1SX] = bytemuck::cast_slice_mut(dst);
+    assert_eq!(out.len(), xs.len(), "IQ1_S_X repack: block counts differ");
+    for (x, o) in xs.iter().zip(out.iter_mut()) {
+        let mut sc = 0u32;
+        let mut qs = [0u8; 64];
+        for g in 0..8 {
+            let h = le_u16(&x.qh, g);
+            let nib = u32::from((h >> 12) & 7) | u32::from(h >> 15) << 3;
+            sc |= nib << iq1sx_nibble_shift(g);
+            for k in 0..4 {
+                let idx = x.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
+                for j in 0..8 {
+                    let e = 32 * g + 8 * k + j;
+                    let l = (grid_byte(IQ1S_GRID[idx], j) as i8 + 1) as u8;
+                    qs[e % 64] |= l << (2 * (e / 64));
+                }
+            }
+        }
+        *o = BlockIQ1SX {
+            d: x.d,
+            sc: sc.to_le_bytes(),
+            qs,
+        };
+    }
+}
+
+/// Dequantizes IQ1_S_X (IQ1_S's values: `d·ls·(v + delta)`).
+pub fn dequant_iq1_s_x(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in view::<BlockIQ1SX>(src)
+        .iter()
+        .zip(dst.chunks_exact_mut(256))
+    {
+        let d = le_f16(b.d);
+        for g in 0..8 {
+            let (ls, neg) = iq1sx_group(b, g);
+            let dl = d * ls as f32;
+            let delta = if neg { -IQ1_DELTA } else { IQ1_DELTA };
+            for e in 32 * g..32 * g + 32 {
+                y[e] = dl * ((iq1sx_code(b, e) as i32 - 1) as f32 + delta);
+            }
+        }
+    }
+}

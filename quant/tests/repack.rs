@@ -1,0 +1,86 @@
+//! The load-time repacked IQ1_S_X against IQ1_S, the format it is made from: the repack is
+//! lossless, so on every random IQ1_S row (every grid index, scale and delta sign) the
+//! repacked row dequantizes to the same bits, its reference dot gives IQ1_S's reference
+//! dot's bits, and its tile expansion is IQ1_S's byte for byte.
+
+use fathom_quant as quant;
+use quant::codec::repack::repack_iq1_s_x;
+use quant::simd::tile_grid::{expand_iq1_s, expand_iq1_s_x, expanded_bytes};
+use quant::{bytes_for, dequantize_row, quantize_activation, DType};
+
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+/// `nb` random IQ1_S blocks, the f16 scale `d` set to a finite value.
+fn iq1_s_row(r: &mut impl FnMut() -> u64, nb: usize) -> Vec<u8> {
+    let mut w = vec![0u8; 50 * nb];
+    for blk in w.chunks_exact_mut(50) {
+        for b in blk.iter_mut() {
+            *b = r() as u8;
+        }
+        let d = quant::scalar::f32_to_f16(0.003 + (r() % 100) as f32 * 1e-4);
+        blk[..2].copy_from_slice(&d.to_le_bytes());
+    }
+    w
+}
+
+fn repacked(w: &[u8]) -> Vec<u8> {
+    let mut x = vec![0u8; w.len() / 50 * 70];
+    repack_iq1_s_x(w, &mut x);
+    x
+}
+
+#[test]
+fn the_repack_is_lossless() {
+    let mut r = rng(0x1f5);
+    for nb in [1usize, 2, 7, 16] {
+        let n = 256 * nb;
+        let w = iq1_s_row(&mut r, nb);
+        let x = repacked(&w);
+        assert_eq!(x.len(), bytes_for(DType::IQ1_S_X, n).unwrap());
+        // every level code of a repacked block is 0..=2 (v = −1, 0, +1)
+        for blk in x.chunks_exact(70) {
+            for &b in &blk[6..] {
+                for p in 0..4 {
+                    assert!((b >> (2 * p)) & 3 <= 2, "code 3 in a repacked block");
+                }
+            }
+        }
+        let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
+        dequantize_row(DType::IQ1_S, &w, &mut a).unwrap();
+        dequantize_row(DType::IQ1_S_X, &x, &mut b).unwrap();
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(p.to_bits(), q.to_bits(), "n={n} element {i}: {p} vs {q}");
+        }
+        for scale in [0.5f32, 2.0, 1e4] {
+            let act: Vec<f32> = (0..n)
+                .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
+                .collect();
+            let mut q = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+            quantize_activation(DType::Q8_K, &act, &mut q).unwrap();
+            let want = quant::vec_dot(DType::IQ1_S, n, &w, &q).unwrap();
+            let got = quant::vec_dot(DType::IQ1_S_X, n, &x, &q).unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "n={n}: {got} vs {want}");
+        }
+        let (mut e1, mut e2) = (vec![0u8; expanded_bytes(n)], vec![0u8; expanded_bytes(n)]);
+        expand_iq1_s(&w, &mut e1);
+        expand_iq1_s_x(&x, &mut e2);
+        assert_eq!(e1, e2, "n={n}: tile expansions differ");
+    }
+}
+
+#[test]
+fn a_repacked_type_is_not_a_gguf_type() {
+    assert!(!DType::IQ1_S_X.is_gguf());
+    assert!(DType::IQ1_S.is_gguf());
+    assert!(DType::from_gguf_id(DType::IQ1_S_X.gguf_id()).is_err());
+    assert_eq!(DType::IQ1_S_X.type_size(), 70);
+    assert_eq!(DType::IQ1_S_X.info().dot_type, Some(DType::Q8_K));
+}
