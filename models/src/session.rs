@@ -400,6 +400,19 @@ impl Session {
         Ok(Session::new(hp, GgufWeights::new(file), threads, ctx)?)
     }
 
+    /// [`Session::from_gguf`] with the tensor types `repack` names converted at load into
+    /// fathom's repacked layouts (see [`crate::deepseek4::Repack`]).
+    pub fn from_gguf_repacked(
+        file: Arc<GgufFile>,
+        threads: usize,
+        ctx: usize,
+        repack: crate::deepseek4::Repack,
+    ) -> Result<Session, Box<dyn std::error::Error + Send + Sync>> {
+        let hp = Hparams::from_gguf(&file)?;
+        let w = GgufWeights::with_repack(file, repack);
+        Ok(Session::new(hp, w, threads, ctx)?)
+    }
+
     /// Route learned-router layers through live MoE knobs (issue 6). Changing the knobs
     /// between tokens takes effect at the next token without rebuilding anything; the graphs
     /// built so far are dropped once, here, so every later graph reads the knobs.

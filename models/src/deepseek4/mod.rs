@@ -10,4 +10,4 @@ pub mod weights;
 pub use forward::{Builder, ForwardError, PrefillInputs, Weights};
 pub use hparams::{AttnKind, Hparams, HparamsError, Yarn};
 pub use st_weights::{SafetensorsWeights, StOptions};
-pub use weights::GgufWeights;
+pub use weights::{GgufWeights, Repack};

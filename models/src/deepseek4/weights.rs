@@ -1,10 +1,72 @@
 //! Weight providers for the forward graph: tensors of a GGUF file used **in place** from the
-//! memory map (no copy), with llama.cpp's names and GGUF shapes.
+//! memory map (no copy), with llama.cpp's names and GGUF shapes — or, where [`Repack`] asks
+//! for it, converted once at load into one of fathom's faster layouts (IQ1_S → IQ1_S_X, see
+//! `quant::codec::repack`), held in memory beside the map.
 
 use super::forward::{ForwardError, Weights};
 use crate::gguf::GgufFile;
 use graph::{Graph, TensorDesc, TensorId, WeightData};
+use quant::DType;
+use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Which tensor types [`GgufWeights`] converts at load into a repacked layout. Off by
+/// default: a repacked tensor is a copy in anonymous memory (IQ1_S_X: 1.4× the IQ1_S bytes)
+/// instead of pages of the file's map.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Repack {
+    /// IQ1_S → IQ1_S_X (lossless; its decode matvec needs no grid lookups).
+    pub iq1_s: bool,
+}
+
+impl Repack {
+    /// Parses a comma-separated list of source types (`iq1_s`), or `none`.
+    pub fn parse(s: &str) -> Result<Repack, String> {
+        let mut r = Repack::default();
+        for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            match t.to_ascii_lowercase().as_str() {
+                "iq1_s" => r.iq1_s = true,
+                "none" => {}
+                other => return Err(format!("cannot repack '{other}' (known: iq1_s, none)")),
+            }
+        }
+        Ok(r)
+    }
+
+    /// The layout a tensor of type `t` is converted to, if any: only where this CPU has a
+    /// SIMD kernel for it (on the scalar reference the repacked form would be slower).
+    pub fn target(&self, t: DType) -> Option<DType> {
+        let has_kernel = |x: DType| quant::simd::available(x).len() > 1;
+        match t {
+            DType::IQ1_S if self.iq1_s && has_kernel(DType::IQ1_S_X) => Some(DType::IQ1_S_X),
+            _ => None,
+        }
+    }
+
+    /// Bytes a tensor of `t` and `n_bytes` file bytes occupies once loaded.
+    pub fn loaded_bytes(&self, t: DType, n_bytes: u64) -> u64 {
+        match self.target(t) {
+            Some(x) => n_bytes / t.type_size() as u64 * x.type_size() as u64,
+            None => n_bytes,
+        }
+    }
+}
+
+/// Converts `src` (whole blocks of `from`) into `to`'s layout, on all cores.
+fn repack(from: DType, to: DType, src: &[u8]) -> Vec<u8> {
+    debug_assert_eq!((from, to), (DType::IQ1_S, DType::IQ1_S_X));
+    let (bs, bd) = (from.type_size(), to.type_size());
+    let nb = src.len() / bs;
+    let mut out = vec![0u8; nb * bd];
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per = nb.div_ceil(threads).max(1);
+    std::thread::scope(|sc| {
+        for (s, d) in src.chunks(per * bs).zip(out.chunks_mut(per * bd)) {
+            sc.spawn(move || quant::codec::repack::repack_iq1_s_x(s, d));
+        }
+    });
+    out
+}
 
 /// Keeps a GGUF file alive and exposes one shard's bytes (the owner of a [`WeightData`]).
 struct ShardBytes {
@@ -22,6 +84,9 @@ impl AsRef<[u8]> for ShardBytes {
 pub struct GgufWeights {
     file: Arc<GgufFile>,
     owners: Vec<Arc<dyn AsRef<[u8]> + Send + Sync>>,
+    repack: Repack,
+    /// Repacked tensors by name, converted once and shared by every graph.
+    repacked: HashMap<String, (DType, WeightData)>,
 }
 
 impl GgufWeights {
@@ -35,7 +100,21 @@ impl GgufWeights {
                 }) as Arc<dyn AsRef<[u8]> + Send + Sync>
             })
             .collect();
-        GgufWeights { file, owners }
+        GgufWeights {
+            file,
+            owners,
+            repack: Repack::default(),
+            repacked: HashMap::new(),
+        }
+    }
+
+    /// Wrap an opened file, converting the tensor types `repack` names as they are first
+    /// used.
+    pub fn with_repack(file: Arc<GgufFile>, repack: Repack) -> GgufWeights {
+        GgufWeights {
+            repack,
+            ..GgufWeights::new(file)
+        }
     }
     /// The file.
     pub fn file(&self) -> &GgufFile {
@@ -61,6 +140,18 @@ impl Weights for GgufWeights {
         let off = (shard.data_offset() + info.offset) as usize;
         let data = WeightData::new(self.owners[info.shard].clone(), off, info.n_bytes as usize)
             .ok_or_else(|| ForwardError::Missing(format!("{name} (data outside its shard)")))?;
+        let Some(to) = self.repack.target(info.dtype) else {
+            return Ok(Some(g.weight(name, desc, data)?));
+        };
+        let (dtype, data) = self
+            .repacked
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                let bytes = repack(info.dtype, to, data.bytes());
+                (to, WeightData::from_vec(bytes))
+            })
+            .clone();
+        let desc = TensorDesc::new(dtype, &ne)?;
         Ok(Some(g.weight(name, desc, data)?))
     }
 }

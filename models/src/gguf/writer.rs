@@ -313,6 +313,12 @@ impl<'a> GgufWriter<'a> {
         if self.names.contains(&name) {
             return Err(invalid(item(), "duplicate tensor name"));
         }
+        if !dtype.is_gguf() {
+            return Err(invalid(
+                item(),
+                format!("{dtype} is a fathom load-time layout, not a GGUF type"),
+            ));
+        }
         if self.tensors.len() as u64 >= MAX_TENSOR_COUNT {
             return Err(invalid(item(), "too many tensors"));
         }

@@ -8,6 +8,8 @@
 //! Bytes per decode token: every dense weight once, one row of the token embedding, and of
 //! each routed-expert stack only `n_expert_used` experts' share — the bytes a memory-bound
 //! decoder must stream per token. `floor_fraction` = bytes/token × tok/s ÷ bandwidth.
+//! Both are of the file's bytes; with `--repack` the bytes as loaded (a repacked tensor is
+//! larger) are reported beside them (`loaded_bytes_per_token`, `loaded_floor_fraction`).
 
 use anyhow::{bail, Context, Result};
 use models::gguf::GgufFile;
@@ -49,20 +51,32 @@ pub struct Args {
     /// each test; without a value `/tmp/dsv4_moe_cfg.bin`.
     #[arg(long, num_args = 0..=1, default_missing_value = "/tmp/dsv4_moe_cfg.bin")]
     moe_config: Option<PathBuf>,
+    /// Convert these tensor types at load into fathom's faster layouts (comma separated:
+    /// `iq1_s` → IQ1_S_X, lossless, 1.4× that type's memory; `none`). Only where this CPU has
+    /// the layout's SIMD kernel.
+    #[arg(long, default_value = "none", value_parser = super::run::parse_repack)]
+    repack: models::deepseek4::Repack,
 }
 
-/// Weight bytes one decode token reads (see the module doc).
-pub fn bytes_per_token(file: &GgufFile, n_expert: usize, n_used: usize) -> u64 {
+/// Weight bytes one decode token reads (see the module doc), with the tensors `repack`
+/// converts counted at their loaded size (`Repack::default()`: the file's bytes).
+pub fn bytes_per_token(
+    file: &GgufFile,
+    n_expert: usize,
+    n_used: usize,
+    repack: &models::deepseek4::Repack,
+) -> u64 {
     file.tensors()
         .iter()
         .map(|t| {
+            let n_bytes = repack.loaded_bytes(t.dtype, t.n_bytes);
             if t.name.contains("_exps") {
-                t.n_bytes / n_expert.max(1) as u64 * n_used as u64
+                n_bytes / n_expert.max(1) as u64 * n_used as u64
             } else if t.name == "token_embd.weight" {
                 let rows = t.ne.get(1).copied().unwrap_or(1).max(1);
-                t.n_bytes / rows
+                n_bytes / rows
             } else {
-                t.n_bytes
+                n_bytes
             }
         })
         .sum()
@@ -178,7 +192,10 @@ fn run_inner(args: &Args) -> Result<()> {
     let hp = models::deepseek4::Hparams::from_gguf(&file)
         .with_context(|| format!("{}: bad hyperparameters", path.display()))?;
     let size: u64 = file.tensors().iter().map(|t| t.n_bytes).sum();
-    let bpt = bytes_per_token(&file, hp.n_expert, hp.n_expert_used);
+    let bpt = bytes_per_token(&file, hp.n_expert, hp.n_expert_used, &Default::default());
+    // what decode streams when tensors are repacked at load (= bpt without --repack)
+    let lbpt = bytes_per_token(&file, hp.n_expert, hp.n_expert_used, &args.repack);
+    let repacked = lbpt != bpt;
     let want_decode = args.gen.iter().any(|&n| n > 0);
     let bw = (args.membw || want_decode).then(|| measure_membw(threads));
     let ctx = args
@@ -189,7 +206,7 @@ fn run_inner(args: &Args) -> Result<()> {
         .max()
         .unwrap_or(1)
         + 2;
-    let mut session = Session::from_gguf(file.clone(), threads, ctx)
+    let mut session = Session::from_gguf_repacked(file.clone(), threads, ctx, args.repack)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     session.set_ubatch(args.ubatch);
     let mut moe = args.moe_config.clone().map(|p| {
@@ -278,39 +295,64 @@ fn run_inner(args: &Args) -> Result<()> {
                     "bytes_per_token": if decode { Some(bpt) } else { None },
                     "membw_gbs": bw,
                     "floor_fraction": match (decode, bw) { (true, Some(bw)) => Some(bpt as f64 * avg / 1e9 / bw), _ => None },
+                    "loaded_bytes_per_token": if decode && repacked { Some(lbpt) } else { None },
+                    "loaded_floor_fraction": match (decode && repacked, bw) { (true, Some(bw)) => Some(lbpt as f64 * avg / 1e9 / bw), _ => None },
                 })
             })
             .collect();
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
-    writeln!(
-        out,
-        "| model | size | threads | test | t/s | GB/s of weights | % of {} |",
-        bw.map_or("bandwidth".into(), |b| format!("{b:.1} GB/s"))
-    )?;
-    writeln!(out, "|---|---:|---:|---|---:|---:|---:|")?;
+    let bw_name = bw.map_or("bandwidth".into(), |b| format!("{b:.1} GB/s"));
+    if repacked {
+        writeln!(
+            out,
+            "| model | size | threads | test | t/s | GB/s of weights | % of {bw_name} | % as loaded |"
+        )?;
+        writeln!(out, "|---|---:|---:|---|---:|---:|---:|---:|")?;
+    } else {
+        writeln!(
+            out,
+            "| model | size | threads | test | t/s | GB/s of weights | % of {bw_name} |"
+        )?;
+        writeln!(out, "|---|---:|---:|---|---:|---:|---:|")?;
+    }
     for r in &rows {
         let (avg, sd) = mean_sd(&r.samples);
-        let (gbs, frac) = if r.n_gen > 0 {
-            let g = bpt as f64 * avg / 1e9;
+        let pct = |bytes: u64| {
+            let g = bytes as f64 * avg / 1e9;
+            bw.map_or(String::new(), |b| format!("{:.1}%", 100.0 * g / b))
+        };
+        let (gbs, frac, lfrac) = if r.n_gen > 0 {
             (
-                format!("{g:.2}"),
-                bw.map_or(String::new(), |b| format!("{:.1}%", 100.0 * g / b)),
+                format!("{:.2}", bpt as f64 * avg / 1e9),
+                pct(bpt),
+                pct(lbpt),
             )
         } else {
-            (String::new(), String::new())
+            Default::default()
+        };
+        let extra = if repacked {
+            format!(" {lfrac} |")
+        } else {
+            String::new()
         };
         writeln!(
             out,
-            "| {name} | {:.2} GiB | {threads} | {} | {avg:.2} ± {sd:.2} | {gbs} | {frac} |",
+            "| {name} | {:.2} GiB | {threads} | {} | {avg:.2} ± {sd:.2} | {gbs} | {frac} |{extra}",
             size as f64 / (1u64 << 30) as f64,
             r.test
         )?;
     }
     eprintln!(
-        "decode reads {:.1} MiB of weights per token",
+        "decode reads {:.1} MiB of the file's weights per token",
         bpt as f64 / (1u64 << 20) as f64
     );
+    if repacked {
+        eprintln!(
+            "  ({:.1} MiB as loaded with --repack: the last column is against those bytes)",
+            lbpt as f64 / (1u64 << 20) as f64
+        );
+    }
     Ok(())
 }

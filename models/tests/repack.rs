@@ -1,0 +1,96 @@
+//! `--repack iq1_s`: the IQ1_S tensors of a GGUF are converted once at load into IQ1_S_X
+//! (fathom's lossless repacked layout), and a session over them gives the plain session's
+//! logits bit for bit — prefill (the tiled expert GEMM, the dense rows kernels) and decode
+//! (the one-column and multi-row kernels) alike.
+
+use fathom_models::deepseek4::{GgufWeights, Hparams, Repack, Weights};
+use fathom_models::gguf::GgufFile;
+use fathom_models::session::Session;
+use graph::Graph;
+use quant::DType;
+use std::sync::Arc;
+
+fn model() -> (Arc<GgufFile>, Hparams) {
+    let p = format!(
+        "{}/tests/fixtures/dsv4-tiny/dsv4-tiny-IQ1_S.gguf",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let f = Arc::new(GgufFile::open(p).unwrap());
+    let hp = Hparams::from_gguf(&f).unwrap();
+    (f, hp)
+}
+
+/// The layout this CPU repacks IQ1_S into (none without a SIMD IQ1_S_X kernel).
+fn expected() -> DType {
+    if quant::simd::available(DType::IQ1_S_X).len() > 1 {
+        DType::IQ1_S_X
+    } else {
+        DType::IQ1_S
+    }
+}
+
+#[test]
+fn repack_parses_and_converts_only_iq1_s() {
+    assert_eq!(Repack::parse("none").unwrap(), Repack::default());
+    assert!(Repack::parse("IQ1_S").unwrap().iq1_s);
+    assert!(Repack::parse(" iq1_s , none").unwrap().iq1_s);
+    let e = Repack::parse("q4_k").unwrap_err();
+    assert!(e.contains("q4_k"), "{e}");
+    let r = Repack { iq1_s: true };
+    assert_eq!(r.target(DType::Q8_0), None);
+    assert_eq!(r.target(DType::IQ1_S).unwrap_or(DType::IQ1_S), expected());
+    assert_eq!(Repack::default().target(DType::IQ1_S), None);
+    assert_eq!(Repack::default().loaded_bytes(DType::IQ1_S, 500), 500);
+    if expected() == DType::IQ1_S_X {
+        assert_eq!(r.loaded_bytes(DType::IQ1_S, 500), 700);
+    }
+
+    let (f, _) = model();
+    let mut w = GgufWeights::with_repack(f.clone(), r);
+    let mut g = Graph::new();
+    for name in ["blk.0.ffn_gate_exps.weight", "blk.0.attn_kv.weight"] {
+        let id = w.try_get(&mut g, name).unwrap().unwrap();
+        assert_eq!(g.node(id).desc.dtype, expected(), "{name}");
+        let info = f.tensor(name).unwrap();
+        assert_eq!(info.dtype, DType::IQ1_S);
+        assert_eq!(
+            g.node(id).desc.ne[..info.ne.len()],
+            info.ne.iter().map(|&x| x as usize).collect::<Vec<_>>()[..]
+        );
+    }
+    // a second graph gets the same converted bytes, not a second conversion
+    let mut g2 = Graph::new();
+    let id = w.try_get(&mut g2, "blk.0.attn_kv.weight").unwrap().unwrap();
+    assert_eq!(g2.node(id).desc.dtype, expected());
+}
+
+fn greedy(s: &mut Session, prompt: &[u32], n: usize) -> Vec<Vec<u32>> {
+    let mut out = vec![s.prefill(prompt).unwrap()];
+    for _ in 0..n {
+        let last = out.last().unwrap();
+        let next = (0..last.len()).fold(0, |b, j| if last[j] > last[b] { j } else { b }) as u32;
+        out.push(s.decode(next).unwrap());
+    }
+    out.into_iter()
+        .map(|l| l.iter().map(|x| x.to_bits()).collect())
+        .collect()
+}
+
+#[test]
+fn a_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
+    let (f, hp) = model();
+    // 11 tokens: several tokens per expert in the prompt chunk (the tiled expert GEMM)
+    let prompt: Vec<u32> = vec![0, 266, 85, 329, 66, 356, 329, 12, 85, 266, 7];
+    let mut plain = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
+    let want = greedy(&mut plain, &prompt, 5);
+    let w = GgufWeights::with_repack(f, Repack { iq1_s: true });
+    let mut s = Session::new(hp, w, 2, 64).unwrap();
+    let got = greedy(&mut s, &prompt, 5);
+    assert_eq!(got.len(), want.len());
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            a == b,
+            "step {i}: repacked logits differ from the plain session's"
+        );
+    }
+}
