@@ -13,7 +13,8 @@
 # ($FATHOM_COMPARE_VENV, default target/compare-venv; about 8 min on 2 cores). Then runs
 # `benches/compare/llama_bench.py` (llama.cpp through its low-level API) and `fathom bench
 # --json` one after the other with the same settings, and prints a ratio table.
-# Not part of CI. Env: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), FATHOM (a fathom binary).
+# Not part of CI. Env: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), FATHOM (a fathom binary),
+# FATHOM_ARGS (extra `fathom bench` arguments, e.g. "--repack iq1_s").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -36,6 +37,15 @@ ver=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 if ! "$venv/bin/python" -c "import llama_cpp" 2>/dev/null; then
   echo "building llama-cpp-python $ver with native CPU flags into $venv (about 8 min on 2 cores)" >&2
   python3 -m venv "$venv"
+  # On CPUs with AMX, -march=native compiles ggml's AMX matmul, which segfaulted in
+  # ggml_backend_amx_mul_mat on every prompt batch on the AMX host measured (a KVM guest;
+  # decode ran): build without it there, keeping ggml's other extra buffer types (REPACK).
+  noamx=
+  if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null; then
+    noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    echo "this CPU has AMX: building llama.cpp without it ($noamx)" >&2
+  fi
+  CFLAGS="$noamx" CXXFLAGS="$noamx" \
   CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_CURL=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
     "$venv/bin/pip" install --no-binary llama-cpp-python --no-cache-dir "llama-cpp-python==$ver" >&2
 fi
@@ -54,7 +64,7 @@ for k in $(seq 1 "$rounds"); do
   "$venv/bin/python" "$here/llama_bench.py" -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" >"$out/llama.$k.json"
   echo "round $k/$rounds: fathom: $model, $threads threads" >&2
   warm
-  "$fathom" bench -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" --membw --json >"$out/fathom.$k.json"
+  "$fathom" bench -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" --membw --json ${FATHOM_ARGS:-} >"$out/fathom.$k.json"
 done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
