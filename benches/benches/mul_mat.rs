@@ -5,7 +5,8 @@
 //!   (criterion prints them as elem/s: read Gelem/s as GFLOP/s).
 //!
 //! The `4096x4096` weights fit in L3; the second decode shape has as many rows as make
-//! 512 MiB of weights (twice this machine's 260 MiB L3), so it streams from DRAM.
+//! twice the last-level cache in weights ([`dram_bytes`]: at least 512 MiB), so it
+//! streams from DRAM.
 //!
 //! `cargo bench -p fathom-benches --bench mul_mat` (all), or e.g. `-- 'op/mul_mat/q8_0'`.
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
@@ -82,6 +83,26 @@ fn executor(t: DType, k: usize, n: usize, cols: usize, threads: usize) -> Execut
     e
 }
 
+/// Weight bytes of the DRAM-bound shapes: twice the L3 Linux reports for CPU 0
+/// (`/sys/devices/system/cpu/cpu0/cache/index3/size`), at least 512 MiB, at most 4 GiB.
+fn dram_bytes() -> usize {
+    let l3 = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
+        .ok()
+        .and_then(|s| {
+            let s = s.trim();
+            let (num, mul) = match s.strip_suffix('K') {
+                Some(n) => (n, 1usize << 10),
+                None => match s.strip_suffix('M') {
+                    Some(n) => (n, 1 << 20),
+                    None => (s, 1),
+                },
+            };
+            num.parse::<usize>().ok().map(|n| n * mul)
+        })
+        .unwrap_or(0);
+    (2 * l3).clamp(512 << 20, 4 << 30)
+}
+
 fn bench_mul_mat(c: &mut Criterion) {
     use DType::*;
     let types = [
@@ -92,7 +113,7 @@ fn bench_mul_mat(c: &mut Criterion) {
     for t in types {
         let name = t.info().name;
         let row = quant::bytes_for(t, 4096).expect("whole blocks");
-        let dram_rows = (512 << 20) / row / 64 * 64;
+        let dram_rows = dram_bytes() / row / 64 * 64;
         for (k, n, cols) in [
             (4096usize, 4096usize, 1usize),
             (4096, dram_rows, 1),
