@@ -70,3 +70,46 @@ fn membw_alone_and_errors() {
         !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("/nonexistent.gguf")
     );
 }
+
+/// `--repack iq1_s` on the tiny IQ1_S model: the loaded bytes per token are the file's × 1.4
+/// for the repacked tensors (where this CPU repacks), and an unknown type is refused by name.
+#[test]
+fn repack_reports_loaded_bytes_and_rejects_unknown_types() {
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/tests/fixtures/dsv4-tiny/dsv4-tiny-IQ1_S.gguf"
+    );
+    let out = fathom()
+        .args([
+            "bench", "-m", model, "-p", "0", "-n", "2", "-t", "2", "-r", "1", "--json", "--repack",
+            "iq1_s",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v.as_array().unwrap()[0];
+    let file = r["bytes_per_token"].as_u64().unwrap();
+    let repacks = quant::simd::available(quant::DType::IQ1_S_X).len() > 1;
+    match r["loaded_bytes_per_token"].as_u64() {
+        Some(loaded) => {
+            assert!(repacks);
+            assert!(
+                loaded > file && loaded * 5 <= file * 7,
+                "{loaded} vs {file}"
+            );
+            assert!(r["loaded_floor_fraction"].as_f64().unwrap() > 0.0);
+        }
+        None => assert!(!repacks, "no loaded bytes although this CPU repacks"),
+    }
+    let out = fathom()
+        .args(["bench", "-m", model, "--repack", "q4_k"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("q4_k"), "{err}");
+}

@@ -38,6 +38,16 @@ pub enum ForwardError {
     /// Graph construction failed.
     #[error(transparent)]
     Graph(#[from] GraphError),
+    /// A tensor could not be converted to a repacked layout (`--repack`).
+    #[error("tensor '{name}': cannot repack to {to}: {reason}")]
+    Repack {
+        /// Tensor name.
+        name: String,
+        /// The layout asked for.
+        to: quant::DType,
+        /// Why (out of memory).
+        reason: String,
+    },
 }
 
 /// Resolves weights by GGUF name and registers them in the graph (once).

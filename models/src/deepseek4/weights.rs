@@ -52,12 +52,19 @@ impl Repack {
     }
 }
 
-/// Converts `src` (whole blocks of `from`) into `to`'s layout, on all cores.
-fn repack(from: DType, to: DType, src: &[u8]) -> Vec<u8> {
+/// Converts `src` (whole blocks of `from`) into `to`'s layout, on all cores. The copy is
+/// allocated fallibly: a machine without room for it gets an error, not an abort.
+fn repack(from: DType, to: DType, src: &[u8]) -> Result<Vec<u8>, String> {
     debug_assert_eq!((from, to), (DType::IQ1_S, DType::IQ1_S_X));
     let (bs, bd) = (from.type_size(), to.type_size());
     let nb = src.len() / bs;
-    let mut out = vec![0u8; nb * bd];
+    let len = nb
+        .checked_mul(bd)
+        .ok_or_else(|| "size overflows".to_string())?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(len)
+        .map_err(|_| format!("out of memory for {len} bytes (run without --repack)"))?;
+    out.resize(len, 0);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let per = nb.div_ceil(threads).max(1);
     std::thread::scope(|sc| {
@@ -65,7 +72,7 @@ fn repack(from: DType, to: DType, src: &[u8]) -> Vec<u8> {
             sc.spawn(move || quant::codec::repack::repack_iq1_s_x(s, d));
         }
     });
-    out
+    Ok(out)
 }
 
 /// Keeps a GGUF file alive and exposes one shard's bytes (the owner of a [`WeightData`]).
@@ -143,14 +150,21 @@ impl Weights for GgufWeights {
         let Some(to) = self.repack.target(info.dtype) else {
             return Ok(Some(g.weight(name, desc, data)?));
         };
-        let (dtype, data) = self
-            .repacked
-            .entry(name.to_string())
-            .or_insert_with(|| {
-                let bytes = repack(info.dtype, to, data.bytes());
-                (to, WeightData::from_vec(bytes))
-            })
-            .clone();
+        let (dtype, data) = match self.repacked.get(name) {
+            Some(done) => done.clone(),
+            None => {
+                let bytes = repack(info.dtype, to, data.bytes()).map_err(|reason| {
+                    ForwardError::Repack {
+                        name: name.to_string(),
+                        to,
+                        reason,
+                    }
+                })?;
+                let done = (to, WeightData::from_vec(bytes));
+                self.repacked.insert(name.to_string(), done.clone());
+                done
+            }
+        };
         let desc = TensorDesc::new(dtype, &ne)?;
         Ok(Some(g.weight(name, desc, data)?))
     }
