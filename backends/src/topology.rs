@@ -1,5 +1,5 @@
-//! CPU topology: the default thread count (one per physical core) and CPU-list parsing for
-//! `--cpus 0-7,16`.
+//! CPU topology: the default thread count (one per physical core), the last-level cache
+//! size (for benchmarks that must stream from DRAM) and CPU-list parsing for `--cpus 0-7,16`.
 
 /// Number of physical cores (distinct `core_id`/`package` pairs in sysfs); falls back to the
 /// number of logical CPUs.
@@ -21,6 +21,24 @@ pub fn physical_cores() -> usize {
     } else {
         seen.len().min(logical)
     }
+}
+
+/// Bytes of CPU 0's L3 as Linux reports it (`/sys/devices/system/cpu/cpu0/cache/index3/size`,
+/// e.g. `491520K`); `None` where there is no such file or it does not parse.
+pub fn l3_bytes() -> Option<usize> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size").ok()?;
+    parse_cache_size(s.trim())
+}
+
+/// A sysfs cache size: a number with an optional `K`, `M` or `G` suffix.
+fn parse_cache_size(s: &str) -> Option<usize> {
+    let (num, mul) = match s.char_indices().last()? {
+        (i, 'K') => (&s[..i], 1usize << 10),
+        (i, 'M') => (&s[..i], 1 << 20),
+        (i, 'G') => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok()?.checked_mul(mul)
 }
 
 /// Parse a CPU list such as `"0-3,8,10-11"`.
@@ -54,5 +72,15 @@ mod tests {
         assert!(super::parse_cpu_list("3-1").is_err());
         assert!(super::parse_cpu_list("x").is_err());
         assert!(super::physical_cores() >= 1);
+    }
+
+    #[test]
+    fn cache_sizes() {
+        assert_eq!(super::parse_cache_size("491520K"), Some(480 << 20));
+        assert_eq!(super::parse_cache_size("32M"), Some(32 << 20));
+        assert_eq!(super::parse_cache_size("1024"), Some(1024));
+        assert_eq!(super::parse_cache_size("K"), None);
+        assert_eq!(super::parse_cache_size(""), None);
+        assert_eq!(super::parse_cache_size("99999999999999999999G"), None);
     }
 }

@@ -86,21 +86,8 @@ fn executor(t: DType, k: usize, n: usize, cols: usize, threads: usize) -> Execut
 /// Weight bytes of the DRAM-bound shapes: twice the L3 Linux reports for CPU 0
 /// (`/sys/devices/system/cpu/cpu0/cache/index3/size`), at least 512 MiB, at most 4 GiB.
 fn dram_bytes() -> usize {
-    let l3 = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
-        .ok()
-        .and_then(|s| {
-            let s = s.trim();
-            let (num, mul) = match s.strip_suffix('K') {
-                Some(n) => (n, 1usize << 10),
-                None => match s.strip_suffix('M') {
-                    Some(n) => (n, 1 << 20),
-                    None => (s, 1),
-                },
-            };
-            num.parse::<usize>().ok().map(|n| n * mul)
-        })
-        .unwrap_or(0);
-    (2 * l3).clamp(512 << 20, 4 << 30)
+    let l3 = backends::topology::l3_bytes().unwrap_or(0);
+    l3.saturating_mul(2).clamp(512 << 20, 4 << 30)
 }
 
 fn bench_mul_mat(c: &mut Criterion) {
