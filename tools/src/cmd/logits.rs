@@ -50,6 +50,10 @@ pub struct Args {
     /// Context length for the incremental/chunked modes (default: the number of tokens).
     #[arg(long)]
     ctx: Option<usize>,
+    /// Convert these GGUF tensor types at load into fathom's repacked layouts (`iq1_s`, or
+    /// `none`); the logits must not change (a way to check that from outside).
+    #[arg(long, default_value = "none", value_parser = super::run::parse_repack)]
+    repack: models::deepseek4::Repack,
 }
 
 /// Run the command.
@@ -63,7 +67,7 @@ pub fn run(args: &Args) -> Result<()> {
         },
     };
     let path = &args.model;
-    let (mut model, hp) = Model::open(path)?;
+    let (mut model, hp) = Model::open(path, args.repack)?;
     let tokens: Vec<u32> = match (&args.tokens, &args.text) {
         (Some(t), _) => t.clone(),
         (None, Some(text)) => model
@@ -165,7 +169,7 @@ fn bytemuck_f32(v: &[f32]) -> Vec<u8> {
 /// The weights behind `-m`: a GGUF file, or an official safetensors checkpoint used directly
 /// (BF16/F32 in place, FP8 dequantized to F32, FP4 experts repacked to MXFP4).
 enum Model {
-    Gguf(Arc<GgufFile>),
+    Gguf(Box<GgufWeights>),
     Checkpoint(Box<SafetensorsWeights>),
 }
 
@@ -178,7 +182,7 @@ fn is_checkpoint(path: &Path) -> bool {
 }
 
 impl Model {
-    fn open(path: &Path) -> Result<(Model, Hparams)> {
+    fn open(path: &Path, repack: models::deepseek4::Repack) -> Result<(Model, Hparams)> {
         if is_checkpoint(path) {
             let opts = match std::env::var("FATHOM_ST_WEIGHTS").as_deref() {
                 Err(_) | Ok("") | Ok("default") => StOptions::default(),
@@ -198,12 +202,15 @@ impl Model {
         );
         let hp = Hparams::from_gguf(&file)
             .with_context(|| format!("{}: bad hyperparameters", path.display()))?;
-        Ok((Model::Gguf(file), hp))
+        Ok((
+            Model::Gguf(Box::new(GgufWeights::with_repack(file, repack))),
+            hp,
+        ))
     }
 
     fn tokenizer(&self, path: &Path) -> Result<models::tokenizer::Tokenizer> {
         Ok(match self {
-            Model::Gguf(file) => models::tokenizer::Tokenizer::from_gguf(file)?,
+            Model::Gguf(w) => models::tokenizer::Tokenizer::from_gguf(w.file())?,
             Model::Checkpoint(_) => {
                 let dir = match path.parent() {
                     _ if path.is_dir() => path,
@@ -225,14 +232,7 @@ impl Model {
     ) -> Result<Vec<f32>> {
         use models::deepseek4::eval::logits_chunked;
         Ok(match self {
-            Model::Gguf(file) => logits_chunked(
-                hp,
-                &mut GgufWeights::new(file.clone()),
-                tokens,
-                chunk,
-                ctx,
-                cfg,
-            )?,
+            Model::Gguf(w) => logits_chunked(hp, w.as_mut(), tokens, chunk, ctx, cfg)?,
             Model::Checkpoint(w) => logits_chunked(hp, w.as_mut(), tokens, chunk, ctx, cfg)?,
         })
     }
@@ -247,7 +247,7 @@ impl Model {
             Ok(Builder::new(hp, w, t)?.model(hidden)?)
         }
         match self {
-            Model::Gguf(file) => build(hp, &mut GgufWeights::new(file.clone()), t, hidden),
+            Model::Gguf(w) => build(hp, w.as_mut(), t, hidden),
             Model::Checkpoint(w) => build(hp, w.as_mut(), t, hidden),
         }
     }
