@@ -205,6 +205,24 @@ macro_rules! four {
     }};
 }
 
+/// The body of the one-column gather kernels: `$k.group` over four super-blocks at a time,
+/// their products added in block order; the row's sum. A macro so that it expands inside each
+/// `#[target_feature]` kernel.
+macro_rules! grid_one {
+    ($k:ident, $block:ty, $w:ident, $a:ident) => {{
+        let (xs, ys) = (view::<$block>($w), view::<BlockQ8K>($a));
+        let nb = xs.len().min(ys.len());
+        let mut s = 0f32;
+        for c in (0..nb).step_by(4) {
+            let cnt = (nb - c).min(4);
+            // SAFETY: the kernel expanding this has the features of `group`.
+            let v = four!(xs, ys, c, nb, |x, y| unsafe { $k.group(x, y) });
+            add_lanes(&mut s, v, cnt);
+        }
+        s
+    }};
+}
+
 /// The tables of the one-column IQ2_XXS kernels, in registers.
 struct Iq2Dot {
     gidx: [__m512i; 4],
@@ -299,16 +317,7 @@ impl Iq2Dot {
 unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq2Dot::new() };
-    let (xs, ys) = (view::<BlockIQ2XXS>(w), view::<BlockQ8K>(a));
-    let nb = xs.len().min(ys.len());
-    let mut s = 0f32;
-    for c in (0..nb).step_by(4) {
-        let cnt = (nb - c).min(4);
-        // SAFETY: same features as this function.
-        let v = four!(xs, ys, c, nb, |x, y| unsafe { k.group(x, y) });
-        add_lanes(&mut s, v, cnt);
-    }
-    0.125 * s
+    0.125 * grid_one!(k, BlockIQ2XXS, w, a)
 }
 
 /// The body of the gather kernels' multi-row passes: for four rows at a time, `$k.group`
@@ -497,16 +506,7 @@ static PAIR_SCALES: [u8; 64] = {
 unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1Dot::new() };
-    let (xs, ys) = (view::<BlockIQ1S>(w), view::<BlockQ8K>(a));
-    let nb = xs.len().min(ys.len());
-    let mut s = 0f32;
-    for c in (0..nb).step_by(4) {
-        let cnt = (nb - c).min(4);
-        // SAFETY: same features as this function.
-        let v = four!(xs, ys, c, nb, |x, y| unsafe { k.group(x, y) });
-        add_lanes(&mut s, v, cnt);
-    }
-    s
+    grid_one!(k, BlockIQ1S, w, a)
 }
 
 /// IQ1_S · Q8_K for several weight rows against one activation row, four rows per pass:
@@ -535,16 +535,7 @@ unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
 unsafe fn dot_iq1_s_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1xDot::new() };
-    let (xs, ys) = (view::<BlockIQ1SX>(w), view::<BlockQ8K>(a));
-    let nb = xs.len().min(ys.len());
-    let mut s = 0f32;
-    for c in (0..nb).step_by(4) {
-        let cnt = (nb - c).min(4);
-        // SAFETY: same features as this function.
-        let v = four!(xs, ys, c, nb, |x, y| unsafe { k.group(x, y) });
-        add_lanes(&mut s, v, cnt);
-    }
-    s
+    grid_one!(k, BlockIQ1SX, w, a)
 }
 
 /// IQ1_S_X · Q8_K for several weight rows against one activation row, four rows per pass
