@@ -41,7 +41,12 @@ fn weights(t: DType, k: usize, n: usize) -> Vec<u8> {
     let scale = quant::scalar::f32_to_f16(0.003).to_le_bytes();
     let bs = t.info().type_size;
     let at: &[usize] = match t {
-        DType::Q8_0 | DType::Q2_0 | DType::IQ2_XXS | DType::IQ1_S | DType::IQ1_S_X => &[0],
+        DType::Q8_0
+        | DType::Q2_0
+        | DType::IQ2_XXS
+        | DType::IQ2_XXS_X
+        | DType::IQ1_S
+        | DType::IQ1_S_X => &[0],
         DType::Q6_K => &[bs - 2],
         DType::Q4_K | DType::Q5_K => &[0, 2],
         _ => &[],
@@ -93,7 +98,7 @@ fn dram_bytes() -> usize {
 fn bench_mul_mat(c: &mut Criterion) {
     use DType::*;
     let types = [
-        F32, BF16, Q8_0, Q6_K, Q5_K, Q4_K, Q2_0, IQ2_XXS, IQ1_S, IQ1_S_X,
+        F32, BF16, Q8_0, Q6_K, Q5_K, Q4_K, Q2_0, IQ2_XXS, IQ2_XXS_X, IQ1_S, IQ1_S_X,
     ];
     let mut g = c.benchmark_group("op/mul_mat");
     g.sample_size(10);

@@ -30,6 +30,7 @@ const TYPES: &[DType] = &[
     DType::IQ2_XS,
     DType::IQ1_S,
     DType::IQ1_S_X,
+    DType::IQ2_XXS_X,
     DType::IQ1_M,
     DType::IQ4_XS,
 ];
@@ -146,7 +147,7 @@ fn bench_act_quant(c: &mut Criterion) {
 /// second (`2·N` per row-column; criterion prints elem/s: read Gelem/s as GFLOP/s): the
 /// multi-column kernel (one row × eight columns) next to the register tiles (four rows ×
 /// eight columns, four × four for the float types; for Q8_0 also on expanded rows), and the
-/// row expanders (Q8_0, IQ2_XXS, IQ1_S, IQ1_S_X; bytes of the packed type per second).
+/// row expanders (Q8_0, IQ2_XXS, IQ2_XXS_X, IQ1_S, IQ1_S_X; bytes of the packed type per second).
 fn bench_gemm_kernels(c: &mut Criterion) {
     use quant::simd::{tile_float, tile_grid, tile_q8};
     let mut g = c.benchmark_group("gemm");
@@ -156,6 +157,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
         DType::IQ2_XXS,
         DType::IQ1_S,
         DType::IQ1_S_X,
+        DType::IQ2_XXS_X,
         DType::BF16,
         DType::F32,
     ] {
@@ -217,7 +219,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                     });
                 }
             }
-            DType::IQ2_XXS | DType::IQ1_S | DType::IQ1_S_X => {
+            DType::IQ2_XXS | DType::IQ2_XXS_X | DType::IQ1_S | DType::IQ1_S_X => {
                 let Some(tile) = tile_grid::tile_fn(t) else {
                     continue;
                 };

@@ -80,6 +80,15 @@ BlockIQ1SX, 70, { /// scale (f16), IQ1_S's `d`
  /// u32: group g's nibble at bit 4g
  sc: [u8; 4], /// 2-bit level codes l = v + 1: byte i, bits 2p..2p+2 hold element 64p + i
  qs: [u8; 64] });
+block!(/// IQ2_XXS_X: IQ2_XXS repacked at load time (fathom's own layout, never in a GGUF; see
+/// [`crate::codec::repack`]): 256 elements (102 bytes).
+BlockIQ2XXSX, 102, { /// scale (f16), IQ2_XXS's `d`
+ d: [u8; 2], /// eight 4-bit group scales (IQ2_XXS's `a1 >> 28`) as a little-endian u32:
+ /// group g's at bit 4g
+ sc: [u8; 4], /// 2-bit level codes (0: 8, 1: 25, 2: 43): byte i, bits 2p..2p+2 hold element
+ /// 64p + i
+ qs: [u8; 64], /// sign bits, little-endian: bit e set negates element e
+ sg: [u8; 32] });
 block!(/// IQ1_M: 256 elements, no separate scale field (56 bytes).
 BlockIQ1M, 56, { /// low 8 bits of grid indices
  qs: [u8; 32], /// high index bits and delta signs

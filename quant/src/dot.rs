@@ -6,14 +6,15 @@
 //! `1e-5 · Σ|w·x|`). Fast kernels are tested against these functions.
 
 use crate::blocks::{
-    le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ1SX, BlockIQ2XS, BlockIQ2XXS, BlockIQ4XS,
+    le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ1SX, BlockIQ2XS, BlockIQ2XXS, BlockIQ2XXSX,
+    BlockIQ4XS,
 };
 use crate::blocks::{BlockMXFP4, BlockQ1_0, BlockQ2K, BlockQ2_0, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::codec::iquants::{grid_byte, iq1m_d, iq1m_index, iq1m_scales, iq4xs_scale};
 use crate::codec::kquants::{q6k_codes, scale_min_k4};
 use crate::codec::lowbit::{q1_0_bit, q2_0_code};
-use crate::codec::repack::{iq1sx_code, iq1sx_group};
+use crate::codec::repack::{iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value};
 use crate::grids::{
     IQ1S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL, KVALUES_MXFP4,
 };
@@ -354,6 +355,23 @@ pub fn dot_iq1_s_x(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         s += le_f16(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
     }
     s
+}
+
+/// IQ2_XXS_X · Q8_K: [`dot_iq2_xxs`]'s integer sums and float combine on the repacked
+/// values, so its bits.
+pub fn dot_iq2_xxs_x(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ2XXSX>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let mut bsum = 0i32;
+        for g in 0..8 {
+            let sumi: i32 = (32 * g..32 * g + 32)
+                .map(|e| iq2xx_value(x, e) * y.qs[e] as i32)
+                .sum();
+            bsum += sumi * iq2xx_scale(x, g);
+        }
+        s += le_f16(x.d) * y.d() * bsum as f32;
+    }
+    0.125 * s
 }
 
 /// IQ1_M · Q8_K (delta term from 8-element sums).

@@ -168,6 +168,9 @@ type_table! {
     IQ1_S_X = 1019, "iq1_s_x", 256, 70, dot: Q8_K,
         deq: Some(codec::repack::dequant_iq1_s_x), q: None, qa: None,
         vd: Some(dot::dot_iq1_s_x);
+    IQ2_XXS_X = 1020, "iq2_xxs_x", 256, 102, dot: Q8_K,
+        deq: Some(codec::repack::dequant_iq2_xxs_x), q: None, qa: None,
+        vd: Some(dot::dot_iq2_xxs_x);
 }
 
 impl DType {

@@ -1,11 +1,14 @@
-//! The load-time repacked IQ1_S_X against IQ1_S, the format it is made from: the repack is
-//! lossless, so on every random IQ1_S row (every grid index, scale and delta sign) the
-//! repacked row dequantizes to the same bits, its reference dot gives IQ1_S's reference
-//! dot's bits, and its tile expansion is IQ1_S's byte for byte.
+//! The load-time repacked layouts against the formats they are made from (IQ1_S_X from
+//! IQ1_S, IQ2_XXS_X from IQ2_XXS): each repack is lossless, so on every random source row
+//! (every grid index, sign index, scale and delta sign) the repacked row dequantizes to the
+//! same bits, its reference dot gives the source's reference dot's bits, and its tile
+//! expansion is the source's byte for byte.
 
 use fathom_quant as quant;
-use quant::codec::repack::repack_iq1_s_x;
-use quant::simd::tile_grid::{expand_iq1_s, expand_iq1_s_x, expanded_bytes};
+use quant::codec::repack::{repack_iq1_s_x, repack_iq2_xxs_x};
+use quant::simd::tile_grid::{
+    expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes,
+};
 use quant::{bytes_for, dequantize_row, quantize_activation, DType};
 
 fn rng(seed: u64) -> impl FnMut() -> u64 {
@@ -20,8 +23,13 @@ fn rng(seed: u64) -> impl FnMut() -> u64 {
 
 /// `nb` random IQ1_S blocks, the f16 scale `d` set to a finite value.
 fn iq1_s_row(r: &mut impl FnMut() -> u64, nb: usize) -> Vec<u8> {
-    let mut w = vec![0u8; 50 * nb];
-    for blk in w.chunks_exact_mut(50) {
+    random_blocks(r, nb, 50)
+}
+
+/// `nb` random blocks of `size` bytes whose first two bytes are a finite f16 scale.
+fn random_blocks(r: &mut impl FnMut() -> u64, nb: usize, size: usize) -> Vec<u8> {
+    let mut w = vec![0u8; size * nb];
+    for blk in w.chunks_exact_mut(size) {
         for b in blk.iter_mut() {
             *b = r() as u8;
         }
@@ -76,8 +84,64 @@ fn the_repack_is_lossless() {
     }
 }
 
+/// Random Q8_K activations of length `n` in `[-scale, scale)`.
+fn q8k(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<u8> {
+    let act: Vec<f32> = (0..n)
+        .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
+        .collect();
+    let mut q = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+    quantize_activation(DType::Q8_K, &act, &mut q).unwrap();
+    q
+}
+
+#[test]
+fn the_iq2_xxs_repack_is_lossless() {
+    let mut r = rng(0x2f7);
+    for nb in [1usize, 2, 7, 16] {
+        let n = 256 * nb;
+        let w = random_blocks(&mut r, nb, 66);
+        let mut x = vec![0u8; bytes_for(DType::IQ2_XXS_X, n).unwrap()];
+        repack_iq2_xxs_x(&w, &mut x);
+        for blk in x.chunks_exact(102) {
+            for &b in &blk[6..70] {
+                for p in 0..4 {
+                    assert!((b >> (2 * p)) & 3 <= 2, "code 3 in a repacked block");
+                }
+            }
+        }
+        let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
+        dequantize_row(DType::IQ2_XXS, &w, &mut a).unwrap();
+        dequantize_row(DType::IQ2_XXS_X, &x, &mut b).unwrap();
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(p.to_bits(), q.to_bits(), "n={n} element {i}: {p} vs {q}");
+        }
+        for scale in [0.5f32, 2.0, 1e4] {
+            let q = q8k(&mut r, n, scale);
+            let want = quant::vec_dot(DType::IQ2_XXS, n, &w, &q).unwrap();
+            let got = quant::vec_dot(DType::IQ2_XXS_X, n, &x, &q).unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "n={n}: {got} vs {want}");
+            // the reference dots themselves, not only the fastest kernels
+            let (rw, rx) = (
+                DType::IQ2_XXS.info().vec_dot.unwrap(),
+                DType::IQ2_XXS_X.info().vec_dot.unwrap(),
+            );
+            assert_eq!(rw(n, &w, &q).to_bits(), rx(n, &x, &q).to_bits(), "n={n}");
+        }
+        let (mut e1, mut e2) = (vec![0u8; expanded_bytes(n)], vec![0u8; expanded_bytes(n)]);
+        expand_iq2_xxs(&w, &mut e1);
+        expand_iq2_xxs_x(&x, &mut e2);
+        assert_eq!(e1, e2, "n={n}: tile expansions differ");
+    }
+}
+
 #[test]
 fn a_repacked_type_is_not_a_gguf_type() {
+    for t in [DType::IQ1_S_X, DType::IQ2_XXS_X] {
+        assert!(!t.is_gguf());
+        assert!(DType::from_gguf_id(t.gguf_id()).is_err());
+        assert_eq!(t.info().dot_type, Some(DType::Q8_K));
+    }
+    assert_eq!(DType::IQ2_XXS_X.type_size(), 102);
     assert!(!DType::IQ1_S_X.is_gguf());
     assert!(DType::IQ1_S.is_gguf());
     assert!(DType::from_gguf_id(DType::IQ1_S_X.gguf_id()).is_err());

@@ -210,6 +210,23 @@ fn iq1_s_x_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
+/// IQ2_XXS_X: random bytes (every code 0..=3, every sign and scale), and repacked IQ2_XXS
+/// rows.
+#[test]
+fn iq2_xxs_x_kernels_match_the_reference_bit_for_bit() {
+    let mut r = rng(0x2219);
+    for nb in 1..=12usize {
+        let n = 256 * nb;
+        let w = random_blocks(&mut r, DType::IQ2_XXS_X, n, &[0], 0.003);
+        let x = activations(&mut r, n, 2.0);
+        assert_kernels_match(DType::IQ2_XXS_X, DType::Q8_K, &w, &x);
+        let src = random_blocks(&mut r, DType::IQ2_XXS, n, &[0], 0.003);
+        let mut w = vec![0u8; bytes_for(DType::IQ2_XXS_X, n).unwrap()];
+        quant::codec::repack::repack_iq2_xxs_x(&src, &mut w);
+        assert_kernels_match(DType::IQ2_XXS_X, DType::Q8_K, &w, &x);
+    }
+}
+
 #[test]
 fn iq1_m_kernels_match_the_reference_bit_for_bit() {
     let mut r = rng(0x1313);
@@ -273,6 +290,7 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         (DType::IQ2_XXS, DType::Q8_K, 256, 0),
         (DType::IQ1_S, DType::Q8_K, 256, 0),
         (DType::IQ1_S_X, DType::Q8_K, 256, 0),
+        (DType::IQ2_XXS_X, DType::Q8_K, 256, 0),
         (DType::Q2_0, DType::Q8_0, 64, 0),
     ] {
         let kernels = quant::simd::multi_available(wt);
@@ -350,6 +368,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
         (DType::Q6_K, DType::Q8_K, 256, &[208]),
         (DType::IQ1_S, DType::Q8_K, 256, &[0]),
         (DType::IQ1_S_X, DType::Q8_K, 256, &[0]),
+        (DType::IQ2_XXS_X, DType::Q8_K, 256, &[0]),
         (DType::Q5_K, DType::Q8_K, 256, &[0, 2]),
     ] {
         let kernels = quant::simd::rows_available(wt);
@@ -508,19 +527,21 @@ fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
     }
 }
 
-/// The grid-format expanders (IQ2_XXS, IQ1_S) agree byte for byte with their references,
+/// The grid-format expanders (IQ2_XXS, IQ1_S and their repacked forms) agree byte for byte with their references,
 /// and the tiled GEMM on expanded rows gives every (row, column) the reference dot's bits,
 /// for every row count 1..=4 and column count 1..=8.
 #[test]
 fn grid_tile_kernels_match_the_reference_bit_for_bit() {
     use quant::simd::tile_grid::{
-        expand_fn, expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expanded_bytes, tile_fn, TILE_COLS,
+        expand_fn, expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes,
+        tile_fn, TILE_COLS,
     };
     let mut r = rng(0x1a2);
     for (wt, reference_expand) in [
         (DType::IQ2_XXS, expand_iq2_xxs as fn(&[u8], &mut [u8])),
         (DType::IQ1_S, expand_iq1_s),
         (DType::IQ1_S_X, expand_iq1_s_x),
+        (DType::IQ2_XXS_X, expand_iq2_xxs_x),
     ] {
         let reference = wt.info().vec_dot.unwrap();
         for nsb in [1usize, 2, 5] {

@@ -1,5 +1,6 @@
 //! AVX2 kernels for the grid (I-)quants against Q8_K activations: IQ2_XXS, IQ1_S, IQ1_M, and
-//! the repacked IQ1_S_X (no grid: its level codes are stored, see `codec::repack`).
+//! the repacked IQ1_S_X and IQ2_XXS_X (no grid: their level codes are stored, see
+//! `codec::repack`).
 //!
 //! Per 32-element group the four 8-byte grid rows are gathered with scalar loads into one
 //! vector; signs are applied to the activations with `vpsignb` (IQ2_XXS from a 128-entry
@@ -10,9 +11,11 @@
 //! −128 would wrap).
 
 use super::{entry, f16c, hsum_i32};
-use crate::blocks::{le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockQ8K};
+use crate::blocks::{
+    le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K,
+};
 use crate::codec::iquants::iq1m_scales;
-use crate::codec::repack::iq1sx_group;
+use crate::codec::repack::{iq1sx_group, iq2xx_scale, IQ2X_LEVELS};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use std::arch::x86_64::*;
 
@@ -21,6 +24,7 @@ entry!(
     dot_iq1_s_avx2_entry => dot_iq1_s_avx2,
     dot_iq1_s_x_avx2_entry => dot_iq1_s_x_avx2,
     dot_iq1_m_avx2_entry => dot_iq1_m_avx2,
+    dot_iq2_xxs_x_avx2_entry => dot_iq2_xxs_x_avx2,
 );
 
 /// `KSIGNS_IQ2XS[i]` as eight bytes, −1 where the sign bit is set and +1 elsewhere (the
@@ -87,6 +91,56 @@ unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             let sy = _mm256_sign_epi8(y32!(y, g), signs);
             // grid bytes ≤ 43 are unsigned: |pair| ≤ 2·43·127, no i16 overflow
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(grid, sy), ls));
+        }
+        // SAFETY: AVX2 is enabled for this function.
+        let bsum = unsafe { hsum_i32(acc) };
+        s += f16c!(x.d) * y.d() * bsum as f32;
+    }
+    0.125 * s
+}
+
+/// IQ2_XXS_X · Q8_K with AVX2: per 32-element group the level codes (one shift and mask of
+/// the block's code bytes) become magnitudes by `vpshufb`, the group's 32 sign bits become
+/// ±1 bytes for `vpsignb` (broadcast, spread a byte per 8 lanes, test one bit per lane), then
+/// [`dot_iq2_xxs_avx2`]'s integer steps and float combine: IQ2_XXS's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq2_xxs_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let m3 = _mm256_set1_epi8(3);
+    let mut table = [0u8; 32];
+    for (i, t) in table.iter_mut().enumerate() {
+        *t = IQ2X_LEVELS[i % 16 % 4] * u8::from(i % 16 < 4);
+    }
+    // SAFETY: `table` is 32 bytes (unaligned load).
+    let levels = unsafe { _mm256_loadu_si256(table.as_ptr().cast()) };
+    // byte i takes sign byte i/8 of the group; bit i mod 8 of it is element i's
+    let spread = _mm256_setr_epi64x(
+        0,
+        0x0101_0101_0101_0101,
+        0x0202_0202_0202_0202,
+        0x0303_0303_0303_0303,
+    );
+    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let ones = _mm256_set1_epi8(1);
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ2XXSX>(w).iter().zip(view::<BlockQ8K>(a)) {
+        // SAFETY: 64 code bytes (two unaligned loads of 32).
+        let q = unsafe {
+            [
+                _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
+            ]
+        };
+        let mut acc = _mm256_setzero_si256();
+        for g in 0..8 {
+            let (p, h) = (g / 2, g % 2);
+            let lv = _mm256_and_si256(_mm256_srl_epi16(q[h], _mm_cvtsi32_si128(2 * p as i32)), m3);
+            let mag = _mm256_shuffle_epi8(levels, lv);
+            let sg = u32::from_le_bytes(x.sg[4 * g..4 * g + 4].try_into().unwrap());
+            let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(sg as i32), spread);
+            let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+            let sy = _mm256_sign_epi8(y32!(y, g), _mm256_or_si256(set, ones));
+            let ls = _mm256_set1_epi16(iq2xx_scale(x, g) as i16);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sy), ls));
         }
         // SAFETY: AVX2 is enabled for this function.
         let bsum = unsafe { hsum_i32(acc) };

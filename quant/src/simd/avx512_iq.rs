@@ -21,9 +21,11 @@
 //! (decode) gathers the 8-byte grid rows instead (`vpgatherdq`, 2 KiB table): fewer
 //! shuffle-port operations per super-block, 1.3–1.5× faster measured; the multi-column
 //! kernels amortise the in-register lookup over their columns.
+//!
+//! The repacked IQ2_XXS_X's kernels are in the child module `iq2x`.
 
 use super::{entry, f16c, fold_pairs, tree4};
-use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockQ8K};
+use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID};
 use std::arch::x86_64::*;
 
@@ -300,11 +302,20 @@ impl Iq2Dot {
             }
             *zk = acc;
         }
-        let t = tree4(z[0], z[1], z[2], z[3]);
-        let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
-        let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t));
-        block_products(&hd, &dy, _mm_cvtepi32_ps(_mm512_castsi512_si128(t)))
+        // SAFETY: same features as this function.
+        unsafe { sums4_products(&z, &hd, &dy) }
     }
+}
+
+/// The reference's `f32(d)·dy·Σ` of four super-blocks, one per lane, from their integer
+/// sums spread over the 16 lanes of `z[k]` (exact reduction: one unpack tree, two folds).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c")]
+#[inline]
+unsafe fn sums4_products(z: &[__m512i; 4], hd: &[u16; 4], dy: &[f32; 4]) -> __m128 {
+    let t = tree4(z[0], z[1], z[2], z[3]);
+    let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
+    let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t));
+    block_products(hd, dy, _mm_cvtepi32_ps(_mm512_castsi512_si128(t)))
 }
 
 /// IQ2_XXS · Q8_K with AVX-512, one column (decode's matvec). Per super-block: the 32 grid
@@ -330,7 +341,7 @@ macro_rules! grid_rows {
     ($k:ident, $block:ty, $rows:ident, $a:ident, $out:ident, $scale:expr) => {
         let ys = view::<BlockQ8K>($a);
         for (rows, out) in $rows.chunks(4).zip($out.chunks_mut(4)) {
-            let (mut xs, nb) = super::row_views::<$block>(rows, ys.len());
+            let (mut xs, nb) = crate::simd::row_views::<$block>(rows, ys.len());
             // a pass of fewer than four rows repeats its first row in the other lanes (so
             // that the four rows' products stay in registers); those lanes are not stored
             for r in rows.len()..4 {
@@ -342,7 +353,7 @@ macro_rules! grid_rows {
                 let mut v = [_mm_setzero_ps(); 4];
                 for (x, vr) in xs.iter().zip(v.iter_mut()) {
                     if c + 12 <= nb {
-                        super::prefetch(bytemuck::cast_slice(&x[c + 8..c + 12]));
+                        crate::simd::prefetch(bytemuck::cast_slice(&x[c + 8..c + 12]));
                     }
                     // SAFETY: the kernel expanding this has the features of `group`.
                     *vr = four!(x, ys, c, nb, |x, y| unsafe { $k.group(x, y) });
@@ -1081,8 +1092,33 @@ impl Iq1Unpack {
     }
 }
 
-/// The IQ2_XXS unpacking tables, held in registers for a whole row (see the module docs).
+/// The two IQ2_XXS layouts ([`BlockIQ2XXS`] and its repacked [`BlockIQ2XXSX`]) the
+/// multi-column kernel and the tile expander share.
+pub(super) trait Iq2Layout: bytemuck::Pod {
+    /// `true` for IQ2_XXS_X.
+    const REPACKED: bool;
+    /// The f16 super-block scale.
+    fn d(&self) -> [u8; 2];
+}
+
+impl Iq2Layout for BlockIQ2XXS {
+    const REPACKED: bool = false;
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+}
+
+impl Iq2Layout for BlockIQ2XXSX {
+    const REPACKED: bool = true;
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+}
+
+/// The IQ2_XXS unpacking tables, held in registers for a whole row (see the module docs),
+/// and IQ2_XXS_X's constants.
 pub(super) struct Iq2Unpack {
+    x: iq2x::Iq2xUnpack,
     lo_t: [__m512i; 4],
     hi_t: [__m512i; 4],
     idx_c: __m512i,
@@ -1112,6 +1148,8 @@ impl Iq2Unpack {
             unsafe { _mm512_loadu_si512(p.cast()) }
         };
         Iq2Unpack {
+            // SAFETY: same features as this function.
+            x: unsafe { iq2x::Iq2xUnpack::new() },
             lo_t: std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr())),
             hi_t: std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr())),
             idx_c: ld(IDX.as_ptr()),
@@ -1170,13 +1208,36 @@ impl Iq2Unpack {
         });
         Iq2Block { grid, neg, ls }
     }
+
+    /// [`Self::block`] or IQ2_XXS_X's [`iq2x::Iq2xUnpack::block`], by layout.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn unpack<B: Iq2Layout>(&self, x: &B) -> Iq2Block {
+        // `cast_ref` is to the block's own type (the branch not taken is removed at compile
+        // time)
+        if B::REPACKED {
+            // SAFETY: same features as this function.
+            unsafe { self.x.block(bytemuck::cast_ref(x)) }
+        } else {
+            // SAFETY: same features as this function.
+            unsafe { self.block(bytemuck::cast_ref(x)) }
+        }
+    }
 }
 
 /// IQ2_XXS · Q8_K against several activation columns: each super-block is unpacked once
 /// (grid values, sign masks, scales) and used for up to eight columns; per column exact
 /// integer sums and the reference's float combine, so each result is the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
-unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+unsafe fn dot_iq2_xxs_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { iq2_multi::<BlockIQ2XXS>(n, w, acts, out) }
+}
+
+/// The body of the IQ2 multi-column kernels, for either layout.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[inline]
+unsafe fn iq2_multi<B: Iq2Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let ld = |p: *const u8| {
         // SAFETY: every pointer passed is into a slice of at least 64 bytes (the control
         // arrays, 64-byte quarters of the activation codes); the loads are unaligned.
@@ -1185,7 +1246,7 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
     // SAFETY: same features as this function.
     let un = unsafe { Iq2Unpack::new() };
     let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[0][p].as_ptr().cast()));
-    let xs = view::<BlockIQ2XXS>(w);
+    let xs = view::<B>(w);
     for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
         for (y, a) in ys.iter_mut().zip(acts) {
@@ -1195,9 +1256,9 @@ unsafe fn dot_iq2_xxs_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mu
         let mut s = [0f32; COLS];
         for (b, x) in xs.iter().enumerate() {
             // SAFETY: same features as this function.
-            let Iq2Block { grid, neg, ls } = unsafe { un.block(x) };
+            let Iq2Block { grid, neg, ls } = unsafe { un.unpack(x) };
             let lsv: [__m512i; 4] = std::array::from_fn(|p| _mm512_permutexvar_epi16(pick[p], ls));
-            let dx = f16c!(x.d);
+            let dx = f16c!(x.d());
             for (c, y) in ys.iter().enumerate() {
                 let y = &y[b];
                 let mut acc = _mm512_setzero_si512();
@@ -1261,6 +1322,14 @@ unsafe fn dot_iq2_xxs_avx512_lut_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: 
 /// and `vpdpwssd` by the group scales (exact).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
+    // SAFETY: same features as this function.
+    unsafe { expand_iq2::<BlockIQ2XXS>(w, out) }
+}
+
+/// The body of the IQ2 expanders, for either layout.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[inline]
+unsafe fn expand_iq2<B: Iq2Layout>(w: &[u8], out: &mut [u8]) {
     use super::tile_grid::EXPANDED_SB;
     // SAFETY: same features as this function.
     let un = unsafe { Iq2Unpack::new() };
@@ -1269,7 +1338,7 @@ pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
         unsafe { _mm512_loadu_si512(PICK16[0][p].as_ptr().cast()) }
     });
     let ones = _mm512_set1_epi8(1);
-    let xs = view::<BlockIQ2XXS>(w);
+    let xs = view::<B>(w);
     for (b, (x, o)) in xs.iter().zip(out.chunks_exact_mut(EXPANDED_SB)).enumerate() {
         // eight super-blocks (528 bytes) ahead: the expansion computes ~60 cycles per
         // super-block and keeps few loads in flight (iq2 prefill experts 11.72 → 11.28 ms per
@@ -1278,7 +1347,7 @@ pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
             super::prefetch(bytemuck::bytes_of(ahead));
         }
         // SAFETY: same features as this function.
-        let Iq2Block { grid, neg, ls } = unsafe { un.block(x) };
+        let Iq2Block { grid, neg, ls } = unsafe { un.unpack(x) };
         let mut corr = _mm512_setzero_si512();
         for p in 0..4 {
             let gs = _mm512_mask_sub_epi8(grid[p], neg[p], _mm512_setzero_si512(), grid[p]);
@@ -1288,7 +1357,7 @@ pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
             unsafe { _mm512_storeu_si512(o[64 * p..].as_mut_ptr().cast(), gs) };
         }
         let ls16 = _mm512_cvtepi64_epi16(ls);
-        store_expanded_tail(o, ls16, _mm_setzero_si128(), f16c!(x.d), corr);
+        store_expanded_tail(o, ls16, _mm_setzero_si128(), f16c!(x.d()), corr);
     }
 }
 
@@ -1359,3 +1428,9 @@ unsafe fn expand_iq1<B: Iq1Layout>(w: &[u8], out: &mut [u8]) {
         store_expanded_tail(o, ls16, lsg16, f16c!(x.d()), corr);
     }
 }
+
+mod iq2x;
+pub(super) use iq2x::{
+    dot_iq2_xxs_x_avx512_entry, dot_iq2_xxs_x_avx512_multi_entry, dot_iq2_xxs_x_avx512_rows_entry,
+    expand_iq2_xxs_x_avx512,
+};

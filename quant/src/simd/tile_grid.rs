@@ -31,9 +31,9 @@
 //! for four column pairs. The multi-column kernels instead unpack per call and reduce
 //! across lanes once per column and super-block.
 
-use crate::blocks::{le_u16, view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS};
+use crate::blocks::{le_u16, view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX};
 use crate::codec::iquants::grid_byte;
-use crate::codec::repack::{iq1sx_code, iq1sx_group};
+use crate::codec::repack::{iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use crate::scalar::le_f16;
 use crate::DType;
@@ -179,7 +179,24 @@ pub fn expand_iq1_s_x(w: &[u8], out: &mut [u8]) {
     }
 }
 
-/// The fastest expander of `dtype` (IQ2_XXS, IQ1_S or IQ1_S_X) on this CPU (AVX-512 VBMI, else the
+/// The scalar reference expander of IQ2_XXS_X: the values and scales of the IQ2_XXS row it
+/// was repacked from, so the same bytes as [`expand_iq2_xxs`] of that row.
+///
+/// # Panics
+/// If `out` is not [`expanded_bytes`] of the row's length (a caller's bug).
+pub fn expand_iq2_xxs_x(w: &[u8], out: &mut [u8]) {
+    let xs = view::<BlockIQ2XXSX>(w);
+    assert_eq!(out.len(), xs.len() * EXPANDED_SB, "expanded row length");
+    for (x, o) in xs.iter().zip(out.chunks_exact_mut(EXPANDED_SB)) {
+        let ls = std::array::from_fn(|g| iq2xx_scale(x, g));
+        for (e, v) in o[..256].iter_mut().enumerate() {
+            *v = iq2xx_value(x, e) as i8 as u8;
+        }
+        finish_block(o, ls, [0; 8], le_f16(x.d));
+    }
+}
+
+/// The fastest expander of `dtype` (IQ2_XXS, IQ2_XXS_X, IQ1_S or IQ1_S_X) on this CPU (AVX-512 VBMI, else the
 /// reference); `None` for other types.
 pub fn expand_fn(dtype: DType) -> Option<ExpandFn> {
     #[cfg(target_arch = "x86_64")]
@@ -188,6 +205,7 @@ pub fn expand_fn(dtype: DType) -> Option<ExpandFn> {
             DType::IQ2_XXS => Some(x86::expand_iq2_xxs_entry),
             DType::IQ1_S => Some(x86::expand_iq1_s_entry),
             DType::IQ1_S_X => Some(x86::expand_iq1_s_x_entry),
+            DType::IQ2_XXS_X => Some(x86::expand_iq2_xxs_x_entry),
             _ => None,
         };
     }
@@ -195,6 +213,7 @@ pub fn expand_fn(dtype: DType) -> Option<ExpandFn> {
         DType::IQ2_XXS => Some(expand_iq2_xxs),
         DType::IQ1_S => Some(expand_iq1_s),
         DType::IQ1_S_X => Some(expand_iq1_s_x),
+        DType::IQ2_XXS_X => Some(expand_iq2_xxs_x),
         _ => None,
     }
 }
@@ -203,14 +222,14 @@ pub fn expand_fn(dtype: DType) -> Option<ExpandFn> {
 /// [`TILE_ROWS`] expanded rows and [`TILE_COLS`] Q8_K activation rows.
 pub type TileFn = fn(n: usize, rows: &[&[u8]], acts: &[&[u8]], panel: &[u8], out: &mut [f32]);
 
-/// The tiled GEMM kernel for `dtype` (IQ2_XXS, IQ1_S or IQ1_S_X: the expanded layout is
-/// the same for both IQ1_S forms) if this CPU has the AVX-512
-/// features it needs.
+/// The tiled GEMM kernel for `dtype` (IQ2_XXS, IQ1_S or their repacked forms IQ2_XXS_X and
+/// IQ1_S_X, whose expanded rows are their sources') if this CPU has the AVX-512 features it
+/// needs.
 pub fn tile_fn(dtype: DType) -> Option<TileFn> {
     #[cfg(target_arch = "x86_64")]
     if super::avx512_iq::has_features() && !super::force_scalar() {
         return match dtype {
-            DType::IQ2_XXS => Some(x86::tile_iq2_xxs_entry),
+            DType::IQ2_XXS | DType::IQ2_XXS_X => Some(x86::tile_iq2_xxs_entry),
             DType::IQ1_S | DType::IQ1_S_X => Some(x86::tile_iq1_s_entry),
             _ => None,
         };
@@ -253,6 +272,18 @@ mod x86 {
         assert_eq!(out.len(), w.len() / 70 * EXPANDED_SB, "expanded row length");
         // SAFETY: as above.
         unsafe { crate::simd::avx512_iq::expand_iq1_s_x_avx512(w, out) }
+    }
+
+    /// Safe entry of the AVX-512 IQ2_XXS_X expander: checks the lengths, then expands.
+    pub(super) fn expand_iq2_xxs_x_entry(w: &[u8], out: &mut [u8]) {
+        assert_eq!(w.len() % 102, 0, "whole IQ2_XXS_X blocks");
+        assert_eq!(
+            out.len(),
+            w.len() / 102 * EXPANDED_SB,
+            "expanded row length"
+        );
+        // SAFETY: as above.
+        unsafe { crate::simd::avx512_iq::expand_iq2_xxs_x_avx512(w, out) }
     }
 
     /// Safe entry, IQ2_XXS.

@@ -1,0 +1,177 @@
+//! AVX-512 kernels for the repacked IQ2_XXS_X · Q8_K (see `codec::repack`): a child of
+//! `avx512_iq`, whose IQ2_XXS kernel bodies these share (the multi-column kernel and the
+//! tile expander through [`Iq2Layout`], the one-column and four-row passes through
+//! `grid_one!` / `grid_rows!`).
+//!
+//! IQ2_XXS_X holds what IQ2_XXS's kernels compute per super-block before they can multiply:
+//! the grid magnitudes as 2-bit level codes (a quarter's 64 codes are one 16-bit shift of
+//! the block's 64 code bytes and one `vpermb` from a 64-entry level → magnitude table, which
+//! ignores the bits above the code), the signs as bits (a quarter's negation mask is one
+//! 64-bit load) and the group scales as nibbles (one `vpmultishiftqb` and one
+//! `vpternlogd` place all eight, one `vpermw` per quarter spreads them). No gathers, no
+//! sign-field arithmetic; the integer sums and the float combine are IQ2_XXS's, so the
+//! results are IQ2_XXS's bits.
+
+use super::*;
+use crate::blocks::BlockIQ2XXSX;
+use crate::codec::repack::IQ2X_LEVELS;
+
+entry!(multi dot_iq2_xxs_x_avx512_multi_entry => dot_iq2_xxs_x_avx512_multi);
+entry!(rows dot_iq2_xxs_x_avx512_rows_entry => dot_iq2_xxs_x_avx512_rows);
+entry!(dot_iq2_xxs_x_avx512_entry => dot_iq2_xxs_x_avx512);
+
+/// `vpermb` tables: index i (a code byte's low six bits) → the magnitude of the level code
+/// at bits 2p, 2p + 1 of i, for quarters p = 0, 1, 2 (quarter 3's codes, bits 6 and 7, are
+/// shifted down and looked up in table 0).
+static X_VALUES: [[u8; 64]; 3] = [
+    bytes64!(|i| IQ2X_LEVELS[i % 4]),
+    bytes64!(|i| IQ2X_LEVELS[(i >> 2) % 4]),
+    bytes64!(|i| IQ2X_LEVELS[(i >> 4) % 4]),
+];
+
+/// `vpmultishiftqb` control on the block's `sc` broadcast to every dword: byte 0 of qword g
+/// takes bits 4g − 1 .. 4g + 7 (rotating: qword g holds `sc` twice, so for g = 0 bit 63 is
+/// bit 31 of `sc`), which puts group g's nibble at bits 1..5; masking with 0x1E and setting
+/// bit 0 leaves qword g = 2·s + 1, the group's scale (where [`Iq2Block::ls`] wants it).
+static X_LS_CTRL: [u8; 64] = bytes64!(|i| if i % 8 == 0 {
+    ((4 * (i / 8) + 63) % 64) as u8
+} else {
+    0
+});
+
+/// The IQ2_XXS_X unpacking constants, in registers.
+pub(super) struct Iq2xUnpack {
+    values: [__m512i; 3],
+    ls_ctrl: __m512i,
+}
+
+impl Iq2xUnpack {
+    /// Loads the constants.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn new() -> Self {
+        // SAFETY: every table is 64 bytes (unaligned loads).
+        unsafe {
+            Iq2xUnpack {
+                values: X_VALUES.map(|t| _mm512_loadu_si512(t.as_ptr().cast())),
+                ls_ctrl: _mm512_loadu_si512(X_LS_CTRL.as_ptr().cast()),
+            }
+        }
+    }
+
+    /// Unpacks one IQ2_XXS_X super-block: exactly what [`Iq2Unpack::block`] gives for the
+    /// IQ2_XXS block it was repacked from.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    pub(super) unsafe fn block(&self, x: &BlockIQ2XXSX) -> Iq2Block {
+        // SAFETY: a block's 64 code bytes are readable (unaligned load).
+        let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
+        // quarter p's codes are bits 2p, 2p + 1 of each byte: `vpermb` reads an index's low
+        // six bits, so quarters 0, 1 and 2 index their own tables with the bytes as they
+        // are; quarter 3's are moved down by a 16-bit shift (the high byte's bits shifted in
+        // above them are ignored by table 0, which reads only bits 0 and 1)
+        let v = &self.values;
+        let grid = [
+            _mm512_permutexvar_epi8(q, v[0]),
+            _mm512_permutexvar_epi8(q, v[1]),
+            _mm512_permutexvar_epi8(q, v[2]),
+            _mm512_permutexvar_epi8(_mm512_srli_epi16::<6>(q), v[0]),
+        ];
+        let neg =
+            std::array::from_fn(|p| u64::from_le_bytes(x.sg[8 * p..8 * p + 8].try_into().unwrap()));
+        let sc = _mm512_set1_epi32(i32::from_le_bytes(x.sc));
+        let ls = _mm512_ternarylogic_epi64::<0xEA>(
+            _mm512_multishift_epi64_epi8(self.ls_ctrl, sc),
+            _mm512_set1_epi64(0x1E),
+            _mm512_set1_epi64(1),
+        );
+        Iq2Block { grid, neg, ls }
+    }
+}
+
+/// The one-column IQ2_XXS_X kernels' constants, in registers.
+struct Iq2xDot {
+    un: Iq2xUnpack,
+    pick: [__m512i; 4],
+}
+
+impl Iq2xDot {
+    /// Loads the constants.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn new() -> Self {
+        Iq2xDot {
+            // SAFETY: same features as this function.
+            un: unsafe { Iq2xUnpack::new() },
+            pick: std::array::from_fn(|p| {
+                // SAFETY: each PICK16 row is 64 readable bytes (unaligned load).
+                unsafe { _mm512_loadu_si512(PICK16[0][p].as_ptr().cast()) }
+            }),
+        }
+    }
+
+    /// The products `f32(d)·dy·Σ` of four super-blocks of `xs · ys`, one per lane (see
+    /// [`dot_iq2_xxs_x_avx512`]).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn group(&self, xs: &[BlockIQ2XXSX; 4], ys: &[BlockQ8K; 4]) -> __m128 {
+        let mut z = [_mm512_setzero_si512(); 4];
+        for (k, zk) in z.iter_mut().enumerate() {
+            let y = &ys[k];
+            // SAFETY: same features as this function.
+            let Iq2Block { grid, neg, ls } = unsafe { self.un.block(&xs[k]) };
+            let mut acc = _mm512_setzero_si512();
+            for p in 0..4 {
+                // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+                let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+                let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
+                let lsv = _mm512_permutexvar_epi16(self.pick[p], ls);
+                acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(grid[p], sy), lsv);
+            }
+            *zk = acc;
+        }
+        let hd = xs.each_ref().map(|x| u16::from_le_bytes(x.d));
+        let dy = ys.each_ref().map(|y| y.d());
+        // SAFETY: same features as this function.
+        unsafe { sums4_products(&z, &hd, &dy) }
+    }
+}
+
+/// IQ2_XXS_X · Q8_K with AVX-512, one column (decode's matvec): per super-block
+/// [`Iq2xUnpack::block`], then per quarter the activations negated by the sign mask, pair
+/// sums by `vpmaddubsw` and the group scales by `vpdpwssd` — exact integers; four
+/// super-blocks' sums reduced by one unpack tree and their float products added in block
+/// order, then ×0.125: IQ2_XXS's reference bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq2_xxs_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq2xDot::new() };
+    0.125 * grid_one!(k, BlockIQ2XXSX, w, a)
+}
+
+/// IQ2_XXS_X · Q8_K for several weight rows against one activation row, four rows per pass
+/// ([`dot_iq2_xxs_x_avx512`]'s steps for four super-blocks of each row in turn, each row
+/// prefetched ahead): the one-row kernel's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq2_xxs_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq2xDot::new() };
+    grid_rows!(k, BlockIQ2XXSX, rows, a, out, 0.125);
+}
+
+/// IQ2_XXS_X · Q8_K against up to eight activation columns per pass: IQ2_XXS's
+/// multi-column kernel on [`Iq2xUnpack::block`]'s unpacking.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq2_xxs_x_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { iq2_multi::<BlockIQ2XXSX>(n, w, acts, out) }
+}
+
+/// Expands an IQ2_XXS_X row into the tile layout of [`crate::simd::tile_grid`], byte for
+/// byte what the scalar `expand_iq2_xxs_x` writes (and `expand_iq2_xxs` for the IQ2_XXS row
+/// it came from).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+pub(in crate::simd) unsafe fn expand_iq2_xxs_x_avx512(w: &[u8], out: &mut [u8]) {
+    // SAFETY: same features as this function.
+    unsafe { expand_iq2::<BlockIQ2XXSX>(w, out) }
+}
