@@ -1,7 +1,7 @@
-//! `--repack iq1_s`: the IQ1_S tensors of a GGUF are converted once at load into IQ1_S_X
-//! (fathom's lossless repacked layout), and a session over them gives the plain session's
-//! logits bit for bit — prefill (the tiled expert GEMM, the dense rows kernels) and decode
-//! (the one-column and multi-row kernels) alike.
+//! `--repack iq1_s,iq2_xxs`: the IQ1_S (IQ2_XXS) tensors of a GGUF are converted once at
+//! load into IQ1_S_X (IQ2_XXS_X), fathom's lossless repacked layouts, and a session over them
+//! gives the plain session's logits bit for bit — prefill (the tiled expert GEMM, the dense
+//! rows kernels) and decode (the one-column and multi-row kernels) alike.
 
 use fathom_models::deepseek4::{GgufWeights, Hparams, Repack, Weights};
 use fathom_models::gguf::GgufFile;
@@ -11,8 +11,12 @@ use quant::DType;
 use std::sync::Arc;
 
 fn model() -> (Arc<GgufFile>, Hparams) {
+    model_of("IQ1_S")
+}
+
+fn model_of(quant: &str) -> (Arc<GgufFile>, Hparams) {
     let p = format!(
-        "{}/tests/fixtures/dsv4-tiny/dsv4-tiny-IQ1_S.gguf",
+        "{}/tests/fixtures/dsv4-tiny/dsv4-tiny-{quant}.gguf",
         env!("CARGO_MANIFEST_DIR")
     );
     let f = Arc::new(GgufFile::open(p).unwrap());
@@ -22,21 +26,46 @@ fn model() -> (Arc<GgufFile>, Hparams) {
 
 /// The layout this CPU repacks IQ1_S into (none without a SIMD IQ1_S_X kernel).
 fn expected() -> DType {
-    if quant::simd::available(DType::IQ1_S_X).len() > 1 {
-        DType::IQ1_S_X
+    expected_for(DType::IQ1_S, DType::IQ1_S_X)
+}
+
+/// `to` where this CPU has a SIMD kernel for it, else `from` (not repacked).
+fn expected_for(from: DType, to: DType) -> DType {
+    if quant::simd::available(to).len() > 1 {
+        to
     } else {
-        DType::IQ1_S
+        from
     }
 }
+
+const IQ1: Repack = Repack {
+    iq1_s: true,
+    iq2_xxs: false,
+};
+const IQ2: Repack = Repack {
+    iq1_s: false,
+    iq2_xxs: true,
+};
 
 #[test]
 fn repack_parses_and_converts_only_iq1_s() {
     assert_eq!(Repack::parse("none").unwrap(), Repack::default());
     assert!(Repack::parse("IQ1_S").unwrap().iq1_s);
     assert!(Repack::parse(" iq1_s , none").unwrap().iq1_s);
+    assert_eq!(Repack::parse("iq2_xxs").unwrap(), IQ2);
+    assert_eq!(
+        Repack::parse("all").unwrap(),
+        Repack::parse("iq1_s,IQ2_XXS").unwrap()
+    );
     let e = Repack::parse("q4_k").unwrap_err();
     assert!(e.contains("q4_k"), "{e}");
-    let r = Repack { iq1_s: true };
+    let r = IQ1;
+    assert_eq!(r.target(DType::IQ2_XXS), None);
+    assert_eq!(
+        IQ2.target(DType::IQ2_XXS).unwrap_or(DType::IQ2_XXS),
+        expected_for(DType::IQ2_XXS, DType::IQ2_XXS_X)
+    );
+    assert_eq!(IQ2.target(DType::IQ1_S), None);
     assert_eq!(r.target(DType::Q8_0), None);
     assert_eq!(r.target(DType::IQ1_S).unwrap_or(DType::IQ1_S), expected());
     assert_eq!(Repack::default().target(DType::IQ1_S), None);
@@ -78,19 +107,38 @@ fn greedy(s: &mut Session, prompt: &[u32], n: usize) -> Vec<Vec<u32>> {
 
 #[test]
 fn a_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
-    let (f, hp) = model();
+    session_matches("IQ1_S", IQ1);
+}
+
+#[test]
+fn an_iq2_xxs_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
+    let (f, _) = model_of("IQ2_XXS");
+    let mut w = GgufWeights::with_repack(f.clone(), IQ2);
+    let mut g = Graph::new();
+    let name = "blk.0.ffn_gate_exps.weight";
+    assert_eq!(f.tensor(name).unwrap().dtype, DType::IQ2_XXS);
+    let id = w.try_get(&mut g, name).unwrap().unwrap();
+    assert_eq!(
+        g.node(id).desc.dtype,
+        expected_for(DType::IQ2_XXS, DType::IQ2_XXS_X)
+    );
+    session_matches("IQ2_XXS", IQ2);
+}
+
+fn session_matches(quant: &str, repack: Repack) {
+    let (f, hp) = model_of(quant);
     // 11 tokens: several tokens per expert in the prompt chunk (the tiled expert GEMM)
     let prompt: Vec<u32> = vec![0, 266, 85, 329, 66, 356, 329, 12, 85, 266, 7];
     let mut plain = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
     let want = greedy(&mut plain, &prompt, 5);
-    let w = GgufWeights::with_repack(f, Repack { iq1_s: true });
+    let w = GgufWeights::with_repack(f, repack);
     let mut s = Session::new(hp, w, 2, 64).unwrap();
     let got = greedy(&mut s, &prompt, 5);
     assert_eq!(got.len(), want.len());
     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
         assert!(
             a == b,
-            "step {i}: repacked logits differ from the plain session's"
+            "{quant} step {i}: repacked logits differ from the plain session's"
         );
     }
 }

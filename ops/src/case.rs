@@ -143,7 +143,12 @@ impl CaseBuilder {
 
 fn scale_offset(t: DType) -> Option<usize> {
     match t {
-        DType::IQ2_XXS | DType::IQ2_XS | DType::IQ1_S | DType::IQ1_S_X | DType::IQ4_XS => Some(0),
+        DType::IQ2_XXS
+        | DType::IQ2_XS
+        | DType::IQ1_S
+        | DType::IQ1_S_X
+        | DType::IQ2_XXS_X
+        | DType::IQ4_XS => Some(0),
         DType::Q2_K => Some(80),
         _ => None,
     }

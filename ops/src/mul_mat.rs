@@ -551,6 +551,7 @@ impl CpuKernel for MulMat {
             DType::IQ2_XS,
             DType::IQ1_S,
             DType::IQ1_S_X,
+            DType::IQ2_XXS_X,
             DType::IQ1_M,
             DType::IQ4_XS,
         ];

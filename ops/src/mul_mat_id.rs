@@ -421,7 +421,13 @@ impl CpuKernel for MulMatId {
         let ids_many: Vec<i32> = (0..11)
             .flat_map(|t| [if t < 9 { 0 } else { 2 }, if t % 2 == 0 { 1 } else { 2 }])
             .collect();
-        for t in [DType::IQ2_XXS, DType::IQ1_S, DType::IQ1_S_X, DType::Q8_0] {
+        for t in [
+            DType::IQ2_XXS,
+            DType::IQ2_XXS_X,
+            DType::IQ1_S,
+            DType::IQ1_S_X,
+            DType::Q8_0,
+        ] {
             for bsz in [1usize, 2] {
                 let mut b = CaseBuilder::new(25);
                 let w = b.weight("w", t, &[512, 37, 3], 0.5).expect("case");

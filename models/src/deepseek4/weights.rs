@@ -1,7 +1,7 @@
 //! Weight providers for the forward graph: tensors of a GGUF file used **in place** from the
 //! memory map (no copy), with llama.cpp's names and GGUF shapes — or, where [`Repack`] asks
-//! for it, converted once at load into one of fathom's faster layouts (IQ1_S → IQ1_S_X, see
-//! `quant::codec::repack`), held in memory beside the map.
+//! for it, converted once at load into one of fathom's faster layouts (IQ1_S → IQ1_S_X,
+//! IQ2_XXS → IQ2_XXS_X, see `quant::codec::repack`), held in memory beside the map.
 
 use super::forward::{ForwardError, Weights};
 use crate::gguf::GgufFile;
@@ -11,23 +11,32 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Which tensor types [`GgufWeights`] converts at load into a repacked layout. Off by
-/// default: a repacked tensor is a copy in anonymous memory (IQ1_S_X: 1.4× the IQ1_S bytes)
-/// instead of pages of the file's map.
+/// default: a repacked tensor is a copy in anonymous memory (IQ1_S_X: 1.4× the IQ1_S bytes,
+/// IQ2_XXS_X 1.55× the IQ2_XXS bytes) instead of pages of the file's map.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Repack {
     /// IQ1_S → IQ1_S_X (lossless; its decode matvec needs no grid lookups).
     pub iq1_s: bool,
+    /// IQ2_XXS → IQ2_XXS_X (lossless; no grid or sign-table lookups).
+    pub iq2_xxs: bool,
 }
 
 impl Repack {
-    /// Parses a comma-separated list of source types (`iq1_s`), or `none`.
+    /// Parses a comma-separated list of source types (`iq1_s`, `iq2_xxs`, `all` for both),
+    /// or `none`.
     pub fn parse(s: &str) -> Result<Repack, String> {
         let mut r = Repack::default();
         for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             match t.to_ascii_lowercase().as_str() {
                 "iq1_s" => r.iq1_s = true,
+                "iq2_xxs" => r.iq2_xxs = true,
+                "all" => (r.iq1_s, r.iq2_xxs) = (true, true),
                 "none" => {}
-                other => return Err(format!("cannot repack '{other}' (known: iq1_s, none)")),
+                other => {
+                    return Err(format!(
+                        "cannot repack '{other}' (known: iq1_s, iq2_xxs, all, none)"
+                    ))
+                }
             }
         }
         Ok(r)
@@ -39,6 +48,9 @@ impl Repack {
         let has_kernel = |x: DType| quant::simd::available(x).len() > 1;
         match t {
             DType::IQ1_S if self.iq1_s && has_kernel(DType::IQ1_S_X) => Some(DType::IQ1_S_X),
+            DType::IQ2_XXS if self.iq2_xxs && has_kernel(DType::IQ2_XXS_X) => {
+                Some(DType::IQ2_XXS_X)
+            }
             _ => None,
         }
     }
@@ -55,7 +67,11 @@ impl Repack {
 /// Converts `src` (whole blocks of `from`) into `to`'s layout, on all cores. The copy is
 /// allocated fallibly: a machine without room for it gets an error, not an abort.
 fn repack(from: DType, to: DType, src: &[u8]) -> Result<Vec<u8>, String> {
-    debug_assert_eq!((from, to), (DType::IQ1_S, DType::IQ1_S_X));
+    let convert: fn(&[u8], &mut [u8]) = match (from, to) {
+        (DType::IQ1_S, DType::IQ1_S_X) => quant::codec::repack::repack_iq1_s_x,
+        (DType::IQ2_XXS, DType::IQ2_XXS_X) => quant::codec::repack::repack_iq2_xxs_x,
+        _ => return Err(format!("no repack from {from:?} to {to:?}")),
+    };
     let (bs, bd) = (from.type_size(), to.type_size());
     let nb = src.len() / bs;
     let len = nb
@@ -69,7 +85,7 @@ fn repack(from: DType, to: DType, src: &[u8]) -> Result<Vec<u8>, String> {
     let per = nb.div_ceil(threads).max(1);
     std::thread::scope(|sc| {
         for (s, d) in src.chunks(per * bs).zip(out.chunks_mut(per * bd)) {
-            sc.spawn(move || quant::codec::repack::repack_iq1_s_x(s, d));
+            sc.spawn(move || convert(s, d));
         }
     });
     Ok(out)

@@ -50,8 +50,9 @@ pub struct Args {
     /// Context length for the incremental/chunked modes (default: the number of tokens).
     #[arg(long)]
     ctx: Option<usize>,
-    /// Convert these GGUF tensor types at load into fathom's repacked layouts (`iq1_s`, or
-    /// `none`); the logits must not change (a way to check that from outside).
+    /// Convert these GGUF tensor types at load into fathom's repacked layouts (`iq1_s`,
+    /// `iq2_xxs`, `all` or `none`); the logits must not change (a way to check that from
+    /// outside).
     #[arg(long, default_value = "none", value_parser = super::run::parse_repack)]
     repack: models::deepseek4::Repack,
 }
