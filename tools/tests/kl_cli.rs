@@ -30,9 +30,13 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn fathom_kl(args: &[&str]) -> Output {
+    fathom_kl_on(&model(), args)
+}
+
+fn fathom_kl_on(model: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fathom"))
         .arg("kl")
-        .args(["-m", &model(), "-t", "1", "--decode-tokens", "2"])
+        .args(["-m", model, "-t", "1", "--decode-tokens", "2"])
         .args(args)
         .env_remove("FATHOM_PROFILE_OPS")
         .env_remove("FATHOM_FORCE_SCALAR")
@@ -168,6 +172,33 @@ fn fewer_experts_cost_quality_and_both_file_forms_agree() {
         &bin.display().to_string(),
     ]);
     assert_eq!(quality(&b), quality(&j));
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// `--repack iq2_xxs` is lossless: base logits saved from the plain IQ2_XXS model are
+/// matched exactly by the model's own routing on the repacked weights.
+#[test]
+fn repacked_weights_reproduce_saved_base_logits_exactly() {
+    let d = tmp("repack");
+    let text = d.join("text.txt").display().to_string();
+    let saved = d.join("base.safetensors").display().to_string();
+    let iq2 = repo("models/tests/fixtures/dsv4-tiny/dsv4-tiny-IQ2_XXS.gguf")
+        .display()
+        .to_string();
+    let run = |args: &[&str]| {
+        let out = fathom_kl_on(
+            &iq2,
+            &[args, &["--json", "-f", &text, "--test-config", "none"]].concat(),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "fathom kl {args:?} failed: {stderr}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("one JSON object")
+    };
+    run(&["--base-config", "none", "--save-base", &saved]);
+    let j = run(&["--base-logits", &saved, "--repack", "iq2_xxs"]);
+    assert_eq!(f(&j, "kl_max"), 0.0, "{j}");
+    assert_eq!(f(&j, "top1"), 1.0);
+    assert_eq!(f(&j, "delta_ppl"), 0.0);
     std::fs::remove_dir_all(&d).ok();
 }
 

@@ -93,6 +93,11 @@ pub struct Args {
     /// Print the results as one JSON object instead of tables.
     #[arg(long)]
     json: bool,
+    /// Convert these GGUF tensor types at load into fathom's repacked layouts (`iq1_s`,
+    /// `iq2_xxs`, `all` or `none`; lossless, so A and B are measured on faster kernels with
+    /// the same logits). Checkpoints have none of these types.
+    #[arg(long, default_value = "none", value_parser = super::run::parse_repack)]
+    repack: models::deepseek4::Repack,
 }
 
 /// A weight provider shared by the evaluation and the timing sessions (a checkpoint converts
@@ -120,7 +125,7 @@ impl Weights for Shared {
 }
 
 /// Open `-m`: the weights (shared), the hyperparameters and the tokenizer.
-fn open(path: &Path) -> Result<(Shared, Hparams, Tokenizer)> {
+fn open(path: &Path, repack: models::deepseek4::Repack) -> Result<(Shared, Hparams, Tokenizer)> {
     let shown = path.display();
     let checkpoint = path.is_dir()
         || path
@@ -151,7 +156,7 @@ fn open(path: &Path) -> Result<(Shared, Hparams, Tokenizer)> {
     let hp = Hparams::from_gguf(&file).with_context(|| format!("{shown}: bad hyperparameters"))?;
     let tok = Tokenizer::from_gguf(&file).with_context(|| format!("{shown}: tokenizer"))?;
     Ok((
-        Shared(Arc::new(Mutex::new(GgufWeights::new(file)))),
+        Shared(Arc::new(Mutex::new(GgufWeights::with_repack(file, repack)))),
         hp,
         tok,
     ))
@@ -463,7 +468,7 @@ pub fn run(args: &Args) -> Result<()> {
     );
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read the text file {}", args.file.display()))?;
-    let (mut w, hp, tok) = open(&args.model)?;
+    let (mut w, hp, tok) = open(&args.model, args.repack)?;
     let mshown = args.model.display().to_string();
     let tokens = tok
         .encode(&text, true)
