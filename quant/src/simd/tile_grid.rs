@@ -1,4 +1,5 @@
-//! Register-tiled GEMM for the grid formats IQ2_XXS and IQ1_S against Q8_K, for MoE experts
+//! Register-tiled GEMM for the grid formats IQ2_XXS and IQ1_S (and their load-time repacked
+//! forms IQ2_XXS_X and IQ1_S_X, which expand to the same bytes) against Q8_K, for MoE experts
 //! chosen by several tokens (AVX-512): weight rows are first *expanded* — grid lookups,
 //! signs and scales done once per row — and then up to four expanded rows × eight activation
 //! columns are multiplied per call, every output with the scalar reference's bits.

@@ -4,11 +4,12 @@
 //! `grid_one!` / `grid_rows!`).
 //!
 //! IQ2_XXS_X holds what IQ2_XXS's kernels compute per super-block before they can multiply:
-//! the grid magnitudes as 2-bit level codes (a quarter's 64 codes are one 16-bit shift of
-//! the block's 64 code bytes and one `vpermb` from a 64-entry level → magnitude table, which
-//! ignores the bits above the code), the signs as bits (a quarter's negation mask is one
-//! 64-bit load) and the group scales as nibbles (one `vpmultishiftqb` and one
-//! `vpternlogd` place all eight, one `vpermw` per quarter spreads them). No gathers, no
+//! the grid magnitudes as 2-bit level codes (a quarter's 64 magnitudes are one `vpermb` of
+//! the block's 64 code bytes into that quarter's 64-entry table, which reads only the
+//! quarter's two bits of each index; the last quarter's codes are shifted down first), the
+//! signs as bits (a quarter's negation mask is one 64-bit load) and the group scales as
+//! nibbles (one `vpmultishiftqb` and one `vpternlogq` place all eight, one `vpermw` per
+//! quarter spreads them). No gathers, no
 //! sign-field arithmetic; the integer sums and the float combine are IQ2_XXS's, so the
 //! results are IQ2_XXS's bits.
 
