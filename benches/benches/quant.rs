@@ -240,6 +240,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new(t.name(), "expand"), |b| {
                     b.iter(|| expand(black_box(wr[0]), &mut e))
                 });
+                bench_amx_tile(&mut g, t, &er);
             }
             _ => {
                 let Some(tile) = tile_float::float_tile_fn(t) else {
@@ -269,6 +270,47 @@ fn bench_gemm_kernels(c: &mut Criterion) {
         }
     }
     g.finish();
+}
+
+/// The AMX grid tile (`gemm/<type>/amx16x16`: 16 rows × 16 columns, rows made from the four
+/// expanded rows) and its splitter (`gemm/<type>/amx-split`, bytes of the packed type per
+/// second), where this process may use AMX.
+fn bench_amx_tile(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    t: DType,
+    expanded: &[&[u8]],
+) {
+    use quant::simd::tile_amx;
+    let Some(tile) = tile_amx::tile_fn(t) else {
+        return;
+    };
+    let kind = tile_amx::GridKind::of(t).expect("grid type");
+    let ab = tile_amx::amx_bytes(N);
+    let mut rows = vec![0u8; 16 * ab];
+    for (i, r) in rows.chunks_exact_mut(ab).enumerate() {
+        tile_amx::split_expanded(kind, expanded[i % expanded.len()], r);
+    }
+    let acts: Vec<Vec<u8>> = (0..16u64)
+        .map(|i| {
+            let mut a = vec![0u8; bytes_for(DType::Q8_K, N).unwrap()];
+            quantize_activation(DType::Q8_K, &test_data(N, 199 + i), &mut a).unwrap();
+            a
+        })
+        .collect();
+    let ar: Vec<&[u8]> = acts.iter().map(|a| a.as_slice()).collect();
+    let mut panel = vec![0u8; tile_amx::panel_bytes(N, 16)];
+    tile_amx::pack_panel(N, &ar, &mut panel);
+    let mut out = vec![0f32; 256];
+    g.throughput(Throughput::Elements((2 * N * 256) as u64));
+    g.bench_function(BenchmarkId::new(t.name(), "amx16x16"), |b| {
+        b.iter(|| tile(N, black_box(&rows), 16, &panel, 16, &mut out))
+    });
+    let split = tile_amx::split_fn();
+    let mut a = vec![0u8; ab];
+    g.throughput(Throughput::Bytes((N / 256 * t.info().type_size) as u64));
+    g.bench_function(BenchmarkId::new(t.name(), "amx-split"), |b| {
+        b.iter(|| split(kind, black_box(expanded[0]), &mut a))
+    });
 }
 
 criterion_group! {

@@ -14,7 +14,7 @@ use crate::case::CaseBuilder;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
 use graph::{TensorDesc, WeightData};
-use quant::simd::tile_grid;
+use quant::simd::{tile_amx, tile_grid};
 use quant::DType;
 
 /// Weight rows per claimed chunk.
@@ -24,6 +24,25 @@ const CHUNK: usize = 16;
 /// GEMM (below it, expanding a row costs more than the multi-column kernel's per-token
 /// overhead).
 const TILED_MIN_TOKENS: usize = 4;
+
+/// Fewest tokens on one expert for which the AMX grid GEMM replaces the VNNI tile where the
+/// CPU has AMX: its tile loads of the weight rows cost the same for 1 or 16 columns, so with
+/// few columns the register tile is cheaper.
+const AMX_MIN_TOKENS: usize = 8;
+
+/// The tiled grid GEMM a MUL_MAT_ID node runs for experts with several tokens.
+#[derive(Clone, Copy)]
+enum Grid {
+    /// The AVX-512 VNNI register tile on expanded rows (`tile_grid`).
+    Vnni((tile_grid::TileFn, tile_grid::ExpandFn)),
+    /// The AMX tile on AMX-expanded rows (`tile_amx`), and the VNNI tile for experts with
+    /// fewer than [`AMX_MIN_TOKENS`] tokens.
+    Amx {
+        tile: tile_amx::AmxTileFn,
+        kind: tile_amx::GridKind,
+        vnni: (tile_grid::TileFn, tile_grid::ExpandFn),
+    },
+}
 
 struct Shape {
     k: usize,
@@ -96,16 +115,80 @@ fn act<'q>(q: &'q [u8], s: &Shape, j: usize) -> &'q [u8] {
     &q[r * s.qrow..(r + 1) * s.qrow]
 }
 
-/// The group's activation panels (`tile_grid::pack_panel`), one per chunk of up to
-/// [`tile_grid::TILE_COLS`] tokens, packed back to back into `panels`.
-fn pack_group_panels(s: &Shape, group: &[u32], q: &[u8], panels: &mut [u8]) {
-    let c = tile_grid::TILE_COLS;
+/// The group's activation panels (`tile_grid::pack_panel`, or `tile_amx::pack_panel` with
+/// `amx`), one per chunk of up to the tile's column count of tokens, packed back to back into
+/// `panels`.
+fn pack_group_panels(s: &Shape, group: &[u32], q: &[u8], panels: &mut [u8], amx: bool) {
+    let c = if amx {
+        tile_amx::TILE_COLS
+    } else {
+        tile_grid::TILE_COLS
+    };
     let mut at = 0;
     for chunk in group.chunks(c) {
         let acts: Vec<&[u8]> = chunk.iter().map(|&j| act(q, s, j as usize)).collect();
-        let len = tile_grid::panel_bytes(s.k, chunk.len());
-        tile_grid::pack_panel(s.k, &acts, &mut panels[at..at + len]);
+        if amx {
+            let len = tile_amx::panel_bytes(s.k, chunk.len());
+            tile_amx::pack_panel(s.k, &acts, &mut panels[at..at + len]);
+            at += len;
+        } else {
+            let len = tile_grid::panel_bytes(s.k, chunk.len());
+            tile_grid::pack_panel(s.k, &acts, &mut panels[at..at + len]);
+            at += len;
+        }
+    }
+}
+
+/// Bytes of one expert's panels for at most `t` tokens: the larger of the two tiles' needs.
+fn group_panels_bytes(s: &Shape, amx: bool) -> usize {
+    let vnni =
+        s.t.div_ceil(tile_grid::TILE_COLS) * tile_grid::panel_bytes(s.k, tile_grid::TILE_COLS);
+    let amx = if amx {
+        s.t.div_ceil(tile_amx::TILE_COLS) * tile_amx::panel_bytes(s.k, tile_amx::TILE_COLS)
+    } else {
+        0
+    };
+    vnni.max(amx)
+}
+
+/// Output columns `cols` of every output row in `group` (the rows routed to expert `e`) with
+/// the AMX grid GEMM: the item's weight rows (at most [`CHUNK`] = [`tile_amx::TILE_ROWS`])
+/// are expanded (`tile_grid`'s expander into `tmp`) and split into their AMX form in `ex`,
+/// then multiplied against up to 16 of the group's tokens per call, whose panels
+/// ([`pack_group_panels`]) are in `panels` (the reference's bits).
+#[allow(clippy::too_many_arguments)]
+fn expert_tiles_amx(
+    (tile, kind, expand): (tile_amx::AmxTileFn, tile_amx::GridKind, tile_grid::ExpandFn),
+    s: &Shape,
+    w: &TensorRef,
+    e: usize,
+    cols: std::ops::Range<usize>,
+    group: &[u32],
+    panels: &[u8],
+    (ex, tmp): (&mut [u8], &mut [u8]),
+    dst: &TensorMut,
+) {
+    let ab = tile_amx::amx_bytes(s.k);
+    let nr = cols.len();
+    let split = tile_amx::split_fn();
+    for (i, buf) in ex.chunks_exact_mut(ab).take(nr).enumerate() {
+        expand(weight_row(w, e, cols.start + i), tmp);
+        split(kind, tmp, buf);
+    }
+    let mut at = 0;
+    for chunk in group.chunks(tile_amx::TILE_COLS) {
+        let m = chunk.len();
+        let len = tile_amx::panel_bytes(s.k, m);
+        let panel = &panels[at..at + len];
         at += len;
+        let mut out = [0f32; tile_amx::TILE_ROWS * tile_amx::TILE_COLS];
+        tile(s.k, &ex[..nr * ab], nr, panel, m, &mut out[..nr * m]);
+        for (c, &j) in chunk.iter().enumerate() {
+            let d = dst.row_range_f32_mut(j as usize, cols.clone());
+            for (r, o) in d.iter_mut().enumerate() {
+                *o = out[r * m + c];
+            }
+        }
     }
 }
 
@@ -273,14 +356,27 @@ impl CpuKernel for MulMatId {
         }
         // IQ2_XXS and IQ1_S experts with several tokens go through the tiled GEMM (not with a row
         // mask: it would read masked rows)
-        let tiled = tile_grid::tile_fn(w.desc.dtype)
+        let grid = tile_grid::tile_fn(w.desc.dtype)
             .zip(tile_grid::expand_fn(w.desc.dtype))
-            .filter(|_| srcs.len() == 3);
-        let exbytes = tiled.map_or(0, |_| CHUNK * tile_grid::expanded_bytes(s.k));
+            .filter(|_| srcs.len() == 3)
+            .map(|vnni| {
+                match tile_amx::tile_fn(w.desc.dtype).zip(tile_amx::GridKind::of(w.desc.dtype)) {
+                    Some((tile, kind)) if s.t >= AMX_MIN_TOKENS => Grid::Amx { tile, kind, vnni },
+                    _ => Grid::Vnni(vnni),
+                }
+            });
+        let amx = matches!(grid, Some(Grid::Amx { .. }));
+        // expanded rows of one item (and, for AMX, one grid-expanded row before its split)
+        let exbytes = match grid {
+            None => 0,
+            Some(Grid::Vnni(..)) => CHUNK * tile_grid::expanded_bytes(s.k),
+            Some(Grid::Amx { .. }) => {
+                (CHUNK * tile_amx::amx_bytes(s.k)).max(CHUNK * tile_grid::expanded_bytes(s.k))
+                    + tile_grid::expanded_bytes(s.k)
+            }
+        };
         // one expert's panels: at most one row per token, each chunk rounded up to a pair
-        let pbytes = tiled.map_or(0, |_| {
-            s.t.div_ceil(tile_grid::TILE_COLS) * tile_grid::panel_bytes(s.k, tile_grid::TILE_COLS)
-        });
+        let pbytes = grid.map_or(0, |_| group_panels_bytes(&s, amx));
         let qbytes = s.qrow * s.b * s.t;
         let need = qbytes + exbytes + pbytes + 4 * bucket_len(&s) + 4;
         let mut buf = std::mem::take(&mut cx.scratch.bytes);
@@ -290,9 +386,9 @@ impl CpuKernel for MulMatId {
         let (q, rest) = buf.split_at_mut(qbytes);
         let (ex, rest) = rest.split_at_mut(exbytes);
         let (panels, rest) = rest.split_at_mut(pbytes);
-        // the expert whose panels `panels` holds (items are claimed expert by expert, so a
-        // thread packs each expert's panels about once)
-        let mut packed: Option<usize> = None;
+        // the expert whose panels `panels` holds, and whether they are AMX panels (items are
+        // claimed expert by expert, so a thread packs each expert's panels about once)
+        let mut packed: Option<(usize, bool)> = None;
         let (_, mem, _) = bytemuck::pod_align_to_mut::<u8, u32>(rest);
         let bk = bucket(ids, &s, &mut mem[..bucket_len(&s)]);
         if cx.ith == 0 {
@@ -320,12 +416,32 @@ impl CpuKernel for MulMatId {
                 // would not fit the panel scratch; it takes the multi-column path; the expansion
                 // scratch holds `CHUNK` rows)
                 let fits = (TILED_MIN_TOKENS..=s.t).contains(&group.len()) && chunk == CHUNK;
-                if let (Some(tiled), true) = (tiled, fits) {
-                    if packed != Some(e) {
-                        pack_group_panels(&s, group, q, panels);
-                        packed = Some(e);
+                if let (Some(grid), true) = (grid, fits) {
+                    let use_amx = matches!(grid, Grid::Amx { .. }) && group.len() >= AMX_MIN_TOKENS;
+                    if packed != Some((e, use_amx)) {
+                        pack_group_panels(&s, group, q, panels, use_amx);
+                        packed = Some((e, use_amx));
                     }
-                    expert_tiles(tiled, &s, w, e, cols, group, q, panels, ex, dst);
+                    match grid {
+                        Grid::Amx { tile, kind, vnni } if use_amx => {
+                            let (ex, tmp) =
+                                ex.split_at_mut(exbytes - tile_grid::expanded_bytes(s.k));
+                            expert_tiles_amx(
+                                (tile, kind, vnni.1),
+                                &s,
+                                w,
+                                e,
+                                cols,
+                                group,
+                                panels,
+                                (ex, tmp),
+                                dst,
+                            );
+                        }
+                        Grid::Amx { vnni, .. } | Grid::Vnni(vnni) => {
+                            expert_tiles(vnni, &s, w, e, cols, group, q, panels, ex, dst)
+                        }
+                    }
                     continue;
                 }
                 if let (Some(multi), true) = (multi, group.len() > 1) {
@@ -416,36 +532,46 @@ impl CpuKernel for MulMatId {
                 }
             }
         }
-        // experts chosen by many tokens (9, 6 and 7 of 11: the tiled grid path, with a
-        // column-chunk tail and a row-quad tail at N = 37)
-        let ids_many: Vec<i32> = (0..11)
-            .flat_map(|t| [if t < 9 { 0 } else { 2 }, if t % 2 == 0 { 1 } else { 2 }])
-            .collect();
-        for t in [
-            DType::IQ2_XXS,
-            DType::IQ2_XXS_X,
-            DType::IQ1_S,
-            DType::IQ1_S_X,
-            DType::Q8_0,
-        ] {
-            for bsz in [1usize, 2] {
-                let mut b = CaseBuilder::new(25);
-                let w = b.weight("w", t, &[512, 37, 3], 0.5).expect("case");
-                let x = b.input_f32("x", &[512, bsz, 11], 1.0).expect("case");
-                let idd = TensorDesc::new(DType::I32, &[2, 11]).expect("case");
-                let idt = b
-                    .input_data("ids", idd, bytemuck::cast_slice(&ids_many).to_vec())
-                    .expect("case");
-                let out = b.g.mul_mat_id(w, x, idt).expect("case");
-                v.push(
-                    b.finish(
-                        format!("MUL_MAT_ID {t}{{512,37,3}} · f32{{512,{bsz},11}} many tokens"),
-                        out,
-                        0.0,
-                        true,
-                    )
-                    .expect("case"),
-                );
+        // experts chosen by many tokens: of 11, 9, 6 and 7 (the tiled grid path, with a
+        // column-chunk tail and a row-quad tail at N = 37); of 23, 19, 12 and 16 (on an AMX
+        // machine the AMX path, with a 16 + 3 column split and a 16 + 16 + 5 row split)
+        for (nt, first) in [(11usize, 9usize), (23, 19)] {
+            let ids_many: Vec<i32> = (0..nt)
+                .flat_map(|t| {
+                    [
+                        if t < first { 0 } else { 2 },
+                        if t % 2 == 0 { 1 } else { 2 },
+                    ]
+                })
+                .collect();
+            for t in [
+                DType::IQ2_XXS,
+                DType::IQ2_XXS_X,
+                DType::IQ1_S,
+                DType::IQ1_S_X,
+                DType::Q8_0,
+            ] {
+                for bsz in [1usize, 2] {
+                    let mut b = CaseBuilder::new(25);
+                    let w = b.weight("w", t, &[512, 37, 3], 0.5).expect("case");
+                    let x = b.input_f32("x", &[512, bsz, nt], 1.0).expect("case");
+                    let idd = TensorDesc::new(DType::I32, &[2, nt]).expect("case");
+                    let idt = b
+                        .input_data("ids", idd, bytemuck::cast_slice(&ids_many).to_vec())
+                        .expect("case");
+                    let out = b.g.mul_mat_id(w, x, idt).expect("case");
+                    v.push(
+                        b.finish(
+                            format!(
+                                "MUL_MAT_ID {t}{{512,37,3}} · f32{{512,{bsz},{nt}}} many tokens"
+                            ),
+                            out,
+                            0.0,
+                            true,
+                        )
+                        .expect("case"),
+                    );
+                }
             }
         }
         // invalid ids → NaN rows; ids as a non-contiguous (transposed) view

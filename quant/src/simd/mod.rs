@@ -10,7 +10,9 @@
 //!
 //! Files: `avx2_q8` (types dotted with Q8_0 activations), `avx2_k` (K-quants · Q8_K),
 //! `avx2_iq` (IQ grids · Q8_K), `avx2_float` (F32, F16, BF16), `avx512_iq` / `avx512_q8`
-//! (AVX-512 VBMI/VNNI kernels; `avx512_iq::has_features` is their shared feature check).
+//! (AVX-512 VBMI/VNNI kernels; `avx512_iq::has_features` is their shared feature check);
+//! `tile_q8`, `tile_q2`, `tile_grid`, `tile_float` the register-tiled prompt-chunk GEMMs and
+//! `tile_amx` the AMX-INT8 grid GEMM for MoE experts.
 
 use crate::{DType, DotFn};
 use std::sync::OnceLock;
@@ -29,6 +31,7 @@ mod avx512_iq;
 mod avx512_q8;
 #[cfg(target_arch = "x86_64")]
 pub use avx512_q8::{quantize_q8_0_fast, quantize_q8_k_fast};
+pub mod tile_amx;
 pub mod tile_float;
 pub mod tile_grid;
 pub mod tile_q2;

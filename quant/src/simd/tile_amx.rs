@@ -1,0 +1,572 @@
+//! AMX-INT8 tiled GEMM for the grid formats IQ2_XXS and IQ1_S (and their repacked forms
+//! IQ2_XXS_X and IQ1_S_X) against Q8_K, for MoE experts chosen by several tokens: up to 16
+//! weight rows × 16 activation columns per call, every output with the scalar reference's
+//! bits. Used only where the CPU has AMX-TILE and AMX-INT8, the OS lets this process use the
+//! tile registers (Linux `arch_prctl(ARCH_REQ_XCOMP_PERM)`), and the AVX-512 tier is there for
+//! the float combine; `FATHOM_AMX=0` turns it off (for A/B runs and bisecting).
+//!
+//! **Why a layout of its own.** The reference sums a super-block as exact integers —
+//! IQ2_XXS `bsum = Σ_g ls_g·Σ_{j∈g} v_j·y_j`, IQ1_S `sumi = Σ_g ls_g·Σ v·y` and the delta sum
+//! `sumi1 = Σ_g lsg_g·Σ y` — and only then combines in float. A tile multiply (`tdpbssd`)
+//! sums int8 × int8 products over up to 64 elements into int32, with no per-group factor.
+//! So the group scale is folded into the weight: per element the integer
+//! - IQ2_XXS: `W = ls_g·v` (|W| ≤ 31·43 = 1333);
+//! - IQ1_S: `W = 8·ls_g·v + lsg_g` (|W| ≤ 135), so that `Σ W·y = 8·sumi + sumi1 = T`,
+//!
+//! and `W` is split into two int8 planes, `W = 64·h + l` with `h = (W + 32) >> 6`
+//! (|h| ≤ 21) and `l ∈ [−32, 31]`. Two tile products per 64 elements give
+//! `T = 64·Σ h·y + Σ l·y`, the exact integer (|Σh·y|·64 ≤ 256·21·128·64 < 2³¹). The float
+//! combine is then the reference's: IQ2_XXS `s += (d·dy)·f32(T)` and a final `×0.125`;
+//! IQ1_S `s += (d·dy)·(f32(T)·0.125)`, which equals the reference's
+//! `f32(sumi) + 0.125·f32(sumi1)` because both are the exact `T/8` (|T| < 2²⁴).
+//!
+//! **AMX-expanded row** ([`amx_bytes`] per row; [`AMX_SB`] = 576 bytes per 256-element
+//! super-block): bytes 0..256 the `h` plane and 256..512 the `l` plane, in element order; 512..516
+//! the super-block scale `d` as f32; zeros to 576. Made from the grid expander's layout
+//! ([`super::tile_grid`]) by [`split_expanded`] (the reference) or its AVX-512 form.
+//!
+//! **Activation panel** ([`pack_panel`]): per super-block, four 64-element steps of a
+//! `tdpbssd` B operand — 16 rows of `4·cols` bytes, row `k` holding elements `4k..4k+3` of
+//! every column side by side — and then the columns' `d` as 16 f32 (zero-padded).
+//!
+//! **Kernel.** Per super-block: two accumulator tiles zeroed, four steps of (load the `h` and
+//! `l` tiles of up to 16 rows, load the panel step, two `tdpbssd`), both accumulators stored,
+//! and per row one 16-lane combine (`T = (hi << 6) + lo`, convert, scale, multiply-add in the
+//! reference's order). Measured on the AMX host (a KVM guest, 2 vCPUs) in a scratch harness:
+//! `tileloadd` ~23 ns, `tilestored` ~19 ns, `tdpbssd` 8–18 ns — several times the published
+//! figures for bare metal — and the whole super-block ~0.5 µs for 16 × 16 outputs (2.0 ns per
+//! row, column and super-block, against 5.0 ns for the VNNI register tile).
+
+use super::tile_grid::EXPANDED_SB;
+use crate::blocks::{view, BlockQ8K};
+use crate::DType;
+use std::sync::OnceLock;
+
+/// Bytes per 256-element super-block of an AMX-expanded row (see the module docs).
+pub const AMX_SB: usize = 576;
+
+/// Most weight rows per kernel call (one tile's rows).
+pub const TILE_ROWS: usize = 16;
+
+/// Most activation columns per kernel call (one tile's 32-bit columns).
+pub const TILE_COLS: usize = 16;
+
+/// Bytes of one panel step: 16 rows of 4 bytes per column.
+fn step_bytes(cols: usize) -> usize {
+    64 * cols
+}
+
+/// Bytes of the panel per super-block for `cols` columns: four steps and 16 f32 scales.
+fn panel_sb_bytes(cols: usize) -> usize {
+    4 * step_bytes(cols) + 64
+}
+
+/// The two grid families, by their integer fold (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridKind {
+    /// IQ2_XXS and IQ2_XXS_X: `W = ls·v`, `s += (d·dy)·f32(T)`, final `×0.125`.
+    Iq2,
+    /// IQ1_S and IQ1_S_X: `W = 8·ls·v + lsg`, `s += (d·dy)·(f32(T)·0.125)`.
+    Iq1,
+}
+
+impl GridKind {
+    /// The family of `dtype`, if it is a grid format this module handles.
+    pub fn of(dtype: DType) -> Option<GridKind> {
+        match dtype {
+            DType::IQ2_XXS | DType::IQ2_XXS_X => Some(GridKind::Iq2),
+            DType::IQ1_S | DType::IQ1_S_X => Some(GridKind::Iq1),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes of an AMX-expanded row of `n` elements.
+pub fn amx_bytes(n: usize) -> usize {
+    n / 256 * AMX_SB
+}
+
+/// Bytes of the activation panel ([`pack_panel`]) for `cols` (1..=[`TILE_COLS`]) Q8_K
+/// columns of `n` elements.
+pub fn panel_bytes(n: usize, cols: usize) -> usize {
+    n / 256 * panel_sb_bytes(cols)
+}
+
+/// The folded weight of expanded element `e` of super-block `o` (see the module docs).
+fn folded(kind: GridKind, o: &[u8], e: usize) -> i32 {
+    let g = e / 32;
+    let v = o[e] as i8 as i32;
+    let ls = i16::from_le_bytes([o[256 + 4 * g], o[257 + 4 * g]]) as i32;
+    let lsg = i16::from_le_bytes([o[296 + 4 * g], o[297 + 4 * g]]) as i32;
+    match kind {
+        GridKind::Iq2 => ls * v,
+        GridKind::Iq1 => 8 * ls * v + lsg,
+    }
+}
+
+/// The reference splitter: a row in the grid expander's layout ([`super::tile_grid`],
+/// [`EXPANDED_SB`] bytes per super-block) → its AMX-expanded form in `out` ([`amx_bytes`]
+/// long; see the module docs).
+///
+/// # Panics
+/// If the lengths are not whole super-blocks of the two layouts (a caller's bug).
+pub fn split_expanded(kind: GridKind, ex: &[u8], out: &mut [u8]) {
+    assert_eq!(ex.len() % EXPANDED_SB, 0, "whole expanded super-blocks");
+    assert_eq!(out.len(), ex.len() / EXPANDED_SB * AMX_SB, "AMX row length");
+    for (o, a) in ex
+        .chunks_exact(EXPANDED_SB)
+        .zip(out.chunks_exact_mut(AMX_SB))
+    {
+        for e in 0..256 {
+            let w = folded(kind, o, e);
+            let h = (w + 32) >> 6;
+            a[e] = h as i8 as u8;
+            a[256 + e] = (w - 64 * h) as i8 as u8;
+        }
+        a[512..516].copy_from_slice(&o[288..292]);
+        a[516..].fill(0);
+    }
+}
+
+/// The scalar reference dot of an AMX-expanded row with a Q8_K row, in the kernel's
+/// operations: per super-block the exact `T = Σ (64·h + l)·y` and the reference's float
+/// combine. Equal to the grid format's own reference dot of the row it was made from
+/// (tested in `quant/tests/simd.rs`).
+pub fn dot_amx_reference(kind: GridKind, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ys = view::<BlockQ8K>(a);
+    let mut s = 0f32;
+    for (x, y) in w.chunks_exact(AMX_SB).zip(ys).take(n / 256) {
+        let t: i32 = (0..256)
+            .map(|e| (64 * (x[e] as i8 as i32) + x[256 + e] as i8 as i32) * y.qs[e] as i32)
+            .sum();
+        let d = f32::from_le_bytes([x[512], x[513], x[514], x[515]]);
+        s += match kind {
+            GridKind::Iq2 => d * y.d() * t as f32,
+            GridKind::Iq1 => d * y.d() * (t as f32 * 0.125),
+        };
+    }
+    match kind {
+        GridKind::Iq2 => 0.125 * s,
+        GridKind::Iq1 => s,
+    }
+}
+
+/// Packs `acts` (1..=[`TILE_COLS`] Q8_K rows of `n` elements) into `out`, which must be
+/// [`panel_bytes`]`(n, acts.len())` long (see the module docs for the layout).
+///
+/// # Panics
+/// If the column count or a length does not match (a caller's bug, not bad input).
+pub fn pack_panel(n: usize, acts: &[&[u8]], out: &mut [u8]) {
+    let cols = acts.len();
+    assert!((1..=TILE_COLS).contains(&cols), "panel of {cols} columns");
+    assert_eq!(out.len(), panel_bytes(n, cols), "panel length");
+    let ys: Vec<&[BlockQ8K]> = acts.iter().map(|a| view(a)).collect();
+    assert!(ys.iter().all(|y| y.len() == n / 256), "activation length");
+    for (b, p) in out.chunks_exact_mut(panel_sb_bytes(cols)).enumerate() {
+        let (codes, ds) = p.split_at_mut(4 * step_bytes(cols));
+        for (i, quad) in codes.chunks_exact_mut(4).enumerate() {
+            // quad i: step s, row k, column c; elements 64s + 4k .. +4 of column c
+            let (k4, c) = (i / cols, i % cols);
+            for (j, q) in quad.iter_mut().enumerate() {
+                *q = ys[c][b].qs[4 * k4 + j] as u8;
+            }
+        }
+        for (c, d) in ds.chunks_exact_mut(4).enumerate() {
+            let v = if c < cols { ys[c][b].d() } else { 0.0 };
+            d.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// A splitter: expanded grid row → AMX-expanded row (the layout of [`split_expanded`]).
+pub type SplitFn = fn(kind: GridKind, ex: &[u8], out: &mut [u8]);
+
+/// The fastest splitter on this CPU (byte-identical to [`split_expanded`]).
+pub fn split_fn() -> SplitFn {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512_iq::has_features() && !super::force_scalar() {
+        return x86::split_entry;
+    }
+    split_expanded
+}
+
+/// An AMX tile kernel: `out[r * cols + c] = dot(n, row r, acts[c])` for `nr` (1..=16)
+/// AMX-expanded rows placed back to back in `rows` ([`amx_bytes`]`(n)` each) and `cols`
+/// (1..=16) columns packed in `panel` ([`pack_panel`]).
+pub type AmxTileFn =
+    fn(n: usize, rows: &[u8], nr: usize, panel: &[u8], cols: usize, out: &mut [f32]);
+
+/// The AMX tile kernel for `dtype` (IQ2_XXS, IQ1_S and their repacked forms), if this
+/// process may use AMX (see the module docs and [`available`]).
+pub fn tile_fn(dtype: DType) -> Option<AmxTileFn> {
+    let kind = GridKind::of(dtype)?;
+    if !available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        Some(match kind {
+            GridKind::Iq2 => x86::tile_iq2_entry,
+            GridKind::Iq1 => x86::tile_iq1_entry,
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = kind;
+        None
+    }
+}
+
+/// Whether this process may run the AMX kernels: an x86_64 CPU with AMX-TILE and AMX-INT8
+/// whose OS enables the tile state (XCR0 bits 17 and 18), Linux granting this process the
+/// tile data (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`), the AVX-512 tier, and
+/// neither `FATHOM_AMX=0` nor `FATHOM_FORCE_SCALAR=1`. Checked once.
+pub fn available() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| {
+        if super::force_scalar() || std::env::var("FATHOM_AMX").is_ok_and(|v| v == "0") {
+            return false;
+        }
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        {
+            super::avx512_iq::has_features() && x86::cpu_and_os_allow_amx()
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        {
+            false
+        }
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{step_bytes, GridKind, AMX_SB, TILE_COLS, TILE_ROWS};
+    use crate::simd::tile_grid::EXPANDED_SB;
+    use std::arch::asm;
+    use std::arch::x86_64::*;
+
+    /// CPUID and XCR0 report AMX-TILE, AMX-INT8 and the OS-enabled tile state, and Linux
+    /// grants this process the tile data.
+    #[cfg(target_os = "linux")]
+    pub(super) fn cpu_and_os_allow_amx() -> bool {
+        // leaf 7 exists on every CPU with the AVX-512 tier checked before this
+        let l7 = __cpuid_count(7, 0);
+        let (tile, int8) = (l7.edx & (1 << 24) != 0, l7.edx & (1 << 25) != 0);
+        let osxsave = __cpuid(1).ecx & (1 << 27) != 0;
+        if !(tile && int8 && osxsave) {
+            return false;
+        }
+        let (lo, _hi): (u32, u32);
+        // SAFETY: `xgetbv` with ECX = 0 reads XCR0; it is valid when CPUID reports OSXSAVE
+        // (checked above). It touches no memory.
+        unsafe {
+            asm!("xgetbv", in("ecx") 0u32, out("eax") lo, out("edx") _hi,
+                 options(nomem, nostack, preserves_flags));
+        }
+        if lo & (3 << 17) != 3 << 17 {
+            return false;
+        }
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: arch_prctl(ARCH_REQ_XCOMP_PERM, 18) only asks the kernel to enlarge this
+        // process's signal frames and permit the tile state; it takes no pointers.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
+        r == 0
+    }
+
+    /// Safe entry of the AVX-512 splitter: checks the lengths, then splits.
+    pub(super) fn split_entry(kind: GridKind, ex: &[u8], out: &mut [u8]) {
+        assert_eq!(ex.len() % EXPANDED_SB, 0, "whole expanded super-blocks");
+        assert_eq!(out.len(), ex.len() / EXPANDED_SB * AMX_SB, "AMX row length");
+        // SAFETY: `split_fn` hands this entry out only after checking the AVX-512 features;
+        // the lengths are checked above.
+        unsafe { split(kind, ex, out) }
+    }
+
+    /// [`super::split_expanded`] with 512-bit registers, 64 elements (two groups) per step and
+    /// no widening: a `vpermb` spreads the groups' multipliers (`ls`, or `8·ls` for IQ1_S) over
+    /// the even and the odd bytes, two `vpmaddubsw` give the folded `W` of the even and of the
+    /// odd elements as i16 (the other byte of each pair meets a zero multiplier), IQ1_S adds
+    /// `lsg` (a `vpermw`), and with `t = W + 32` the planes are `h = t >> 6` and
+    /// `l = (t & 63) − 32`, each put back into byte order by a shift and a `vpternlogd`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F/BW/VBMI; the lengths are whole super-blocks of both layouts.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    unsafe fn split(kind: GridKind, ex: &[u8], out: &mut [u8]) {
+        const EVEN: u64 = 0x5555_5555_5555_5555;
+        let lo_byte = _mm512_set1_epi16(0x00ff);
+        let x63 = _mm512_set1_epi8(63);
+        let x32b = _mm512_set1_epi8(32);
+        let x32w = _mm512_set1_epi16(32);
+        // byte e of step c (elements 64c..64c+64) takes the multiplier of group 2c + e/32,
+        // the low byte of the i16 at 4·group; word i of the i16 results belongs to group
+        // 2c + i/16, whose `lsg` is the i16 at word 2·group
+        let byte_idx: [__m512i; 4] = core::array::from_fn(|c| {
+            _mm512_add_epi8(
+                _mm512_set1_epi8((8 * c) as i8),
+                _mm512_set_epi64(
+                    0x0404_0404_0404_0404,
+                    0x0404_0404_0404_0404,
+                    0x0404_0404_0404_0404,
+                    0x0404_0404_0404_0404,
+                    0,
+                    0,
+                    0,
+                    0,
+                ),
+            )
+        });
+        let word_idx: [__m512i; 4] = core::array::from_fn(|c| {
+            _mm512_add_epi16(
+                _mm512_set1_epi16((4 * c) as i16),
+                _mm512_set_epi64(
+                    0x0002_0002_0002_0002,
+                    0x0002_0002_0002_0002,
+                    0x0002_0002_0002_0002,
+                    0x0002_0002_0002_0002,
+                    0,
+                    0,
+                    0,
+                    0,
+                ),
+            )
+        });
+        for (o, a) in ex
+            .chunks_exact(EXPANDED_SB)
+            .zip(out.chunks_exact_mut(AMX_SB))
+        {
+            // SAFETY: bytes 256..288 (the `ls` words) and 296..328 (the `lsg` words) lie inside
+            // the 328-byte expanded super-block (unaligned loads).
+            let (ls, lsg) = unsafe {
+                (
+                    _mm512_castsi256_si512(_mm256_loadu_si256(o[256..288].as_ptr().cast())),
+                    _mm512_castsi256_si512(_mm256_loadu_si256(o[296..328].as_ptr().cast())),
+                )
+            };
+            // ls ≤ 31 (IQ2_XXS) and 8·ls ≤ 120 (IQ1_S): the low byte holds it, unsigned
+            let mult = if kind == GridKind::Iq2 {
+                ls
+            } else {
+                _mm512_slli_epi16::<3>(ls)
+            };
+            for c in 0..4 {
+                // SAFETY: bytes 64c..64c+64 of the expanded super-block.
+                let v = unsafe { _mm512_loadu_si512(o[64 * c..].as_ptr().cast()) };
+                let m_even = _mm512_maskz_permutexvar_epi8(EVEN, byte_idx[c], mult);
+                let m_odd = _mm512_maskz_permutexvar_epi8(!EVEN, byte_idx[c], mult);
+                let add = if kind == GridKind::Iq2 {
+                    x32w
+                } else {
+                    _mm512_add_epi16(_mm512_permutexvar_epi16(word_idx[c], lsg), x32w)
+                };
+                let te = _mm512_add_epi16(_mm512_maddubs_epi16(m_even, v), add);
+                let to = _mm512_add_epi16(_mm512_maddubs_epi16(m_odd, v), add);
+                // (a & b) | c: even words' low bytes, odd words' low bytes moved up
+                let t = _mm512_ternarylogic_epi32::<0xEA>(te, lo_byte, _mm512_slli_epi16::<8>(to));
+                let h = _mm512_ternarylogic_epi32::<0xEA>(
+                    _mm512_srai_epi16::<6>(te),
+                    lo_byte,
+                    _mm512_slli_epi16::<8>(_mm512_srai_epi16::<6>(to)),
+                );
+                let l = _mm512_sub_epi8(_mm512_and_si512(t, x63), x32b);
+                // SAFETY: bytes 64c.. of each 256-byte plane of the AMX super-block.
+                unsafe {
+                    _mm512_storeu_si512(a[64 * c..].as_mut_ptr().cast(), h);
+                    _mm512_storeu_si512(a[256 + 64 * c..].as_mut_ptr().cast(), l);
+                }
+            }
+            a[512..516].copy_from_slice(&o[288..292]);
+            a[516..].fill(0);
+        }
+    }
+
+    /// Safe entry, IQ2_XXS family.
+    pub(super) fn tile_iq2_entry(
+        n: usize,
+        rows: &[u8],
+        nr: usize,
+        panel: &[u8],
+        cols: usize,
+        out: &mut [f32],
+    ) {
+        run(GridKind::Iq2, n, rows, nr, panel, cols, out)
+    }
+
+    /// Safe entry, IQ1_S family.
+    pub(super) fn tile_iq1_entry(
+        n: usize,
+        rows: &[u8],
+        nr: usize,
+        panel: &[u8],
+        cols: usize,
+        out: &mut [f32],
+    ) {
+        run(GridKind::Iq1, n, rows, nr, panel, cols, out)
+    }
+
+    /// Checks the shapes, then runs the kernel.
+    fn run(
+        kind: GridKind,
+        n: usize,
+        rows: &[u8],
+        nr: usize,
+        panel: &[u8],
+        cols: usize,
+        out: &mut [f32],
+    ) {
+        assert_eq!(n % 256, 0, "whole super-blocks");
+        assert!((1..=TILE_ROWS).contains(&nr), "tile rows");
+        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
+        assert_eq!(rows.len(), nr * super::amx_bytes(n), "AMX rows length");
+        assert_eq!(panel.len(), super::panel_bytes(n, cols), "panel length");
+        assert_eq!(out.len(), nr * cols, "tile output length");
+        // SAFETY: `tile_fn` hands the entries out only after `available()` (AMX-TILE,
+        // AMX-INT8, the OS permission and the AVX-512 tier); the shapes are checked above.
+        unsafe { tile(kind, n / 256, rows, nr, panel, cols, out) }
+    }
+
+    /// The 64-byte tile configuration (palette 1): tiles 0 and 1 the `h`/`l` accumulators
+    /// (`nr` rows × `cols` i32), 2 and 3 the `h`/`l` weight tiles (`nr` rows × 64 bytes), 4
+    /// the panel step (16 rows × `4·cols` bytes).
+    #[repr(C, align(64))]
+    struct TileConfig([u8; 64]);
+
+    impl TileConfig {
+        fn new(nr: usize, cols: usize) -> TileConfig {
+            let mut b = [0u8; 64];
+            b[0] = 1;
+            let shapes = [
+                (nr, 4 * cols),
+                (nr, 4 * cols),
+                (nr, 64),
+                (nr, 64),
+                (16, 4 * cols),
+            ];
+            for (t, (r, c)) in shapes.into_iter().enumerate() {
+                b[16 + 2 * t..18 + 2 * t].copy_from_slice(&(c as u16).to_le_bytes());
+                b[48 + t] = r as u8;
+            }
+            TileConfig(b)
+        }
+    }
+
+    /// The kernel (see the module docs).
+    ///
+    /// # Safety
+    /// AMX-TILE/INT8 usable by this process and the AVX-512 tier present; `rows` holds `nr`
+    /// AMX-expanded rows of `nsb` super-blocks, `panel` a panel of `cols` columns of `nsb`
+    /// super-blocks, `out` `nr·cols` floats.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    unsafe fn tile(
+        kind: GridKind,
+        nsb: usize,
+        rows: &[u8],
+        nr: usize,
+        panel: &[u8],
+        cols: usize,
+        out: &mut [f32],
+    ) {
+        #[repr(C, align(64))]
+        struct Acc([[i32; 16]; 16]);
+        let cfg = TileConfig::new(nr, cols);
+        let (mut hi, mut lo) = (Acc([[0; 16]; 16]), Acc([[0; 16]; 16]));
+        let mut s = [_mm512_setzero_ps(); TILE_ROWS];
+        let rs = rows.len() / nr;
+        let (sb_panel, step) = (super::panel_sb_bytes(cols), step_bytes(cols));
+        let bs = 4 * cols;
+        let eighth = _mm512_set1_ps(0.125);
+        // SAFETY: the configuration is a valid palette-1 layout (rows ≤ 16, bytes per row
+        // ≤ 64, the operand shapes of `tdpbssd` consistent).
+        unsafe { asm!("ldtilecfg [{0}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly)) };
+        for b in 0..nsb {
+            let a = rows[b * AMX_SB..].as_ptr();
+            let p = panel[b * sb_panel..].as_ptr();
+            // SAFETY: the tile loads read `nr` rows of 64 bytes at stride `rs` from `a` (the
+            // h plane) and `a + 256` (the l plane), steps 0..4 at +64·s: inside the rows
+            // (super-block `b` of every row). The panel loads read 16 rows of `4·cols` bytes
+            // at stride `4·cols` from step `s` of super-block `b`. The stores write `nr` rows
+            // of `4·cols` bytes at stride 64 into the 1 KiB accumulators.
+            unsafe {
+                asm!(
+                    "tilezero tmm0",
+                    "tilezero tmm1",
+                    "tileloadd tmm2, [{a} + {rs}*1]",
+                    "tileloadd tmm3, [{a} + {rs}*1 + 256]",
+                    "tileloadd tmm4, [{p0} + {bs}*1]",
+                    "tdpbssd tmm0, tmm2, tmm4",
+                    "tdpbssd tmm1, tmm3, tmm4",
+                    "tileloadd tmm2, [{a} + {rs}*1 + 64]",
+                    "tileloadd tmm3, [{a} + {rs}*1 + 320]",
+                    "tileloadd tmm4, [{p1} + {bs}*1]",
+                    "tdpbssd tmm0, tmm2, tmm4",
+                    "tdpbssd tmm1, tmm3, tmm4",
+                    "tileloadd tmm2, [{a} + {rs}*1 + 128]",
+                    "tileloadd tmm3, [{a} + {rs}*1 + 384]",
+                    "tileloadd tmm4, [{p2} + {bs}*1]",
+                    "tdpbssd tmm0, tmm2, tmm4",
+                    "tdpbssd tmm1, tmm3, tmm4",
+                    "tileloadd tmm2, [{a} + {rs}*1 + 192]",
+                    "tileloadd tmm3, [{a} + {rs}*1 + 448]",
+                    "tileloadd tmm4, [{p3} + {bs}*1]",
+                    "tdpbssd tmm0, tmm2, tmm4",
+                    "tdpbssd tmm1, tmm3, tmm4",
+                    "tilestored [{hi} + {st}*1], tmm0",
+                    "tilestored [{lo} + {st}*1], tmm1",
+                    a = in(reg) a,
+                    rs = in(reg) rs,
+                    p0 = in(reg) p,
+                    p1 = in(reg) p.add(step),
+                    p2 = in(reg) p.add(2 * step),
+                    p3 = in(reg) p.add(3 * step),
+                    bs = in(reg) bs,
+                    hi = in(reg) hi.0.as_mut_ptr(),
+                    lo = in(reg) lo.0.as_mut_ptr(),
+                    st = in(reg) 64usize,
+                    options(nostack),
+                );
+            }
+            // SAFETY: the 16 scales follow the four steps of super-block `b`'s panel.
+            let dy = unsafe { _mm512_loadu_ps(p.add(4 * step).cast()) };
+            for (r, sr) in s.iter_mut().enumerate().take(nr) {
+                // SAFETY: rows `r < nr` of the accumulators were just stored (lanes past
+                // `cols` hold stale values that are never written out).
+                let (h, l) = unsafe {
+                    (
+                        _mm512_load_si512(hi.0[r].as_ptr().cast()),
+                        _mm512_load_si512(lo.0[r].as_ptr().cast()),
+                    )
+                };
+                let t = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32::<6>(h), l));
+                let x = &rows[r * rs + b * AMX_SB + 512..][..4];
+                let d = _mm512_mul_ps(
+                    _mm512_set1_ps(f32::from_le_bytes([x[0], x[1], x[2], x[3]])),
+                    dy,
+                );
+                let v = if kind == GridKind::Iq2 {
+                    t
+                } else {
+                    _mm512_mul_ps(t, eighth)
+                };
+                *sr = _mm512_add_ps(*sr, _mm512_mul_ps(d, v));
+            }
+        }
+        // SAFETY: releases the tile state this function configured.
+        unsafe { asm!("tilerelease", options(nostack, nomem)) };
+        let scale = if kind == GridKind::Iq2 { 0.125 } else { 1.0 };
+        for (r, sr) in s.iter().enumerate().take(nr) {
+            let mut v = [0f32; 16];
+            // SAFETY: `v` has room for 16 f32.
+            unsafe { _mm512_storeu_ps(v.as_mut_ptr(), *sr) };
+            for (o, x) in out[r * cols..(r + 1) * cols].iter_mut().zip(v) {
+                *o = scale * x;
+            }
+        }
+    }
+}

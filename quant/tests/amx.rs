@@ -1,0 +1,165 @@
+//! The AMX grid GEMM (`quant::simd::tile_amx`): its layout is lossless (the scalar dot on
+//! AMX-expanded rows returns each grid format's reference bits), the AVX-512 splitter writes
+//! the reference splitter's bytes, and — on a CPU where this process may use AMX — the tile
+//! kernel returns the reference's bits for every row count 1..=16 and column count 1..=16,
+//! random and worst-case inputs alike.
+
+use fathom_quant as quant;
+use quant::simd::tile_amx::{
+    amx_bytes, dot_amx_reference, pack_panel, split_expanded, split_fn, tile_fn, GridKind,
+    TILE_COLS, TILE_ROWS,
+};
+use quant::simd::tile_grid::{expand_fn, expanded_bytes};
+use quant::{bytes_for, quantize_activation, DType};
+
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+const GRIDS: [DType; 4] = [
+    DType::IQ2_XXS,
+    DType::IQ2_XXS_X,
+    DType::IQ1_S,
+    DType::IQ1_S_X,
+];
+
+/// Random grid rows: random bytes with a small f16 super-block scale at offset 0.
+fn random_row(r: &mut impl FnMut() -> u64, wt: DType, n: usize) -> Vec<u8> {
+    let mut w = vec![0u8; bytes_for(wt, n).unwrap()];
+    for blk in w.chunks_exact_mut(wt.info().type_size) {
+        blk.iter_mut().for_each(|b| *b = r() as u8);
+        blk[..2].copy_from_slice(&quant::scalar::f32_to_f16(0.004).to_le_bytes());
+    }
+    w
+}
+
+/// A Q8_K activation row of `n` random values in `[-scale, scale)`.
+fn random_act(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<u8> {
+    let x: Vec<f32> = (0..n)
+        .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
+        .collect();
+    let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+    quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+    a
+}
+
+/// The worst case for the integer sums: a Q8_K row whose codes are ±127 with the sign of
+/// the folded weight `64·h + l` of AMX-expanded row `amx`, so that every product adds.
+fn adversarial_act(amx: &[u8]) -> Vec<u8> {
+    let mut a = Vec::new();
+    for sb in amx.chunks_exact(quant::simd::tile_amx::AMX_SB) {
+        let qs: Vec<i8> = (0..256)
+            .map(|e| {
+                let w = 64 * (sb[e] as i8 as i32) + sb[256 + e] as i8 as i32;
+                if w < 0 {
+                    -127
+                } else {
+                    127
+                }
+            })
+            .collect();
+        a.extend_from_slice(&1.0f32.to_le_bytes());
+        a.extend(qs.iter().map(|&q| q as u8));
+        for j in 0..16 {
+            let s: i32 = qs[16 * j..16 * j + 16].iter().map(|&q| q as i32).sum();
+            a.extend_from_slice(&(s as i16).to_le_bytes());
+        }
+    }
+    a
+}
+
+/// Rows expanded by the grid expander and split by the reference splitter (checking the fast
+/// splitter's bytes against it on the way).
+fn amx_rows(wt: DType, rows: &[Vec<u8>], n: usize) -> Vec<Vec<u8>> {
+    let kind = GridKind::of(wt).unwrap();
+    rows.iter()
+        .map(|w| {
+            let mut ex = vec![0u8; expanded_bytes(n)];
+            expand_fn(wt).unwrap()(w, &mut ex);
+            let mut want = vec![0u8; amx_bytes(n)];
+            split_expanded(kind, &ex, &mut want);
+            let mut got = vec![0xAAu8; amx_bytes(n)];
+            split_fn()(kind, &ex, &mut got);
+            assert_eq!(got, want, "{wt:?}: splitters differ, n={n}");
+            want
+        })
+        .collect()
+}
+
+#[test]
+fn amx_layout_is_lossless_and_the_splitters_agree() {
+    let mut r = rng(0xa3c5);
+    for wt in GRIDS {
+        let kind = GridKind::of(wt).unwrap();
+        let reference = wt.info().vec_dot.unwrap();
+        for nsb in [1usize, 2, 3, 7] {
+            let n = 256 * nsb;
+            let rows: Vec<Vec<u8>> = (0..6).map(|_| random_row(&mut r, wt, n)).collect();
+            let amx = amx_rows(wt, &rows, n);
+            for (w, x) in rows.iter().zip(&amx) {
+                let mut acts: Vec<Vec<u8>> = (0..4)
+                    .map(|c| random_act(&mut r, n, if c == 3 { 1e4 } else { 2.0 }))
+                    .collect();
+                acts.push(adversarial_act(x));
+                for a in &acts {
+                    let want = reference(n, w, a);
+                    let got = dot_amx_reference(kind, n, x, a);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{wt:?} n={n}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn amx_tile_kernel_matches_the_reference_bit_for_bit() {
+    if tile_fn(DType::IQ2_XXS).is_none() {
+        eprintln!("no AMX on this CPU (or not permitted): the AMX tile kernel is not tested here");
+        return;
+    }
+    let mut r = rng(0x7a3e);
+    for wt in GRIDS {
+        let tile = tile_fn(wt).unwrap();
+        let reference = wt.info().vec_dot.unwrap();
+        for nsb in [1usize, 2, 5] {
+            let n = 256 * nsb;
+            let rows: Vec<Vec<u8>> = (0..TILE_ROWS).map(|_| random_row(&mut r, wt, n)).collect();
+            let amx = amx_rows(wt, &rows, n);
+            let mut acts: Vec<Vec<u8>> = (0..TILE_COLS - 1)
+                .map(|c| random_act(&mut r, n, if c == 5 { 1e4 } else { 2.0 }))
+                .collect();
+            acts.insert(3, adversarial_act(&amx[2]));
+            for nr in [1usize, 2, 3, 8, 15, 16] {
+                let packed: Vec<u8> = amx[..nr].concat();
+                for cols in [1usize, 2, 3, 5, 8, 11, 16] {
+                    let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                    let mut panel = vec![0u8; quant::simd::tile_amx::panel_bytes(n, cols)];
+                    pack_panel(n, &ar, &mut panel);
+                    let mut out = vec![f32::NAN; nr * cols];
+                    tile(n, &packed, nr, &panel, cols, &mut out);
+                    for ri in 0..nr {
+                        for (c, a) in ar.iter().enumerate() {
+                            let want = reference(n, &rows[ri], a);
+                            let got = out[ri * cols + c];
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{wt:?} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
