@@ -40,6 +40,7 @@ enum Grid {
     Amx {
         tile: tile_amx::AmxTileFn,
         kind: tile_amx::GridKind,
+        split: tile_amx::SplitFn,
         vnni: (tile_grid::TileFn, tile_grid::ExpandFn),
     },
 }
@@ -158,7 +159,12 @@ fn group_panels_bytes(s: &Shape, amx: bool) -> usize {
 /// ([`pack_group_panels`]) are in `panels` (the reference's bits).
 #[allow(clippy::too_many_arguments)]
 fn expert_tiles_amx(
-    (tile, kind, expand): (tile_amx::AmxTileFn, tile_amx::GridKind, tile_grid::ExpandFn),
+    (tile, kind, split, expand): (
+        tile_amx::AmxTileFn,
+        tile_amx::GridKind,
+        tile_amx::SplitFn,
+        tile_grid::ExpandFn,
+    ),
     s: &Shape,
     w: &TensorRef,
     e: usize,
@@ -170,7 +176,6 @@ fn expert_tiles_amx(
 ) {
     let ab = tile_amx::amx_bytes(s.k);
     let nr = cols.len();
-    let split = tile_amx::split_fn();
     for (i, buf) in ex.chunks_exact_mut(ab).take(nr).enumerate() {
         expand(weight_row(w, e, cols.start + i), tmp);
         split(kind, tmp, buf);
@@ -361,7 +366,12 @@ impl CpuKernel for MulMatId {
             .filter(|_| srcs.len() == 3)
             .map(|vnni| {
                 match tile_amx::tile_fn(w.desc.dtype).zip(tile_amx::GridKind::of(w.desc.dtype)) {
-                    Some((tile, kind)) if s.t >= AMX_MIN_TOKENS => Grid::Amx { tile, kind, vnni },
+                    Some((tile, kind)) if s.t >= AMX_MIN_TOKENS => Grid::Amx {
+                        tile,
+                        kind,
+                        split: tile_amx::split_fn(),
+                        vnni,
+                    },
                     _ => Grid::Vnni(vnni),
                 }
             });
@@ -423,11 +433,16 @@ impl CpuKernel for MulMatId {
                         packed = Some((e, use_amx));
                     }
                     match grid {
-                        Grid::Amx { tile, kind, vnni } if use_amx => {
+                        Grid::Amx {
+                            tile,
+                            kind,
+                            split,
+                            vnni,
+                        } if use_amx => {
                             let (ex, tmp) =
                                 ex.split_at_mut(exbytes - tile_grid::expanded_bytes(s.k));
                             expert_tiles_amx(
-                                (tile, kind, vnni.1),
+                                (tile, kind, split, vnni.1),
                                 &s,
                                 w,
                                 e,

@@ -206,8 +206,8 @@ pub fn tile_fn(dtype: DType) -> Option<AmxTileFn> {
     #[cfg(target_arch = "x86_64")]
     {
         Some(match kind {
-            GridKind::Iq2 => x86::tile_iq2_entry,
-            GridKind::Iq1 => x86::tile_iq1_entry,
+            GridKind::Iq2 => x86::tile_entry::<false>,
+            GridKind::Iq1 => x86::tile_entry::<true>,
         })
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -387,33 +387,9 @@ mod x86 {
         }
     }
 
-    /// Safe entry, IQ2_XXS family.
-    pub(super) fn tile_iq2_entry(
-        n: usize,
-        rows: &[u8],
-        nr: usize,
-        panel: &[u8],
-        cols: usize,
-        out: &mut [f32],
-    ) {
-        run(GridKind::Iq2, n, rows, nr, panel, cols, out)
-    }
-
-    /// Safe entry, IQ1_S family.
-    pub(super) fn tile_iq1_entry(
-        n: usize,
-        rows: &[u8],
-        nr: usize,
-        panel: &[u8],
-        cols: usize,
-        out: &mut [f32],
-    ) {
-        run(GridKind::Iq1, n, rows, nr, panel, cols, out)
-    }
-
-    /// Checks the shapes, then runs the kernel.
-    fn run(
-        kind: GridKind,
+    /// Safe entry (the IQ1_S family when `IQ1`, else IQ2_XXS): checks the shapes, then runs
+    /// the kernel.
+    pub(super) fn tile_entry<const IQ1: bool>(
         n: usize,
         rows: &[u8],
         nr: usize,
@@ -427,6 +403,7 @@ mod x86 {
         assert_eq!(rows.len(), nr * super::amx_bytes(n), "AMX rows length");
         assert_eq!(panel.len(), super::panel_bytes(n, cols), "panel length");
         assert_eq!(out.len(), nr * cols, "tile output length");
+        let kind = if IQ1 { GridKind::Iq1 } else { GridKind::Iq2 };
         // SAFETY: `tile_fn` hands the entries out only after `available()` (AMX-TILE,
         // AMX-INT8, the OS permission and the AVX-512 tier); the shapes are checked above.
         unsafe { tile(kind, n / 256, rows, nr, panel, cols, out) }
