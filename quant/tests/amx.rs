@@ -4,23 +4,16 @@
 //! kernel returns the reference's bits for every row count 1..=16 and column count 1..=16,
 //! random and worst-case inputs alike.
 
+mod common;
+
+use common::{q8k, rng};
 use fathom_quant as quant;
 use quant::simd::tile_amx::{
     amx_bytes, dot_amx_reference, pack_panel, split_expanded, split_fn, tile_fn, GridKind,
     TILE_COLS, TILE_ROWS,
 };
 use quant::simd::tile_grid::{expand_fn, expanded_bytes};
-use quant::{bytes_for, quantize_activation, DType};
-
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut s = seed | 1;
-    move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    }
-}
+use quant::{bytes_for, DType};
 
 const GRIDS: [DType; 4] = [
     DType::IQ2_XXS,
@@ -37,16 +30,6 @@ fn random_row(r: &mut impl FnMut() -> u64, wt: DType, n: usize) -> Vec<u8> {
         blk[..2].copy_from_slice(&quant::scalar::f32_to_f16(0.004).to_le_bytes());
     }
     w
-}
-
-/// A Q8_K activation row of `n` random values in `[-scale, scale)`.
-fn random_act(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<u8> {
-    let x: Vec<f32> = (0..n)
-        .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
-        .collect();
-    let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
-    quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
-    a
 }
 
 /// The worst case for the integer sums: a Q8_K row whose codes are ±127 with the sign of
@@ -104,7 +87,7 @@ fn amx_layout_is_lossless_and_the_splitters_agree() {
             let amx = amx_rows(wt, &rows, n);
             for (w, x) in rows.iter().zip(&amx) {
                 let mut acts: Vec<Vec<u8>> = (0..4)
-                    .map(|c| random_act(&mut r, n, if c == 3 { 1e4 } else { 2.0 }))
+                    .map(|c| q8k(&mut r, n, if c == 3 { 1e4 } else { 2.0 }))
                     .collect();
                 acts.push(adversarial_act(x));
                 for a in &acts {
@@ -136,7 +119,7 @@ fn amx_tile_kernel_matches_the_reference_bit_for_bit() {
             let rows: Vec<Vec<u8>> = (0..TILE_ROWS).map(|_| random_row(&mut r, wt, n)).collect();
             let amx = amx_rows(wt, &rows, n);
             let mut acts: Vec<Vec<u8>> = (0..TILE_COLS - 1)
-                .map(|c| random_act(&mut r, n, if c == 5 { 1e4 } else { 2.0 }))
+                .map(|c| q8k(&mut r, n, if c == 5 { 1e4 } else { 2.0 }))
                 .collect();
             acts.insert(3, adversarial_act(&amx[2]));
             for nr in [1usize, 2, 3, 8, 15, 16] {

@@ -4,22 +4,15 @@
 //! same bits, its reference dot gives the source's reference dot's bits, and its tile
 //! expansion is the source's byte for byte.
 
+mod common;
+
+use common::{q8k, rng};
 use fathom_quant as quant;
 use quant::codec::repack::{repack_iq1_s_x, repack_iq2_xxs_x};
 use quant::simd::tile_grid::{
     expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes,
 };
 use quant::{bytes_for, dequantize_row, quantize_activation, DType};
-
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut s = seed;
-    move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    }
-}
 
 /// `nb` random IQ1_S blocks, the f16 scale `d` set to a finite value.
 fn iq1_s_row(r: &mut impl FnMut() -> u64, nb: usize) -> Vec<u8> {
@@ -82,16 +75,6 @@ fn the_repack_is_lossless() {
         expand_iq1_s_x(&x, &mut e2);
         assert_eq!(e1, e2, "n={n}: tile expansions differ");
     }
-}
-
-/// Random Q8_K activations of length `n` in `[-scale, scale)`.
-fn q8k(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<u8> {
-    let act: Vec<f32> = (0..n)
-        .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
-        .collect();
-    let mut q = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
-    quantize_activation(DType::Q8_K, &act, &mut q).unwrap();
-    q
 }
 
 #[test]

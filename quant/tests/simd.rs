@@ -3,18 +3,11 @@
 //! codes included. The kernels reproduce the reference's
 //! accumulation order, so the results must be bit-identical.
 
+mod common;
+
+use common::rng;
 use fathom_quant as quant;
 use quant::{bytes_for, quantize_activation, DType};
-
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut s = seed | 1;
-    move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    }
-}
 
 /// Random activations of length `n` in `[-scale, scale)`.
 fn activations(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<f32> {

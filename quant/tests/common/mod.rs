@@ -1,0 +1,27 @@
+//! Helpers shared by the quant integration tests (`simd.rs`, `repack.rs`, `amx.rs`): a
+//! seeded xorshift generator and random Q8_K activation rows.
+
+#![allow(dead_code)] // each test crate uses its own subset
+
+use fathom_quant::{bytes_for, quantize_activation, DType};
+
+/// A xorshift64 stream from `seed` (forced odd, so never the all-zero state).
+pub fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+/// A Q8_K activation row of `n` random values in `[-scale, scale)`.
+pub fn q8k(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<u8> {
+    let x: Vec<f32> = (0..n)
+        .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
+        .collect();
+    let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+    quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+    a
+}
