@@ -240,7 +240,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new(t.name(), "expand"), |b| {
                     b.iter(|| expand(black_box(wr[0]), &mut e))
                 });
-                bench_amx_tile(&mut g, t, &er);
+                bench_amx_tile(&mut g, t, &er, wr[0]);
             }
             _ => {
                 let Some(tile) = tile_float::float_tile_fn(t) else {
@@ -273,12 +273,14 @@ fn bench_gemm_kernels(c: &mut Criterion) {
 }
 
 /// The AMX grid tile (`gemm/<type>/amx16x16`: 16 rows × 16 columns, rows made from the four
-/// expanded rows) and its splitter (`gemm/<type>/amx-split`, bytes of the packed type per
-/// second), where this process may use AMX.
+/// expanded rows), its splitter (`gemm/<type>/amx-split`, bytes of the packed type per
+/// second) and, for IQ2_XXS_X, the direct expander that replaces expander and splitter
+/// (`gemm/IQ2_XXS_X/amx-direct`, from the packed row `w`), where this process may use AMX.
 fn bench_amx_tile(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     t: DType,
     expanded: &[&[u8]],
+    w: &[u8],
 ) {
     use quant::simd::tile_amx;
     let Some(tile) = tile_amx::tile_fn(t) else {
@@ -311,6 +313,11 @@ fn bench_amx_tile(
     g.bench_function(BenchmarkId::new(t.name(), "amx-split"), |b| {
         b.iter(|| split(kind, black_box(expanded[0]), &mut a))
     });
+    if let Some(direct) = tile_amx::amx_expand_fn(t) {
+        g.bench_function(BenchmarkId::new(t.name(), "amx-direct"), |b| {
+            b.iter(|| direct(black_box(w), &mut a))
+        });
+    }
 }
 
 criterion_group! {

@@ -30,6 +30,15 @@ const TILED_MIN_TOKENS: usize = 4;
 /// few columns the register tile is cheaper.
 const AMX_MIN_TOKENS: usize = 8;
 
+/// The direct AMX expander of `dtype` ([`tile_amx::amx_expand_fn`]), unless
+/// `FATHOM_AMX_DIRECT=0` asks for the grid expander and the split instead (for A/B runs; the
+/// bytes are the same either way).
+fn direct_amx_expand(dtype: DType) -> Option<tile_amx::AmxExpandFn> {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let off = *OFF.get_or_init(|| std::env::var("FATHOM_AMX_DIRECT").is_ok_and(|v| v == "0"));
+    tile_amx::amx_expand_fn(dtype).filter(|_| !off)
+}
+
 /// The tiled grid GEMM a MUL_MAT_ID node runs for experts with several tokens.
 #[derive(Clone, Copy)]
 enum Grid {
@@ -41,6 +50,8 @@ enum Grid {
         tile: tile_amx::AmxTileFn,
         kind: tile_amx::GridKind,
         split: tile_amx::SplitFn,
+        /// The direct expander (IQ2_XXS_X), which replaces the grid expander and the split.
+        direct: Option<tile_amx::AmxExpandFn>,
         vnni: (tile_grid::TileFn, tile_grid::ExpandFn),
     },
 }
@@ -154,15 +165,16 @@ fn group_panels_bytes(s: &Shape, amx: bool) -> usize {
 
 /// Output columns `cols` of every output row in `group` (the rows routed to expert `e`) with
 /// the AMX grid GEMM: the item's weight rows (at most [`CHUNK`] = [`tile_amx::TILE_ROWS`])
-/// are expanded (`tile_grid`'s expander into `tmp`) and split into their AMX form in `ex`,
-/// then multiplied against up to 16 of the group's tokens per call, whose panels
+/// are expanded (`tile_grid`'s expander into `tmp`) and split into their AMX form in `ex`
+/// (or, with a direct expander, written in that form at once), then multiplied against up to 16 of the group's tokens per call, whose panels
 /// ([`pack_group_panels`]) are in `panels` (the reference's bits).
 #[allow(clippy::too_many_arguments)]
 fn expert_tiles_amx(
-    (tile, kind, split, expand): (
+    (tile, kind, split, direct, expand): (
         tile_amx::AmxTileFn,
         tile_amx::GridKind,
         tile_amx::SplitFn,
+        Option<tile_amx::AmxExpandFn>,
         tile_grid::ExpandFn,
     ),
     s: &Shape,
@@ -177,8 +189,14 @@ fn expert_tiles_amx(
     let ab = tile_amx::amx_bytes(s.k);
     let nr = cols.len();
     for (i, buf) in ex.chunks_exact_mut(ab).take(nr).enumerate() {
-        expand(weight_row(w, e, cols.start + i), tmp);
-        split(kind, tmp, buf);
+        let row = weight_row(w, e, cols.start + i);
+        match direct {
+            Some(direct) => direct(row, buf),
+            None => {
+                expand(row, tmp);
+                split(kind, tmp, buf);
+            }
+        }
     }
     let mut at = 0;
     for chunk in group.chunks(tile_amx::TILE_COLS) {
@@ -370,6 +388,7 @@ impl CpuKernel for MulMatId {
                         tile,
                         kind,
                         split: tile_amx::split_fn(),
+                        direct: direct_amx_expand(w.desc.dtype),
                         vnni,
                     },
                     _ => Grid::Vnni(vnni),
@@ -437,12 +456,13 @@ impl CpuKernel for MulMatId {
                             tile,
                             kind,
                             split,
+                            direct,
                             vnni,
                         } if use_amx => {
                             let (ex, tmp) =
                                 ex.split_at_mut(exbytes - tile_grid::expanded_bytes(s.k));
                             expert_tiles_amx(
-                                (tile, kind, split, vnni.1),
+                                (tile, kind, split, direct, vnni.1),
                                 &s,
                                 w,
                                 e,

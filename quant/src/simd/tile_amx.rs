@@ -23,7 +23,10 @@
 //! **AMX-expanded row** ([`amx_bytes`] per row; [`AMX_SB`] = 576 bytes per 256-element
 //! super-block): bytes 0..256 the `h` plane and 256..512 the `l` plane, in element order; 512..516
 //! the super-block scale `d` as f32; zeros to 576. Made from the grid expander's layout
-//! ([`super::tile_grid`]) by [`split_expanded`] (the reference) or its AVX-512 form.
+//! ([`super::tile_grid`]) by [`split_expanded`] (the reference) or its AVX-512 form; for
+//! IQ2_XXS_X directly from the repacked row ([`amx_expand_iq2_xxs_x`] and its AVX-512 form,
+//! [`amx_expand_fn`]): its level codes and group nibbles index a 64-entry table per plane,
+//! which costs less than expanding and then splitting.
 //!
 //! **Activation panel** ([`pack_panel`]): per super-block, four 64-element steps of a
 //! `tdpbssd` B operand — 16 rows of `4·cols` bytes, row `k` holding elements `4k..4k+3` of
@@ -38,7 +41,9 @@
 //! row, column and super-block, against 5.0 ns for the VNNI register tile).
 
 use super::tile_grid::EXPANDED_SB;
-use crate::blocks::{view, BlockQ8K};
+use crate::blocks::{view, BlockIQ2XXSX, BlockQ8K};
+use crate::codec::repack::{iq2xx_scale, iq2xx_value};
+use crate::scalar::le_f16;
 use crate::DType;
 use std::sync::OnceLock;
 
@@ -178,6 +183,45 @@ pub fn pack_panel(n: usize, acts: &[&[u8]], out: &mut [u8]) {
     }
 }
 
+/// The reference direct expander of IQ2_XXS_X: a row straight into its AMX-expanded form
+/// (`W = ls·v` per element, `h = (W + 32) >> 6`, `l = W − 64·h`, then `d`), the same bytes as
+/// [`split_expanded`] of the grid-expanded row, without that intermediate.
+///
+/// # Panics
+/// If `out` is not [`amx_bytes`] of the row's length (a caller's bug).
+pub fn amx_expand_iq2_xxs_x(w: &[u8], out: &mut [u8]) {
+    let xs = view::<BlockIQ2XXSX>(w);
+    assert_eq!(out.len(), xs.len() * AMX_SB, "AMX row length");
+    for (x, a) in xs.iter().zip(out.chunks_exact_mut(AMX_SB)) {
+        for e in 0..256 {
+            let w = iq2xx_scale(x, e / 32) * iq2xx_value(x, e);
+            let h = (w + 32) >> 6;
+            a[e] = h as i8 as u8;
+            a[256 + e] = (w - 64 * h) as i8 as u8;
+        }
+        a[512..516].copy_from_slice(&le_f16(x.d).to_le_bytes());
+        a[516..].fill(0);
+    }
+}
+
+/// A direct expander: weight row → AMX-expanded row in one pass (no grid-expanded row).
+pub type AmxExpandFn = fn(w: &[u8], out: &mut [u8]);
+
+/// The direct expander of `dtype`, where there is one (IQ2_XXS_X: its 2-bit level codes and
+/// 4-bit group scales index one 64-entry table per plane); the AVX-512 VBMI form where the
+/// CPU has it, else the reference. Other grid types go through the grid expander and
+/// [`split_fn`].
+pub fn amx_expand_fn(dtype: DType) -> Option<AmxExpandFn> {
+    if dtype != DType::IQ2_XXS_X {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512_iq::has_features() && !super::force_scalar() {
+        return Some(x86::expand_iq2_xxs_x_entry);
+    }
+    Some(amx_expand_iq2_xxs_x)
+}
+
 /// A splitter: expanded grid row → AMX-expanded row (the layout of [`split_expanded`]).
 pub type SplitFn = fn(kind: GridKind, ex: &[u8], out: &mut [u8]);
 
@@ -241,6 +285,9 @@ pub fn available() -> bool {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{step_bytes, GridKind, AMX_SB, TILE_COLS, TILE_ROWS};
+    use crate::blocks::{view, BlockIQ2XXSX};
+    use crate::codec::repack::IQ2X_LEVELS;
+    use crate::scalar::le_f16;
     use crate::simd::tile_grid::EXPANDED_SB;
     use std::arch::asm;
     use std::arch::x86_64::*;
@@ -383,6 +430,114 @@ mod x86 {
                 }
             }
             a[512..516].copy_from_slice(&o[288..292]);
+            a[516..].fill(0);
+        }
+    }
+
+    /// `vpermb` tables of the direct IQ2_XXS_X expander: index `l | s << 2` (level code `l`,
+    /// group nibble `s`) → the `h` and the `l` plane byte of `W = (2·s + 1)·level(l)`.
+    static IQ2X_PLANES: [[u8; 64]; 2] = {
+        let mut t = [[0u8; 64]; 2];
+        let mut i = 0;
+        while i < 64 {
+            let w = (2 * (i >> 2) as i32 + 1) * IQ2X_LEVELS[i & 3] as i32;
+            let h = (w + 32) >> 6;
+            t[0][i] = h as i8 as u8;
+            t[1][i] = (w - 64 * h) as i8 as u8;
+            i += 1;
+        }
+        t
+    };
+
+    /// `vpmultishiftqb` controls on the block's `sc` broadcast to every dword (each qword
+    /// holds it twice): for quarter `p`, bytes 0..32 take the bits from `8p − 2` (group 2p's
+    /// nibble lands at bits 2..5), bytes 32..64 from `8p + 2` (group 2p + 1's).
+    static IQ2X_NIBBLE_CTRL: [[u8; 64]; 4] = {
+        let mut t = [[0u8; 64]; 4];
+        let mut p = 0;
+        while p < 4 {
+            let mut i = 0;
+            while i < 64 {
+                t[p][i] = if i < 32 {
+                    ((8 * p + 62) % 64) as u8
+                } else {
+                    (8 * p + 2) as u8
+                };
+                i += 1;
+            }
+            p += 1;
+        }
+        t
+    };
+
+    /// Safe entry of the AVX-512 direct IQ2_XXS_X expander: checks the lengths, then expands.
+    pub(super) fn expand_iq2_xxs_x_entry(w: &[u8], out: &mut [u8]) {
+        assert_eq!(w.len() % 102, 0, "whole IQ2_XXS_X blocks");
+        assert_eq!(out.len(), w.len() / 102 * AMX_SB, "AMX row length");
+        // SAFETY: `amx_expand_fn` hands this entry out only after checking the AVX-512
+        // features; the lengths are checked above.
+        unsafe { expand_iq2_xxs_x(w, out) }
+    }
+
+    /// [`super::amx_expand_iq2_xxs_x`] with 512-bit registers, a quarter (64 elements) per
+    /// step: the level codes (bits 2p, 2p + 1 of each code byte, shifted down) and the two
+    /// groups' nibbles (`vpmultishiftqb` of `sc`) merged into a 6-bit index by one
+    /// `vpternlogd`, one `vpermb` per plane, and the sign bits applied to both planes by a
+    /// masked subtraction. Negation commutes with the split because `W = ls·level` is never
+    /// 32 mod 64 (`ls` is odd and the levels are 8, 25, 43 and 0; `quant/tests/amx.rs` checks
+    /// the bytes against the reference on random blocks, the unused level 3 included).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F/BW/VBMI; `w` is whole IQ2_XXS_X blocks and `out` their
+    /// AMX-expanded length.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    unsafe fn expand_iq2_xxs_x(w: &[u8], out: &mut [u8]) {
+        // SAFETY: the tables are 64 bytes each (unaligned loads).
+        let (th, tl, ctrl) = unsafe {
+            (
+                _mm512_loadu_si512(IQ2X_PLANES[0].as_ptr().cast()),
+                _mm512_loadu_si512(IQ2X_PLANES[1].as_ptr().cast()),
+                IQ2X_NIBBLE_CTRL.map(|c| _mm512_loadu_si512(c.as_ptr().cast())),
+            )
+        };
+        let three = _mm512_set1_epi8(3);
+        let zero = _mm512_setzero_si512();
+        for (x, a) in view::<BlockIQ2XXSX>(w)
+            .iter()
+            .zip(out.chunks_exact_mut(AMX_SB))
+        {
+            // SAFETY: a block's 64 code bytes are readable (unaligned load).
+            let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
+            let sc = _mm512_set1_epi32(i32::from_le_bytes(x.sc));
+            let codes = [
+                q,
+                _mm512_srli_epi16::<2>(q),
+                _mm512_srli_epi16::<4>(q),
+                _mm512_srli_epi16::<6>(q),
+            ];
+            for (p, c) in codes.into_iter().enumerate() {
+                // bits 0..2 the level code, 2..6 the group's nibble; `vpermb` ignores 6..8
+                let idx = _mm512_ternarylogic_epi32::<0xE2>(
+                    c,
+                    three,
+                    _mm512_multishift_epi64_epi8(ctrl[p], sc),
+                );
+                let neg = u64::from_le_bytes(x.sg[8 * p..8 * p + 8].try_into().unwrap());
+                let h = _mm512_permutexvar_epi8(idx, th);
+                let l = _mm512_permutexvar_epi8(idx, tl);
+                // SAFETY: bytes 64p.. of each 256-byte plane of the AMX super-block.
+                unsafe {
+                    _mm512_storeu_si512(
+                        a[64 * p..].as_mut_ptr().cast(),
+                        _mm512_mask_sub_epi8(h, neg, zero, h),
+                    );
+                    _mm512_storeu_si512(
+                        a[256 + 64 * p..].as_mut_ptr().cast(),
+                        _mm512_mask_sub_epi8(l, neg, zero, l),
+                    );
+                }
+            }
+            a[512..516].copy_from_slice(&le_f16(x.d).to_le_bytes());
             a[516..].fill(0);
         }
     }
