@@ -26,7 +26,7 @@
 //! signs — with magnitudes formed by masked blends were tried: 13–16% slower per row.)
 
 use crate::blocks::{le_u16, view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX};
-use crate::codec::iquants::{grid_byte, IQ1_DELTA};
+use crate::codec::iquants::IQ1_DELTA;
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use crate::scalar::le_f16;
 
@@ -49,6 +49,58 @@ pub fn iq1sx_code(x: &BlockIQ1SX, e: usize) -> u8 {
     (x.qs[e % 64] >> (2 * (e / 64))) & 3
 }
 
+/// Per IQ1_S grid row: byte j holds the level code `v + 1` of its element j.
+static IQ1S_LEVEL_ROWS: [u64; 2048] = {
+    let mut t = [0u64; 2048];
+    let mut i = 0;
+    while i < 2048 {
+        let mut j = 0;
+        while j < 8 {
+            let v = (IQ1S_GRID[i] >> (8 * j)) as u8 as i8;
+            assert!(v >= -1 && v <= 1, "IQ1S_GRID holds only -1, 0 and 1");
+            t[i] |= ((v + 1) as u64) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// Per IQ2_XXS grid row: byte j holds the level code (0: 8, 1: 25, 2: 43) of its element j.
+static IQ2XXS_LEVEL_ROWS: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut j = 0;
+        while j < 8 {
+            let v = (IQ2XXS_GRID[i] >> (8 * j)) as u8;
+            let l = if v == IQ2X_LEVELS[0] {
+                0
+            } else if v == IQ2X_LEVELS[1] {
+                1
+            } else if v == IQ2X_LEVELS[2] {
+                2
+            } else {
+                panic!("IQ2XXS_GRID holds only 8, 25 and 43")
+            };
+            t[i] |= l << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// ORs one grid row's eight level codes (a byte each, from the tables above) into the
+/// repacked `qs` as elements `32g + 8k .. +8`: they share quarter `g / 2` (so one shift,
+/// `2·(g / 2)`) and are eight consecutive bytes; a code ≤ 3 shifted by ≤ 6 stays in its byte.
+#[inline]
+fn put_levels(qs: &mut [u8; 64], g: usize, k: usize, row: u64) {
+    let at = 32 * (g % 2) + 8 * k;
+    let cur = u64::from_le_bytes(qs[at..at + 8].try_into().unwrap());
+    qs[at..at + 8].copy_from_slice(&(cur | row << (2 * (g / 2))).to_le_bytes());
+}
+
 /// Repacks IQ1_S blocks `src` into IQ1_S_X blocks `dst` (the same number of blocks).
 ///
 /// # Panics
@@ -66,11 +118,7 @@ pub fn repack_iq1_s_x(src: &[u8], dst: &mut [u8]) {
             sc |= nib << iq1sx_nibble_shift(g);
             for k in 0..4 {
                 let idx = x.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
-                for j in 0..8 {
-                    let e = 32 * g + 8 * k + j;
-                    let l = (grid_byte(IQ1S_GRID[idx], j) as i8 + 1) as u8;
-                    qs[e % 64] |= l << (2 * (e / 64));
-                }
+                put_levels(&mut qs, g, k, IQ1S_LEVEL_ROWS[idx]);
             }
         }
         *o = BlockIQ1SX {
@@ -136,19 +184,9 @@ pub fn repack_iq2_xxs_x(src: &[u8], dst: &mut [u8]) {
             let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
             sc |= (a1 >> 28) << (4 * g);
             for k in 0..4 {
-                let signs = KSIGNS_IQ2XS[((a1 >> (7 * k)) & 127) as usize];
-                let grid = IQ2XXS_GRID[q[k] as usize];
-                for j in 0..8 {
-                    let e = 32 * g + 8 * k + j;
-                    let v = grid_byte(grid, j);
-                    let l = IQ2X_LEVELS[..3]
-                        .iter()
-                        .position(|&m| m == v)
-                        .expect("IQ2XXS_GRID holds only 8, 25 and 43")
-                        as u8;
-                    qs[e % 64] |= l << (2 * (e / 64));
-                    sg[e / 8] |= (signs >> j & 1) << (e % 8);
-                }
+                put_levels(&mut qs, g, k, IQ2XXS_LEVEL_ROWS[q[k] as usize]);
+                // elements 8·(4g + k) + j, j = 0..8: one sign byte, bit j
+                sg[4 * g + k] = KSIGNS_IQ2XS[((a1 >> (7 * k)) & 127) as usize];
             }
         }
         *o = BlockIQ2XXSX {
