@@ -35,10 +35,11 @@
 //! **Kernel.** Per super-block: two accumulator tiles zeroed, four steps of (load the `h` and
 //! `l` tiles of up to 16 rows, load the panel step, two `tdpbssd`), both accumulators stored,
 //! and per row one 16-lane combine (`T = (hi << 6) + lo`, convert, scale, multiply-add in the
-//! reference's order). Measured on the AMX host (a KVM guest, 2 vCPUs) in a scratch harness:
-//! `tileloadd` ~23 ns, `tilestored` ~19 ns, `tdpbssd` 8–18 ns — several times the published
-//! figures for bare metal — and the whole super-block ~0.5 µs for 16 × 16 outputs (2.0 ns per
-//! row, column and super-block, against 5.0 ns for the VNNI register tile).
+//! reference's order). Measured on the AMX host (a KVM guest, 2 vCPUs) in a scratch harness,
+//! in cycles of a dependent `add` loop: `tileloadd` 8–14, `tdpbssd` 16–19, `tilestored` 8–9
+//! (bare-metal figures; the guest itself runs slowly), and the whole super-block ~0.5 µs for
+//! 16 × 16 outputs (2.0 ns per row, column and super-block, against 5.0 ns for the VNNI
+//! register tile).
 
 use super::tile_grid::EXPANDED_SB;
 use crate::blocks::{view, BlockIQ2XXSX, BlockQ8K};
