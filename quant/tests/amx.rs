@@ -9,8 +9,8 @@ mod common;
 use common::{q8k, rng};
 use fathom_quant as quant;
 use quant::simd::tile_amx::{
-    amx_bytes, amx_expand_fn, amx_expand_iq2_xxs_x, dot_amx_reference, pack_panel, split_expanded,
-    split_fn, tile_fn, GridKind, TILE_COLS, TILE_ROWS,
+    amx_bytes, amx_expand_fn, amx_expand_iq1_s_x, amx_expand_iq2_xxs_x, dot_amx_reference,
+    pack_panel, split_expanded, split_fn, tile_fn, GridKind, TILE_COLS, TILE_ROWS,
 };
 use quant::simd::tile_grid::{expand_fn, expanded_bytes};
 use quant::{bytes_for, DType};
@@ -104,41 +104,54 @@ fn amx_layout_is_lossless_and_the_splitters_agree() {
     }
 }
 
-/// IQ2_XXS_X blocks covering every (group nibble, level code, sign) combination: block
-/// `i` has nibble `i / 8` in every group, level `(i / 2) % 4` everywhere (3 is a level code
-/// the repacker never writes; it decodes to 0) and all signs set when `i` is odd.
-fn every_iq2x_index() -> Vec<u8> {
+/// Repacked blocks (IQ2_XXS_X when `signs`, else IQ1_S_X) covering every (group nibble,
+/// level code, sign) combination: block `i` has nibble `i / 8` in every group, level
+/// `(i / 2) % 4` everywhere (3 is a code the repackers never write) and, with `signs`, all
+/// signs set when `i` is odd.
+fn every_direct_index(signs: bool) -> Vec<u8> {
     let mut w = Vec::new();
     for i in 0..128usize {
         let (nib, level, neg) = ((i / 8) as u32, (i / 2 % 4) as u8, i % 2 == 1);
         w.extend_from_slice(&quant::scalar::f32_to_f16(0.25).to_le_bytes());
         w.extend_from_slice(&(nib * 0x1111_1111).to_le_bytes());
         w.extend(std::iter::repeat_n(level * 0x55, 64));
-        w.extend(std::iter::repeat_n(if neg { 0xFF } else { 0 }, 32));
+        if signs {
+            w.extend(std::iter::repeat_n(if neg { 0xFF } else { 0 }, 32));
+        }
     }
     w
 }
 
 #[test]
-fn direct_iq2_xxs_x_expander_writes_the_split_bytes() {
+fn direct_expanders_write_the_split_bytes() {
     let mut r = rng(0x51d3);
-    let fast = amx_expand_fn(DType::IQ2_XXS_X).unwrap();
-    let mut rows: Vec<Vec<u8>> = [1usize, 2, 3, 16]
-        .iter()
-        .map(|&nsb| random_row(&mut r, DType::IQ2_XXS_X, 256 * nsb))
-        .collect();
-    rows.push(every_iq2x_index());
-    for w in &rows {
-        let n = w.len() / 102 * 256;
-        let want = &amx_rows(DType::IQ2_XXS_X, std::slice::from_ref(w), n)[0];
-        let mut got = vec![0xAAu8; amx_bytes(n)];
-        amx_expand_iq2_xxs_x(w, &mut got);
-        assert_eq!(&got, want, "reference direct expander, n={n}");
-        let mut got = vec![0x55u8; amx_bytes(n)];
-        fast(w, &mut got);
-        assert_eq!(&got, want, "fast direct expander, n={n}");
+    for (wt, reference, signs) in [
+        (
+            DType::IQ2_XXS_X,
+            amx_expand_iq2_xxs_x as fn(&[u8], &mut [u8]),
+            true,
+        ),
+        (DType::IQ1_S_X, amx_expand_iq1_s_x, false),
+    ] {
+        let fast = amx_expand_fn(wt).unwrap();
+        let bs = wt.info().type_size;
+        let mut rows: Vec<Vec<u8>> = [1usize, 2, 3, 16]
+            .iter()
+            .map(|&nsb| random_row(&mut r, wt, 256 * nsb))
+            .collect();
+        rows.push(every_direct_index(signs));
+        for w in &rows {
+            let n = w.len() / bs * 256;
+            let want = &amx_rows(wt, std::slice::from_ref(w), n)[0];
+            let mut got = vec![0xAAu8; amx_bytes(n)];
+            reference(w, &mut got);
+            assert_eq!(&got, want, "{wt:?}: reference direct expander, n={n}");
+            let mut got = vec![0x55u8; amx_bytes(n)];
+            fast(w, &mut got);
+            assert_eq!(&got, want, "{wt:?}: fast direct expander, n={n}");
+        }
     }
-    for wt in [DType::IQ2_XXS, DType::IQ1_S, DType::IQ1_S_X] {
+    for wt in [DType::IQ2_XXS, DType::IQ1_S] {
         assert!(amx_expand_fn(wt).is_none(), "{wt:?} has no direct expander");
     }
 }

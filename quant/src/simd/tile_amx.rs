@@ -24,9 +24,9 @@
 //! super-block): bytes 0..256 the `h` plane and 256..512 the `l` plane, in element order; 512..516
 //! the super-block scale `d` as f32; zeros to 576. Made from the grid expander's layout
 //! ([`super::tile_grid`]) by [`split_expanded`] (the reference) or its AVX-512 form; for
-//! IQ2_XXS_X directly from the repacked row ([`amx_expand_iq2_xxs_x`] and its AVX-512 form,
-//! [`amx_expand_fn`]): its level codes and group nibbles index a 64-entry table per plane,
-//! which costs less than expanding and then splitting.
+//! the repacked IQ2_XXS_X and IQ1_S_X directly from the row ([`amx_expand_iq2_xxs_x`],
+//! [`amx_expand_iq1_s_x`] and their AVX-512 form, [`amx_expand_fn`]): level codes and group
+//! nibbles index a 64-entry table per plane, which costs less than expanding and splitting.
 //!
 //! **Activation panel** ([`pack_panel`]): per super-block, four 64-element steps of a
 //! `tdpbssd` B operand — 16 rows of `4·cols` bytes, row `k` holding elements `4k..4k+3` of
@@ -42,8 +42,8 @@
 //! register tile).
 
 use super::tile_grid::EXPANDED_SB;
-use crate::blocks::{view, BlockIQ2XXSX, BlockQ8K};
-use crate::codec::repack::{iq2xx_scale, iq2xx_value};
+use crate::blocks::{view, BlockIQ1SX, BlockIQ2XXSX, BlockQ8K};
+use crate::codec::repack::{iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value};
 use crate::scalar::le_f16;
 use crate::DType;
 use std::sync::OnceLock;
@@ -205,22 +205,51 @@ pub fn amx_expand_iq2_xxs_x(w: &[u8], out: &mut [u8]) {
     }
 }
 
+/// The reference direct expander of IQ1_S_X: `W = 8·ls·(code − 1) + lsg` per element (`ls`
+/// and the delta sign from the group's nibble, `lsg = ±ls`), split as in [`split_expanded`]:
+/// the same bytes as the split of the grid-expanded row.
+///
+/// # Panics
+/// If `out` is not [`amx_bytes`] of the row's length (a caller's bug).
+pub fn amx_expand_iq1_s_x(w: &[u8], out: &mut [u8]) {
+    let xs = view::<BlockIQ1SX>(w);
+    assert_eq!(out.len(), xs.len() * AMX_SB, "AMX row length");
+    for (x, a) in xs.iter().zip(out.chunks_exact_mut(AMX_SB)) {
+        for e in 0..256 {
+            let (ls, neg) = iq1sx_group(x, e / 32);
+            let lsg = if neg { -ls } else { ls };
+            let w = 8 * ls * (iq1sx_code(x, e) as i32 - 1) + lsg;
+            let h = (w + 32) >> 6;
+            a[e] = h as i8 as u8;
+            a[256 + e] = (w - 64 * h) as i8 as u8;
+        }
+        a[512..516].copy_from_slice(&le_f16(x.d).to_le_bytes());
+        a[516..].fill(0);
+    }
+}
+
 /// A direct expander: weight row → AMX-expanded row in one pass (no grid-expanded row).
 pub type AmxExpandFn = fn(w: &[u8], out: &mut [u8]);
 
-/// The direct expander of `dtype`, where there is one (IQ2_XXS_X: its 2-bit level codes and
-/// 4-bit group scales index one 64-entry table per plane); the AVX-512 VBMI form where the
-/// CPU has it, else the reference. Other grid types go through the grid expander and
-/// [`split_fn`].
+/// The direct expander of `dtype`, where there is one (the repacked forms IQ2_XXS_X and
+/// IQ1_S_X: an element's 2-bit level code and its group's 4-bit nibble index one 64-entry
+/// table per plane); the AVX-512 VBMI form where the CPU has it, else the reference. IQ2_XXS
+/// and IQ1_S go through the grid expander and [`split_fn`].
 pub fn amx_expand_fn(dtype: DType) -> Option<AmxExpandFn> {
-    if dtype != DType::IQ2_XXS_X {
-        return None;
-    }
+    let reference: AmxExpandFn = match dtype {
+        DType::IQ2_XXS_X => amx_expand_iq2_xxs_x,
+        DType::IQ1_S_X => amx_expand_iq1_s_x,
+        _ => return None,
+    };
     #[cfg(target_arch = "x86_64")]
     if super::avx512_iq::has_features() && !super::force_scalar() {
-        return Some(x86::expand_iq2_xxs_x_entry);
+        return Some(if dtype == DType::IQ2_XXS_X {
+            x86::expand_direct_entry::<true>
+        } else {
+            x86::expand_direct_entry::<false>
+        });
     }
-    Some(amx_expand_iq2_xxs_x)
+    Some(reference)
 }
 
 /// A splitter: expanded grid row → AMX-expanded row (the layout of [`split_expanded`]).
@@ -286,7 +315,6 @@ pub fn available() -> bool {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{step_bytes, GridKind, AMX_SB, TILE_COLS, TILE_ROWS};
-    use crate::blocks::{view, BlockIQ2XXSX};
     use crate::codec::repack::IQ2X_LEVELS;
     use crate::scalar::le_f16;
     use crate::simd::tile_grid::EXPANDED_SB;
@@ -435,16 +463,27 @@ mod x86 {
         }
     }
 
-    /// `vpermb` tables of the direct IQ2_XXS_X expander: index `l | s << 2` (level code `l`,
-    /// group nibble `s`) → the `h` and the `l` plane byte of `W = (2·s + 1)·level(l)`.
-    static IQ2X_PLANES: [[u8; 64]; 2] = {
-        let mut t = [[0u8; 64]; 2];
+    /// `vpermb` tables of the direct expanders, index `l | s << 2` (level code `l`, group
+    /// nibble `s`) → the `h` and the `l` plane byte of the folded weight: IQ2_XXS_X
+    /// `W = (2·s + 1)·level(l)` (before the element's sign), IQ1_S_X
+    /// `W = 8·ls·(l − 1) ± ls` with `ls = 2·(s & 7) + 1` and `−` where `s & 8`.
+    static DIRECT_PLANES: [[[u8; 64]; 2]; 2] = {
+        let mut t = [[[0u8; 64]; 2]; 2];
         let mut i = 0;
         while i < 64 {
-            let w = (2 * (i >> 2) as i32 + 1) * IQ2X_LEVELS[i & 3] as i32;
-            let h = (w + 32) >> 6;
-            t[0][i] = h as i8 as u8;
-            t[1][i] = (w - 64 * h) as i8 as u8;
+            let (l, s) = ((i & 3) as i32, (i >> 2) as i32);
+            let ls1 = 2 * (s & 7) + 1;
+            let w = [
+                (2 * s + 1) * IQ2X_LEVELS[i & 3] as i32,
+                8 * ls1 * (l - 1) + if s & 8 != 0 { -ls1 } else { ls1 },
+            ];
+            let mut k = 0;
+            while k < 2 {
+                let h = (w[k] + 32) >> 6;
+                t[k][0][i] = h as i8 as u8;
+                t[k][1][i] = (w[k] - 64 * h) as i8 as u8;
+                k += 1;
+            }
             i += 1;
         }
         t
@@ -453,7 +492,7 @@ mod x86 {
     /// `vpmultishiftqb` controls on the block's `sc` broadcast to every dword (each qword
     /// holds it twice): for quarter `p`, bytes 0..32 take the bits from `8p − 2` (group 2p's
     /// nibble lands at bits 2..5), bytes 32..64 from `8p + 2` (group 2p + 1's).
-    static IQ2X_NIBBLE_CTRL: [[u8; 64]; 4] = {
+    static NIBBLE_CTRL: [[u8; 64]; 4] = {
         let mut t = [[0u8; 64]; 4];
         let mut p = 0;
         while p < 4 {
@@ -471,45 +510,52 @@ mod x86 {
         t
     };
 
-    /// Safe entry of the AVX-512 direct IQ2_XXS_X expander: checks the lengths, then expands.
-    pub(super) fn expand_iq2_xxs_x_entry(w: &[u8], out: &mut [u8]) {
-        assert_eq!(w.len() % 102, 0, "whole IQ2_XXS_X blocks");
-        assert_eq!(out.len(), w.len() / 102 * AMX_SB, "AMX row length");
+    /// Safe entry of the AVX-512 direct expander (IQ2_XXS_X when `IQ2`, else IQ1_S_X):
+    /// checks the lengths, then expands.
+    pub(super) fn expand_direct_entry<const IQ2: bool>(w: &[u8], out: &mut [u8]) {
+        let bs = if IQ2 { 102 } else { 70 };
+        assert_eq!(w.len() % bs, 0, "whole repacked blocks");
+        assert_eq!(out.len(), w.len() / bs * AMX_SB, "AMX row length");
         // SAFETY: `amx_expand_fn` hands this entry out only after checking the AVX-512
         // features; the lengths are checked above.
-        unsafe { expand_iq2_xxs_x(w, out) }
+        unsafe { expand_direct::<IQ2>(w, out) }
     }
 
-    /// [`super::amx_expand_iq2_xxs_x`] with 512-bit registers, a quarter (64 elements) per
-    /// step: the level codes (bits 2p, 2p + 1 of each code byte, shifted down) and the two
-    /// groups' nibbles (`vpmultishiftqb` of `sc`) merged into a 6-bit index by one
-    /// `vpternlogd`, one `vpermb` per plane, and the sign bits applied to both planes by a
-    /// masked subtraction. Negation commutes with the split because `W = ls·level` is never
-    /// 32 mod 64 (`ls` is odd and the levels are 8, 25, 43 and 0; `quant/tests/amx.rs` checks
-    /// the bytes against the reference on random blocks, the unused level 3 included).
+    /// [`super::amx_expand_iq2_xxs_x`] / [`super::amx_expand_iq1_s_x`] with 512-bit
+    /// registers, a quarter (64 elements) per step. Both repacked blocks start with `d`
+    /// (bytes 0..2), the group nibbles `sc` (2..6) and the level codes (6..70, element
+    /// `64p + i` at bits 2p, 2p + 1 of byte i); IQ2_XXS_X adds the sign bits (70..102). The
+    /// level codes (shifted down) and the two groups' nibbles (`vpmultishiftqb` of `sc`) merge
+    /// into a 6-bit index by one `vpternlogd`, each plane is one `vpermb`, and IQ2_XXS_X's
+    /// signs negate both planes by a masked subtraction: negation commutes with the split
+    /// because its `W = ls·level` is never 32 mod 64 (`ls` odd, levels 8, 25, 43 and 0).
+    /// `quant/tests/amx.rs` checks the bytes against the split of the grid-expanded row on
+    /// random blocks and on every index × sign.
     ///
     /// # Safety
-    /// The CPU must have AVX-512 F/BW/VBMI; `w` is whole IQ2_XXS_X blocks and `out` their
+    /// The CPU must have AVX-512 F/BW/VBMI; `w` is whole repacked blocks and `out` their
     /// AMX-expanded length.
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    unsafe fn expand_iq2_xxs_x(w: &[u8], out: &mut [u8]) {
+    unsafe fn expand_direct<const IQ2: bool>(w: &[u8], out: &mut [u8]) {
+        let (bs, planes) = if IQ2 {
+            (102, &DIRECT_PLANES[0])
+        } else {
+            (70, &DIRECT_PLANES[1])
+        };
         // SAFETY: the tables are 64 bytes each (unaligned loads).
         let (th, tl, ctrl) = unsafe {
             (
-                _mm512_loadu_si512(IQ2X_PLANES[0].as_ptr().cast()),
-                _mm512_loadu_si512(IQ2X_PLANES[1].as_ptr().cast()),
-                IQ2X_NIBBLE_CTRL.map(|c| _mm512_loadu_si512(c.as_ptr().cast())),
+                _mm512_loadu_si512(planes[0].as_ptr().cast()),
+                _mm512_loadu_si512(planes[1].as_ptr().cast()),
+                NIBBLE_CTRL.map(|c| _mm512_loadu_si512(c.as_ptr().cast())),
             )
         };
         let three = _mm512_set1_epi8(3);
         let zero = _mm512_setzero_si512();
-        for (x, a) in view::<BlockIQ2XXSX>(w)
-            .iter()
-            .zip(out.chunks_exact_mut(AMX_SB))
-        {
-            // SAFETY: a block's 64 code bytes are readable (unaligned load).
-            let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-            let sc = _mm512_set1_epi32(i32::from_le_bytes(x.sc));
+        for (x, a) in w.chunks_exact(bs).zip(out.chunks_exact_mut(AMX_SB)) {
+            // SAFETY: a block's 64 code bytes at 6..70 are readable (unaligned load).
+            let q = unsafe { _mm512_loadu_si512(x[6..70].as_ptr().cast()) };
+            let sc = _mm512_set1_epi32(i32::from_le_bytes([x[2], x[3], x[4], x[5]]));
             let codes = [
                 q,
                 _mm512_srli_epi16::<2>(q),
@@ -523,22 +569,20 @@ mod x86 {
                     three,
                     _mm512_multishift_epi64_epi8(ctrl[p], sc),
                 );
-                let neg = u64::from_le_bytes(x.sg[8 * p..8 * p + 8].try_into().unwrap());
-                let h = _mm512_permutexvar_epi8(idx, th);
-                let l = _mm512_permutexvar_epi8(idx, tl);
+                let mut h = _mm512_permutexvar_epi8(idx, th);
+                let mut l = _mm512_permutexvar_epi8(idx, tl);
+                if IQ2 {
+                    let neg = u64::from_le_bytes(x[70 + 8 * p..78 + 8 * p].try_into().unwrap());
+                    h = _mm512_mask_sub_epi8(h, neg, zero, h);
+                    l = _mm512_mask_sub_epi8(l, neg, zero, l);
+                }
                 // SAFETY: bytes 64p.. of each 256-byte plane of the AMX super-block.
                 unsafe {
-                    _mm512_storeu_si512(
-                        a[64 * p..].as_mut_ptr().cast(),
-                        _mm512_mask_sub_epi8(h, neg, zero, h),
-                    );
-                    _mm512_storeu_si512(
-                        a[256 + 64 * p..].as_mut_ptr().cast(),
-                        _mm512_mask_sub_epi8(l, neg, zero, l),
-                    );
+                    _mm512_storeu_si512(a[64 * p..].as_mut_ptr().cast(), h);
+                    _mm512_storeu_si512(a[256 + 64 * p..].as_mut_ptr().cast(), l);
                 }
             }
-            a[512..516].copy_from_slice(&le_f16(x.d).to_le_bytes());
+            a[512..516].copy_from_slice(&le_f16([x[0], x[1]]).to_le_bytes());
             a[516..].fill(0);
         }
     }
