@@ -50,7 +50,8 @@ enum Grid {
         tile: tile_amx::AmxTileFn,
         kind: tile_amx::GridKind,
         split: tile_amx::SplitFn,
-        /// The direct expander (IQ2_XXS_X), which replaces the grid expander and the split.
+        /// The direct expander (IQ2_XXS_X, IQ1_S_X), which replaces the grid expander and
+        /// the split.
         direct: Option<tile_amx::AmxExpandFn>,
         vnni: (tile_grid::TileFn, tile_grid::ExpandFn),
     },
@@ -166,8 +167,9 @@ fn group_panels_bytes(s: &Shape, amx: bool) -> usize {
 /// Output columns `cols` of every output row in `group` (the rows routed to expert `e`) with
 /// the AMX grid GEMM: the item's weight rows (at most [`CHUNK`] = [`tile_amx::TILE_ROWS`])
 /// are expanded (`tile_grid`'s expander into `tmp`) and split into their AMX form in `ex`
-/// (or, with a direct expander, written in that form at once), then multiplied against up to 16 of the group's tokens per call, whose panels
-/// ([`pack_group_panels`]) are in `panels` (the reference's bits).
+/// (or, with a direct expander, written in that form at once), then multiplied against up
+/// to 16 of the group's tokens per call, whose panels ([`pack_group_panels`]) are in
+/// `panels` (the reference's bits).
 #[allow(clippy::too_many_arguments)]
 fn expert_tiles_amx(
     (tile, kind, split, direct, expand): (

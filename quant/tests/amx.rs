@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{q8k, rng};
+use common::{assert_tile_bits, q8k, rng};
 use fathom_quant as quant;
 use quant::simd::tile_amx::{
     amx_bytes, amx_expand_fn, amx_expand_iq1_s_x, amx_expand_iq2_xxs_x, dot_amx_reference,
@@ -182,17 +182,7 @@ fn amx_tile_kernel_matches_the_reference_bit_for_bit() {
                     pack_panel(n, &ar, &mut panel);
                     let mut out = vec![f32::NAN; nr * cols];
                     tile(n, &packed, nr, &panel, cols, &mut out);
-                    for ri in 0..nr {
-                        for (c, a) in ar.iter().enumerate() {
-                            let want = reference(n, &rows[ri], a);
-                            let got = out[ri * cols + c];
-                            assert_eq!(
-                                got.to_bits(),
-                                want.to_bits(),
-                                "{wt:?} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
-                            );
-                        }
-                    }
+                    assert_tile_bits(wt, n, reference, &rows[..nr], &ar, &out);
                 }
             }
         }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::rng;
+use common::{assert_tile_bits, rng};
 use fathom_quant as quant;
 use quant::{bytes_for, quantize_activation, DType};
 
@@ -572,17 +572,7 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
                     let mut panel = vec![0u8; quant::simd::tile_grid::panel_bytes(n, cols)];
                     quant::simd::tile_grid::pack_panel(n, &ar, &mut panel);
                     tile(n, &xr, &ar, &panel, &mut out);
-                    for ri in 0..nr {
-                        for (c, a) in ar.iter().enumerate() {
-                            let want = reference(n, &rows[ri], a);
-                            let got = out[ri * cols + c];
-                            assert_eq!(
-                                got.to_bits(),
-                                want.to_bits(),
-                                "{wt:?} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
-                            );
-                        }
-                    }
+                    assert_tile_bits(wt, n, reference, &rows[..nr], &ar, &out);
                 }
             }
         }

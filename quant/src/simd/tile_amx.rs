@@ -123,15 +123,23 @@ pub fn split_expanded(kind: GridKind, ex: &[u8], out: &mut [u8]) {
         .chunks_exact(EXPANDED_SB)
         .zip(out.chunks_exact_mut(AMX_SB))
     {
-        for e in 0..256 {
-            let w = folded(kind, o, e);
-            let h = (w + 32) >> 6;
-            a[e] = h as i8 as u8;
-            a[256 + e] = (w - 64 * h) as i8 as u8;
-        }
-        a[512..516].copy_from_slice(&o[288..292]);
-        a[516..].fill(0);
+        let d = f32::from_le_bytes([o[288], o[289], o[290], o[291]]);
+        write_amx_sb(a, d, |e| folded(kind, o, e));
     }
+}
+
+/// Writes one AMX-expanded super-block `a` ([`AMX_SB`] bytes): element `e`'s folded weight
+/// `w(e)` as `h = (w + 32) >> 6` and `l = w − 64·h`, then `d` and the zero padding. The
+/// scalar references' common last step.
+fn write_amx_sb(a: &mut [u8], d: f32, w: impl Fn(usize) -> i32) {
+    for e in 0..256 {
+        let w = w(e);
+        let h = (w + 32) >> 6;
+        a[e] = h as i8 as u8;
+        a[256 + e] = (w - 64 * h) as i8 as u8;
+    }
+    a[512..516].copy_from_slice(&d.to_le_bytes());
+    a[516..].fill(0);
 }
 
 /// The scalar reference dot of an AMX-expanded row with a Q8_K row, in the kernel's
@@ -194,14 +202,9 @@ pub fn amx_expand_iq2_xxs_x(w: &[u8], out: &mut [u8]) {
     let xs = view::<BlockIQ2XXSX>(w);
     assert_eq!(out.len(), xs.len() * AMX_SB, "AMX row length");
     for (x, a) in xs.iter().zip(out.chunks_exact_mut(AMX_SB)) {
-        for e in 0..256 {
-            let w = iq2xx_scale(x, e / 32) * iq2xx_value(x, e);
-            let h = (w + 32) >> 6;
-            a[e] = h as i8 as u8;
-            a[256 + e] = (w - 64 * h) as i8 as u8;
-        }
-        a[512..516].copy_from_slice(&le_f16(x.d).to_le_bytes());
-        a[516..].fill(0);
+        write_amx_sb(a, le_f16(x.d), |e| {
+            iq2xx_scale(x, e / 32) * iq2xx_value(x, e)
+        });
     }
 }
 
@@ -215,16 +218,10 @@ pub fn amx_expand_iq1_s_x(w: &[u8], out: &mut [u8]) {
     let xs = view::<BlockIQ1SX>(w);
     assert_eq!(out.len(), xs.len() * AMX_SB, "AMX row length");
     for (x, a) in xs.iter().zip(out.chunks_exact_mut(AMX_SB)) {
-        for e in 0..256 {
+        write_amx_sb(a, le_f16(x.d), |e| {
             let (ls, neg) = iq1sx_group(x, e / 32);
-            let lsg = if neg { -ls } else { ls };
-            let w = 8 * ls * (iq1sx_code(x, e) as i32 - 1) + lsg;
-            let h = (w + 32) >> 6;
-            a[e] = h as i8 as u8;
-            a[256 + e] = (w - 64 * h) as i8 as u8;
-        }
-        a[512..516].copy_from_slice(&le_f16(x.d).to_le_bytes());
-        a[516..].fill(0);
+            8 * ls * (iq1sx_code(x, e) as i32 - 1) + if neg { -ls } else { ls }
+        });
     }
 }
 

@@ -1,5 +1,6 @@
 //! Helpers shared by the quant integration tests (`simd.rs`, `repack.rs`, `amx.rs`): a
-//! seeded xorshift generator and random Q8_K activation rows.
+//! seeded xorshift generator, random Q8_K activation rows, and the bit-exact check of a
+//! tile kernel's outputs.
 
 #![allow(dead_code)] // each test crate uses its own subset
 
@@ -24,4 +25,28 @@ pub fn q8k(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<u8> {
     let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
     quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
     a
+}
+
+/// Asserts that a tile kernel's `out` (row-major, `rows.len()` × `acts.len()`) holds, bit for
+/// bit, `reference(n, row, act)` for every weight row and activation column.
+pub fn assert_tile_bits(
+    wt: DType,
+    n: usize,
+    reference: fn(usize, &[u8], &[u8]) -> f32,
+    rows: &[Vec<u8>],
+    acts: &[&[u8]],
+    out: &[f32],
+) {
+    let (nr, cols) = (rows.len(), acts.len());
+    for ri in 0..nr {
+        for (c, a) in acts.iter().enumerate() {
+            let want = reference(n, &rows[ri], a);
+            let got = out[ri * cols + c];
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{wt:?} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+            );
+        }
+    }
 }
