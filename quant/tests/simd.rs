@@ -349,8 +349,8 @@ fn assert_rows_match(
 }
 
 /// The multi-row kernels give each weight row the single-row reference's bits, for every
-/// row count 1..=9 (all pass tails) and several row lengths (partial groups of eight
-/// blocks), with extreme codes in the weights.
+/// row count 1..=9 (all pass tails), several row lengths (partial groups of eight blocks)
+/// and software prefetch distances, with extreme codes in the weights.
 #[test]
 fn multi_row_kernels_match_the_reference_bit_for_bit() {
     let mut r = rng(0x3c02);
@@ -363,6 +363,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
         (DType::IQ1_S_X, DType::Q8_K, 256, &[0]),
         (DType::IQ2_XXS_X, DType::Q8_K, 256, &[0]),
         (DType::Q5_K, DType::Q8_K, 256, &[0, 2]),
+        (DType::Q4_K, DType::Q8_K, 256, &[0, 2]),
     ] {
         let kernels = quant::simd::rows_available(wt);
         #[cfg(target_arch = "x86_64")]
@@ -388,7 +389,12 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
                         w
                     })
                     .collect();
-                assert_rows_match(wt, &kernels, n, &ws, &a, reference);
+                // the software prefetch distance must not change a bit (0: none; 100: not a
+                // whole line; 4096: past the end of every row here)
+                for pd in [0, 100, 4096] {
+                    quant::simd::set_prefetch_distance(pd);
+                    assert_rows_match(wt, &kernels, n, &ws, &a, reference);
+                }
             }
         }
     }
@@ -422,7 +428,10 @@ fn float_multi_row_kernels_match_the_one_row_kernel_bit_for_bit() {
                         w
                     })
                     .collect();
-                assert_rows_match(wt, &kernels, n, &ws, &a, one);
+                for pd in [0, 100, 4096] {
+                    quant::simd::set_prefetch_distance(pd);
+                    assert_rows_match(wt, &kernels, n, &ws, &a, one);
+                }
             }
         }
     }

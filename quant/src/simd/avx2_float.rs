@@ -120,9 +120,13 @@ entry!(rows
 /// accumulators, so the `R` addition chains run side by side (one row's chain waits on the
 /// f64 add's latency every eight elements). Per row the operations and their order are
 /// [`accumulate`]'s: each result has the one-row kernel's bits.
+///
+/// Every 64 bytes of a row, `ahead(r, i)` prefetches that row [`super::prefetch_distance`]
+/// bytes ahead of element `i` (`size` bytes per element).
 #[inline(always)]
 fn accumulate_rows<const R: usize>(
     n: usize,
+    (rows, size): (&[&[u8]], usize),
     load_w: impl Fn(usize, usize) -> __m256,
     load_a: impl Fn(usize) -> __m256,
     one: impl Fn(usize, usize) -> f32,
@@ -133,9 +137,16 @@ fn accumulate_rows<const R: usize>(
         let mut lo = [_mm256_setzero_pd(); R];
         let mut hi = [_mm256_setzero_pd(); R];
         let full = n / 8 * 8;
+        let pd = super::prefetch_distance();
+        let line = 64 / size;
         let mut i = 0;
         while i < full {
             let a = load_a(i);
+            if i % line == 0 {
+                for row in &rows[..R] {
+                    super::prefetch_ahead(row.as_ptr().wrapping_add(i * size), 64, pd);
+                }
+            }
             for r in 0..R {
                 let p = _mm256_mul_ps(load_w(r, i), a);
                 lo[r] = _mm256_add_pd(lo[r], _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
@@ -185,6 +196,7 @@ unsafe fn dot_f32_avx2_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32])
             ($r:literal) => {
                 accumulate_rows::<$r>(
                     n,
+                    (rows, 4),
                     // SAFETY: i + 8 ≤ n elements lie inside every row (unaligned loads).
                     |r, i| unsafe { _mm256_loadu_ps(rows[r].as_ptr().cast::<f32>().add(i)) },
                     // SAFETY: as above, for the activation.
@@ -210,6 +222,7 @@ unsafe fn dot_f16_avx2_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32])
             ($r:literal) => {
                 accumulate_rows::<$r>(
                     n,
+                    (rows, 2),
                     |r, i| _mm256_cvtph_ps(load_u16x8(rows[r].as_ptr(), i)),
                     |i| _mm256_cvtph_ps(load_u16x8(a.as_ptr(), i)),
                     |r, j| h(rows[r], j) * h(a, j),
@@ -236,6 +249,7 @@ unsafe fn dot_bf16_avx2_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]
             ($r:literal) => {
                 accumulate_rows::<$r>(
                     n,
+                    (rows, 2),
                     |r, i| widen(load_u16x8(rows[r].as_ptr(), i)),
                     |i| widen(load_u16x8(a.as_ptr(), i)),
                     |r, j| h(rows[r], j) * h(a, j),

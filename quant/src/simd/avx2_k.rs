@@ -7,7 +7,10 @@ use crate::blocks::{view, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
 use crate::codec::kquants::scale_min_k4;
 use std::arch::x86_64::*;
 
-entry!(rows dot_q5_k_avx2_rows_entry => dot_q5_k_avx2_rows);
+entry!(rows
+    dot_q4_k_avx2_rows_entry => dot_q4_k_avx2_rows,
+    dot_q5_k_avx2_rows_entry => dot_q5_k_avx2_rows,
+);
 entry!(
     dot_q4_k_avx2_entry => dot_q4_k_avx2,
     dot_q5_k_avx2_entry => dot_q5_k_avx2,
@@ -54,27 +57,70 @@ unsafe fn k4_sums(
     (unsafe { hsum_i32(acc) }, imin)
 }
 
-/// Q4_K · Q8_K with AVX2: [`k4_sums`] with the nibbles as codes, then the reference's float
-/// combine, so the result is the reference's bits.
+/// Q4_K · Q8_K with AVX2: [`q4_k_block`] per super-block, so the result is the reference's
+/// bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let m4 = _mm256_set1_epi8(0x0F);
     let mut s = 0f32;
     for (x, y) in view::<BlockQ4K>(w).iter().zip(view::<BlockQ8K>(a)) {
-        let codes = |c: usize| {
-            // SAFETY: 32 code bytes per chunk are inside the block (unaligned load).
-            let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()) };
-            (
-                _mm256_and_si256(q, m4),
-                _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-            )
-        };
-        // SAFETY: the features of this function cover the helper.
-        let (isc, imin) = unsafe { k4_sums(&x.scales, codes, y) };
-        let dy = y.d();
-        s += dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32);
+        // SAFETY: same features as this function.
+        s += unsafe { q4_k_block(x, y) };
     }
     s
+}
+
+/// One Q4_K super-block's float product: [`k4_sums`] with the nibbles as codes, then the
+/// reference's float combine.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn q4_k_block(x: &BlockQ4K, y: &BlockQ8K) -> f32 {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let codes = |c: usize| {
+        // SAFETY: 32 code bytes per chunk are inside the block (unaligned load).
+        let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()) };
+        (
+            _mm256_and_si256(q, m4),
+            _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+        )
+    };
+    // SAFETY: the features of this function cover the helper.
+    let (isc, imin) = unsafe { k4_sums(&x.scales, codes, y) };
+    let dy = y.d();
+    dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32)
+}
+
+/// Q4_K · Q8_K for several weight rows against one activation row, four rows per pass (the
+/// scheme of [`dot_q5_k_avx2_rows`]): per row the one-row kernel's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q4_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    k_rows(rows, a, out, |x, y| unsafe { q4_k_block(x, y) });
+}
+
+/// The body of the K-quant multi-row kernels: for four rows at a time, `block` for each
+/// row's super-block in turn (so four running sums and four weight streams are in flight),
+/// each stream prefetched [`super::prefetch_distance`] bytes ahead.
+#[inline(always)]
+fn k_rows<B: bytemuck::Pod>(
+    rows: &[&[u8]],
+    a: &[u8],
+    out: &mut [f32],
+    block: impl Fn(&B, &BlockQ8K) -> f32,
+) {
+    let ys = view::<BlockQ8K>(a);
+    let pd = super::prefetch_distance();
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let (xs, nb) = super::row_views::<B>(rows, ys.len());
+        let xs = &xs[..rows.len()];
+        let mut s = [0f32; 4];
+        for (b, y) in ys[..nb].iter().enumerate() {
+            for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                super::prefetch_ahead(std::ptr::from_ref(&x[b]).cast(), size_of::<B>(), pd);
+                *sr += block(&x[b], y);
+            }
+        }
+        out.copy_from_slice(&s[..out.len()]);
+    }
 }
 
 /// Q6_K · Q8_K with AVX2: the 6-bit codes are rebuilt unsigned (0..63), the 16-element
@@ -148,23 +194,12 @@ unsafe fn dot_q5_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 /// Q5_K · Q8_K for several weight rows against one activation row, four rows per pass:
 /// [`dot_q5_k_avx2`]'s super-block step for each row in turn, so four running sums and four
-/// weight streams are in flight. Per row the operations and their order are the one-row
-/// kernel's: the reference's bits.
+/// weight streams are in flight ([`k_rows`]). Per row the operations and their order are the
+/// one-row kernel's: the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    let ys = view::<BlockQ8K>(a);
-    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let (xs, nb) = super::row_views::<BlockQ5K>(rows, ys.len());
-        let xs = &xs[..rows.len()];
-        let mut s = [0f32; 4];
-        for (b, y) in ys[..nb].iter().enumerate() {
-            for (x, sr) in xs.iter().zip(s.iter_mut()) {
-                // SAFETY: same features as this function.
-                *sr += unsafe { q5_k_block(&x[b], y) };
-            }
-        }
-        out.copy_from_slice(&s[..out.len()]);
-    }
+    // SAFETY: same features as this function.
+    k_rows(rows, a, out, |x, y| unsafe { q5_k_block(x, y) });
 }
 
 /// One Q5_K super-block's float product (see [`dot_q5_k_avx2`]).

@@ -197,7 +197,15 @@ unsafe fn dot_q8_0_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32
         }
         let xs = &xs[..rows.len()];
         let mut acc = [_mm256_setzero_ps(); 4];
+        let pd = super::prefetch_distance();
         for (g, yc) in ys.chunks(8).enumerate() {
+            for x in xs {
+                super::prefetch_ahead(
+                    x.as_ptr().wrapping_add(8 * g).cast(),
+                    8 * size_of::<BlockQ8_0>(),
+                    pd,
+                );
+            }
             let mut hy = [0u16; 8];
             for (k, y) in yc.iter().enumerate() {
                 hy[k] = u16::from_le_bytes(y.d);

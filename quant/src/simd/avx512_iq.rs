@@ -332,11 +332,11 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 }
 
 /// The body of the gather kernels' multi-row passes: for four rows at a time, `$k.group`
-/// (four super-blocks of one row) for each row in turn, each row prefetched two steps
-/// ahead, and each row's sum times `$scale` into `$out`. A macro, not a generic function,
-/// so that it expands inside each `#[target_feature]` kernel. The prefetch: these kernels
-/// compute ~40 cycles per super-block and keep few weight loads in flight on their own
-/// (iq2 decode MUL_MAT_ID 42.7 → 39.4 ms per token, mean of five alternating pairs).
+/// (four super-blocks of one row) for each row in turn, each row prefetched
+/// [`crate::simd::prefetch_distance`] bytes ahead, and each row's sum times `$scale` into
+/// `$out`. A macro, not a generic function, so that it expands inside each
+/// `#[target_feature]` kernel. The prefetch: these kernels compute ~40 cycles per
+/// super-block and keep few weight loads in flight on their own.
 macro_rules! grid_rows {
     ($k:ident, $block:ty, $rows:ident, $a:ident, $out:ident, $scale:expr) => {
         let ys = view::<BlockQ8K>($a);
@@ -348,13 +348,16 @@ macro_rules! grid_rows {
                 xs[r] = xs[0];
             }
             let mut s = _mm_setzero_ps();
+            let pd = crate::simd::prefetch_distance();
             for c in (0..nb).step_by(4) {
                 let cnt = (nb - c).min(4);
                 let mut v = [_mm_setzero_ps(); 4];
                 for (x, vr) in xs.iter().zip(v.iter_mut()) {
-                    if c + 12 <= nb {
-                        crate::simd::prefetch(bytemuck::cast_slice(&x[c + 8..c + 12]));
-                    }
+                    crate::simd::prefetch_ahead(
+                        x[c..].as_ptr().cast(),
+                        4 * size_of::<$block>(),
+                        pd,
+                    );
                     // SAFETY: the kernel expanding this has the features of `group`.
                     *vr = four!(x, ys, c, nb, |x, y| unsafe { $k.group(x, y) });
                 }
@@ -370,9 +373,8 @@ macro_rules! grid_rows {
 
 /// IQ2_XXS · Q8_K for several weight rows against one activation row, four rows per pass:
 /// [`dot_iq2_xxs_avx512`]'s steps for four super-blocks of each row in turn, so four
-/// independent chains and four weight streams are in flight, each prefetched two steps
-/// ahead. Each row's operations and their order are the one-row kernel's: the reference's
-/// bits.
+/// independent chains and four weight streams are in flight, each prefetched ahead. Each
+/// row's operations and their order are the one-row kernel's: the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 unsafe fn dot_iq2_xxs_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
@@ -522,9 +524,8 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 /// IQ1_S · Q8_K for several weight rows against one activation row, four rows per pass:
 /// [`dot_iq1_s_avx512`]'s steps for four super-blocks of each row in turn, so four
-/// independent chains and four weight streams are in flight, each prefetched two steps
-/// ahead. Each row's operations and their order are the one-row kernel's: the reference's
-/// bits.
+/// independent chains and four weight streams are in flight, each prefetched ahead. Each
+/// row's operations and their order are the one-row kernel's: the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
 unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
@@ -1294,9 +1295,11 @@ unsafe fn dot_iq2_xxs_avx512_lut_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: 
         let (xs, nb) = super::row_views::<BlockIQ2XXS>(rows, ys.len());
         let xs = &xs[..rows.len()];
         let mut s = [0f32; 4];
+        let pd = super::prefetch_distance();
         for (b, y) in ys[..nb].iter().enumerate() {
             for (x, sr) in xs.iter().zip(s.iter_mut()) {
                 let x = &x[b];
+                super::prefetch_ahead(std::ptr::from_ref(x).cast(), size_of::<BlockIQ2XXS>(), pd);
                 // SAFETY: same features as this function.
                 let Iq2Block { grid, neg, ls } = unsafe { un.block(x) };
                 let mut acc = _mm512_setzero_si512();

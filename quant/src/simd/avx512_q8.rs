@@ -199,11 +199,13 @@ unsafe fn q2_0_pass<const R: usize>(xs: &[&[BlockQ2_0]; R], ys: &[BlockQ8_0], nb
     };
     let full = nb / 8 * 8;
     let mut s = _mm_setzero_ps();
+    let pd = super::prefetch_distance();
     for g in (0..full).step_by(8) {
         // SAFETY: same features as this function.
         let act = unsafe { q2_0_act8(ys[2 * g..2 * g + 16].try_into().unwrap()) };
         let mut w = [_mm512_setzero_ps(); 4];
         for (x, wr) in xs.iter().zip(w.iter_mut()) {
+            super::prefetch_ahead(x[g..].as_ptr().cast(), 8 * size_of::<BlockQ2_0>(), pd);
             // SAFETY: same features as this function.
             *wr = unsafe { q2_0_eight(x[g..g + 8].try_into().unwrap(), &act, cut, dxi) };
         }
@@ -480,8 +482,12 @@ unsafe fn dot_q8_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
             xs[rows.len()] = xs[rows.len() - 1];
         }
         let mut acc = [_mm512_setzero_ps(); 2];
+        let pd = super::prefetch_distance();
         for g in (0..nb).step_by(8) {
             let m = (nb - g).min(8);
+            for x in &xs[..rows.len()] {
+                super::prefetch_ahead(x[g..].as_ptr().cast(), 8 * size_of::<BlockQ8_0>(), pd);
+            }
             // the group's eight scales of the activation and of each row, as f16 words
             let scales = |b: &[BlockQ8_0]| -> __m128i {
                 if m == 8 {
@@ -571,8 +577,10 @@ unsafe fn dot_q6_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
         let (xs, nb) = super::row_views::<BlockQ6K>(rows, ys.len());
         let xs = &xs[..rows.len()];
         let mut s = [0f32; 4];
+        let pd = super::prefetch_distance();
         for (b, y) in ys[..nb].iter().enumerate() {
             for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                super::prefetch_ahead(std::ptr::from_ref(&x[b]).cast(), size_of::<BlockQ6K>(), pd);
                 // SAFETY: same features as this function.
                 *sr += unsafe { k.block(&x[b], y) };
             }

@@ -164,6 +164,7 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
                 DType::F32 => Some(avx2_float::dot_f32_avx2_rows_entry),
                 DType::F16 => Some(avx2_float::dot_f16_avx2_rows_entry),
                 DType::BF16 => Some(avx2_float::dot_bf16_avx2_rows_entry),
+                DType::Q4_K => Some(avx2_k::dot_q4_k_avx2_rows_entry),
                 DType::Q5_K => Some(avx2_k::dot_q5_k_avx2_rows_entry),
                 _ => None,
             };
@@ -387,6 +388,61 @@ fn row_views<'a, B: bytemuck::Pod>(rows: &[&'a [u8]], cap: usize) -> ([&'a [B]; 
         nb = nb.min(x.len());
     }
     (xs, nb)
+}
+
+/// How far ahead of its read position a multi-row kernel prefetches each weight stream, in
+/// bytes (0: no software prefetch). Set from `FATHOM_PREFETCH` at first use, or by
+/// [`set_prefetch_distance`].
+static PREFETCH_DISTANCE: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+/// The prefetch distance of the multi-row kernels in bytes (see [`set_prefetch_distance`]).
+pub fn prefetch_distance() -> usize {
+    use std::sync::atomic::Ordering::Relaxed;
+    let d = PREFETCH_DISTANCE.load(Relaxed);
+    if d != usize::MAX {
+        return d;
+    }
+    let d = std::env::var("FATHOM_PREFETCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_PREFETCH_DISTANCE);
+    PREFETCH_DISTANCE.store(d, Relaxed);
+    d
+}
+
+/// Sets how many bytes ahead of its read position each multi-row kernel prefetches every
+/// weight stream (0 turns software prefetch off). For benchmarks and tuning; the kernels'
+/// results do not depend on it.
+pub fn set_prefetch_distance(bytes: usize) {
+    PREFETCH_DISTANCE.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The default prefetch distance.
+const DEFAULT_PREFETCH_DISTANCE: usize = 2048;
+
+/// Prefetches the `len` bytes that lie `dist` bytes after `p` (one hint per 64-byte line;
+/// nothing if `dist` is 0, or on other architectures). The address may lie past the end of
+/// the weights: a prefetch is a hint, never a load, so the pointer is only formed
+/// (`wrapping_add`) and never read.
+#[inline(always)]
+pub fn prefetch_ahead(p: *const u8, len: usize, dist: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        if dist == 0 {
+            return;
+        }
+        let mut o = 0;
+        while o < len {
+            // SAFETY: a prefetch cannot fault and reads nothing into the program; the
+            // address is only computed. SSE is part of the x86_64 baseline.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(dist + o).cast()) };
+            o += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len, dist);
 }
 
 /// Asks the CPU to start loading `bytes` into cache (one prefetch per 64-byte line; nothing
