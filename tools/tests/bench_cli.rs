@@ -113,3 +113,76 @@ fn repack_reports_loaded_bytes_and_rejects_unknown_types() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("q4_k"), "{err}");
 }
+
+/// `--matvec`: one JSON object per (type, prefetch distance) with the measured rates and
+/// the fraction; unknown or untested types are refused by name, and `--matvec` does not take
+/// a model.
+#[test]
+fn matvec_reports_each_type_against_the_bandwidth() {
+    let out = fathom()
+        .args([
+            "bench",
+            "--matvec",
+            "q8_0,f32",
+            "--prefetch",
+            "0,2048",
+            "-t",
+            "2",
+            "-r",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    let got: Vec<(String, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["type"].as_str().unwrap().to_string(),
+                r["prefetch"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("Q8_0".to_string(), 0),
+            ("Q8_0".to_string(), 2048),
+            ("F32".to_string(), 0),
+            ("F32".to_string(), 2048)
+        ]
+    );
+    for r in rows {
+        let (m, b, f) = (
+            r["matvec_gbs"].as_f64().unwrap(),
+            r["membw_gbs"].as_f64().unwrap(),
+            r["fraction"].as_f64().unwrap(),
+        );
+        assert!(m > 0.0 && b > 0.0, "{r}");
+        assert!((f - m / b).abs() < 1e-9 * f.max(1.0), "{r}");
+        // the bandwidth buffer's size (at least 1 GiB), rounded down to 64 rows
+        assert!(r["weight_bytes"].as_u64().unwrap() > 1_000 << 20, "{r}");
+    }
+    for (bad, says) in [("q9_9", "q9_9"), ("q1_0", "q1_0")] {
+        let out = fathom().args(["bench", "--matvec", bad]).output().unwrap();
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = fathom()
+        .args(["bench", "--matvec", "q8_0", "-m", "x.gguf"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}

@@ -1,6 +1,7 @@
 //! `fathom bench`: prefill and decode throughput like llama-bench (mean ± sd over `-r`
 //! repetitions), plus for decode the weight bytes a token touches and the fraction of the
-//! machine's measured memory bandwidth that represents (`--membw` measures it alone).
+//! machine's measured memory bandwidth that represents (`--membw` measures it alone;
+//! `--matvec` measures each type's matvec against it, see [`super::bench_matvec`]).
 //!
 //! - prefill test `pp<N>`: a fresh sequence, N random tokens in `--ubatch` chunks, timed;
 //! - decode test `tg<N>`: a fresh sequence, one token of prefill, then N timed decode steps.
@@ -47,6 +48,14 @@ pub struct Args {
     /// Measure the memory bandwidth (and, without -m, only that).
     #[arg(long)]
     membw: bool,
+    /// Instead of a model: each type's decode matvec from DRAM against the bandwidth,
+    /// alternating, `-r` rounds (comma-separated types, or `all`, the default).
+    #[arg(long, num_args = 0..=1, default_missing_value = "all", conflicts_with = "model")]
+    matvec: Option<String>,
+    /// With `--matvec`: the software prefetch distances to compare, in bytes (comma
+    /// separated; 0 = none; default: the current one, `FATHOM_PREFETCH` or 2048).
+    #[arg(long, value_delimiter = ',', requires = "matvec")]
+    prefetch: Vec<usize>,
     /// Live MoE configuration (TOML or `.bin`), applied before the tests and re-checked before
     /// each test; without a value `/tmp/dsv4_moe_cfg.bin`.
     #[arg(long, num_args = 0..=1, default_missing_value = "/tmp/dsv4_moe_cfg.bin")]
@@ -84,7 +93,7 @@ pub fn bytes_per_token(
 
 /// Bytes `measure_membw` reads: four times the L3 Linux reports, at least 1 GiB and at most
 /// 4 GiB (a buffer only about twice a 480 MiB L3 read up to 29 GB/s against 24–26).
-fn membw_bytes() -> usize {
+pub fn membw_bytes() -> usize {
     let l3 = backends::topology::l3_bytes().unwrap_or(0);
     l3.saturating_mul(4).clamp(1 << 30, 4 << 30)
 }
@@ -96,19 +105,40 @@ fn membw_bytes() -> usize {
 /// prefetchers run short of the memory latency, the plain read alone measured less than the
 /// kernels then stream (10.3 against 13.8 GB/s for Q6_K, one after the other).
 pub fn measure_membw(threads: usize) -> f64 {
-    let bytes = membw_bytes();
-    let buf: Vec<u64> = vec![1; bytes / 8];
-    let mut best = 0f64;
-    for pass in 0..6 {
-        let pd = if pass % 2 == 0 {
+    let r = ReadBuffer::new();
+    (0..6)
+        .map(|pass| r.pass(threads, pass % 2 == 0))
+        .fold(0f64, f64::max)
+}
+
+/// The buffer [`measure_membw`] reads ([`membw_bytes`] of it).
+pub struct ReadBuffer(Vec<u64>);
+
+impl ReadBuffer {
+    /// A buffer of [`membw_bytes`], written once (so its pages exist).
+    pub fn new() -> ReadBuffer {
+        ReadBuffer(vec![1; membw_bytes() / 8])
+    }
+
+    /// Bytes in the buffer.
+    pub fn bytes(&self) -> usize {
+        self.0.len() * 8
+    }
+
+    /// One read of the whole buffer by `threads` threads, each summing a disjoint part with
+    /// four accumulators (and, with `prefetch`, a software prefetch
+    /// [`quant::simd::prefetch_distance`] bytes ahead); GB/s.
+    pub fn pass(&self, threads: usize, prefetch: bool) -> f64 {
+        let pd = if prefetch {
             quant::simd::prefetch_distance().max(64)
         } else {
             0
         };
         let t0 = Instant::now();
         let sums: Vec<u64> = std::thread::scope(|s| {
-            let per = buf.len().div_ceil(threads.max(1));
-            let hs: Vec<_> = buf
+            let per = self.0.len().div_ceil(threads.max(1));
+            let hs: Vec<_> = self
+                .0
                 .chunks(per)
                 .map(|c| {
                     s.spawn(move || {
@@ -130,9 +160,8 @@ pub fn measure_membw(threads: usize) -> f64 {
             hs.into_iter().map(|h| h.join().unwrap_or(0)).collect()
         });
         std::hint::black_box(sums);
-        best = best.max(bytes as f64 / t0.elapsed().as_secs_f64() / 1e9);
+        self.bytes() as f64 / t0.elapsed().as_secs_f64() / 1e9
     }
-    best
 }
 
 struct Row {
@@ -184,6 +213,20 @@ fn run_inner(args: &Args) -> Result<()> {
         .threads
         .unwrap_or_else(backends::topology::physical_cores)
         .max(1);
+    if let Some(list) = &args.matvec {
+        if args.reps == 0 {
+            bail!("-r must be at least 1");
+        }
+        let types = super::bench_matvec::parse_types(list)?;
+        return super::bench_matvec::run(
+            &types,
+            &args.prefetch,
+            threads,
+            args.reps,
+            args.json,
+            &mut out,
+        );
+    }
     let Some(path) = &args.model else {
         if !args.membw {
             bail!("give -m MODEL (or --membw to measure the memory bandwidth only)");

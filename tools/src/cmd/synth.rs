@@ -267,6 +267,28 @@ fn generator(t: DType) -> Option<Gen> {
     })
 }
 
+/// Random weights of `dtype` with `n_elements` elements (whole blocks), generated as synth
+/// writes a tensor of that type (sane scales at the layout's scale offsets); `None` for a
+/// type synth cannot write. Used by `fathom bench --matvec`.
+pub(crate) fn random_weights(dtype: DType, n_elements: u64, seed: u64) -> Option<Vec<u8>> {
+    if dtype == DType::I32 || generator(dtype).is_none() {
+        return None;
+    }
+    let spec = Spec {
+        name: format!("matvec.{}", dtype.name()),
+        dtype,
+        ne: vec![n_elements],
+    };
+    let g = TensorGen::new(&spec, seed, 0);
+    let mut out = Vec::with_capacity(spec.n_bytes() as usize);
+    let (mut buf, mut floats) = (Vec::new(), Vec::new());
+    for c in 0..g.n_chunks() {
+        g.chunk(c, &mut buf, &mut floats);
+        out.extend_from_slice(&buf);
+    }
+    Some(out)
+}
+
 /// Types accepted by `--type` (every weight type with a generator; not I32).
 fn override_types() -> String {
     DType::ALL
