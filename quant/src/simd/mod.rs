@@ -9,8 +9,9 @@
 //! `FATHOM_FORCE_SCALAR=1` forces the reference everywhere (for bisecting).
 //!
 //! Files: `avx2_q8` (types dotted with Q8_0 activations), `avx2_k` (K-quants · Q8_K),
-//! `avx2_iq` (IQ grids · Q8_K), `avx2_float` (F32, F16, BF16), `avx512_iq` / `avx512_q8`
-//! (AVX-512 VBMI/VNNI kernels; `avx512_iq::has_features` is their shared feature check);
+//! `avx2_iq` (IQ grids · Q8_K), `avx2_float` (F32, F16, BF16), `avx512_iq` / `avx512_q8` /
+//! `avx512_mxfp4` (AVX-512 VBMI/VNNI kernels; `avx512_iq::has_features` is their shared
+//! feature check);
 //! `tile_q8`, `tile_q2`, `tile_grid`, `tile_float` the register-tiled prompt-chunk GEMMs and
 //! `tile_amx` the AMX-INT8 grid GEMM for MoE experts.
 
@@ -27,6 +28,8 @@ mod avx2_k;
 mod avx2_q8;
 #[cfg(target_arch = "x86_64")]
 mod avx512_iq;
+#[cfg(target_arch = "x86_64")]
+mod avx512_mxfp4;
 #[cfg(target_arch = "x86_64")]
 mod avx512_q8;
 #[cfg(target_arch = "x86_64")]
@@ -154,6 +157,7 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
                 DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_rows_entry),
                 DType::IQ1_S_X => Some(avx512_iq::dot_iq1_s_x_avx512_rows_entry),
                 DType::IQ2_XXS_X => Some(avx512_iq::dot_iq2_xxs_x_avx512_rows_entry),
+                DType::MXFP4 => Some(avx512_mxfp4::dot_mxfp4_avx512_rows_entry),
                 _ => None,
             };
             v.extend(k.map(|k| ("avx512", k)));

@@ -1,0 +1,126 @@
+//! AVX-512 multi-row MXFP4 · Q8_0 kernel (decode's matvec for FP4 experts).
+//!
+//! Four weight rows share one 512-bit register: 128-bit lane r holds row r's 16 code bytes
+//! of the current block. One mask gives the low nibbles (elements 0..15), a shift and a mask
+//! the high ones (16..31), and one `vpshufb` each turns codes into the E2M1 values, stored
+//! as `value + 12` so that they are unsigned for `vpdpbusd`; the activation halves are
+//! broadcast to all four lanes and `vpdpbusd` starts from −12·Σ₄y (formed once per block for
+//! the four rows), so each 32-bit lane is the exact 4-element sum of the reference's
+//! [`crate::dot::dot_mxfp4`] lane. Its lanes 0..3 come from the low half and 4..7 from the
+//! high half; the FMAs by `dy·2^(e−128)` run in the reference's two accumulators (even and odd
+//! blocks), then its lane sum, [`crate::dot::hsum8`] and scalar last odd block: the
+//! reference's bits.
+
+use super::f16c;
+use crate::blocks::{view, BlockMXFP4, BlockQ8_0};
+use crate::grids::KVALUES_MXFP4;
+use crate::scalar::e8m0_to_f32_half;
+use std::arch::x86_64::*;
+
+super::entry!(rows dot_mxfp4_avx512_rows_entry => dot_mxfp4_avx512_rows);
+
+/// The MXFP4 values plus 12 (0..=24), so that `vpdpbusd` can take them as unsigned bytes.
+static KVALUES_MXFP4_U12: [u8; 16] = {
+    let mut t = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = (KVALUES_MXFP4[i] + 12) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// MXFP4 · Q8_0 for several weight rows against one activation row, four rows per pass (see
+/// the module docs). A pass of fewer than four rows repeats its first row in the other lanes
+/// and does not store them. Per row the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    let ys = view::<BlockQ8_0>(a);
+    // SAFETY: the table has 16 bytes (unaligned load).
+    let table =
+        _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(KVALUES_MXFP4_U12.as_ptr().cast()) });
+    let m4 = _mm512_set1_epi8(0x0F);
+    let twelve = _mm512_set1_epi8(12);
+    let zero = _mm512_setzero_si512();
+    // 128-bit lane r of the four per-row scales: lane r's four floats are d_r
+    let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    let pd = super::prefetch_distance();
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let mut xs: [&[BlockMXFP4]; 4] = [&[]; 4];
+        let mut nb = ys.len();
+        for (x, w) in xs.iter_mut().zip(rows) {
+            *x = view::<BlockMXFP4>(w);
+            nb = nb.min(x.len());
+        }
+        for r in rows.len()..4 {
+            xs[r] = xs[0];
+        }
+        // [parity][half]: even / odd blocks (the reference's acc1 / acc2), lanes 0..3 / 4..7
+        let mut acc = [[_mm512_setzero_ps(); 2]; 2];
+        for b in 0..nb / 2 * 2 {
+            if b % 4 == 0 {
+                for x in &xs[..rows.len()] {
+                    super::prefetch_ahead(x[b..].as_ptr().cast(), 4 * size_of::<BlockMXFP4>(), pd);
+                }
+            }
+            let y = &ys[b];
+            // SAFETY: 32 activation code bytes, 16 per half (unaligned loads).
+            let (ylo, yhi) = unsafe {
+                (
+                    _mm512_broadcast_i32x4(_mm_loadu_si128(y.qs.as_ptr().cast())),
+                    _mm512_broadcast_i32x4(_mm_loadu_si128(y.qs[16..].as_ptr().cast())),
+                )
+            };
+            let neg_lo = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, twelve, ylo));
+            let neg_hi = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, twelve, yhi));
+            // SAFETY: 16 code bytes per weight block (unaligned loads).
+            let q = unsafe {
+                let q = _mm512_castsi128_si512(_mm_loadu_si128(xs[0][b].qs.as_ptr().cast()));
+                let q = _mm512_inserti32x4::<1>(q, _mm_loadu_si128(xs[1][b].qs.as_ptr().cast()));
+                let q = _mm512_inserti32x4::<2>(q, _mm_loadu_si128(xs[2][b].qs.as_ptr().cast()));
+                _mm512_inserti32x4::<3>(q, _mm_loadu_si128(xs[3][b].qs.as_ptr().cast()))
+            };
+            let lo = _mm512_shuffle_epi8(table, _mm512_and_si512(q, m4));
+            let hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+            let l_lo = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_lo, lo, ylo));
+            let l_hi = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_hi, hi, yhi));
+            let dy = f16c!(y.d);
+            let d4 = _mm_setr_ps(
+                dy * e8m0_to_f32_half(xs[0][b].e),
+                dy * e8m0_to_f32_half(xs[1][b].e),
+                dy * e8m0_to_f32_half(xs[2][b].e),
+                dy * e8m0_to_f32_half(xs[3][b].e),
+            );
+            let d = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(d4));
+            let [a_lo, a_hi] = &mut acc[b % 2];
+            *a_lo = _mm512_fmadd_ps(d, l_lo, *a_lo);
+            *a_hi = _mm512_fmadd_ps(d, l_hi, *a_hi);
+        }
+        let mut lanes = [[[0f32; 16]; 2]; 2];
+        for (lp, ap) in lanes.iter_mut().zip(&acc) {
+            for (l, a) in lp.iter_mut().zip(ap) {
+                // SAFETY: `l` has room for 16 f32 (unaligned store).
+                unsafe { _mm512_storeu_ps(l.as_mut_ptr(), *a) };
+            }
+        }
+        for (r, o) in out.iter_mut().enumerate() {
+            // reference lane k: half k / 4, element 4r + k % 4 of that half's register
+            let sum: [f32; 8] = std::array::from_fn(|k| {
+                let (h, e) = (k / 4, 4 * r + k % 4);
+                lanes[0][h][e] + lanes[1][h][e]
+            });
+            let mut s = crate::dot::hsum8(&sum);
+            if nb % 2 == 1 {
+                let (x, y) = (&xs[r][nb - 1], &ys[nb - 1]);
+                let d = f16c!(y.d) * e8m0_to_f32_half(x.e);
+                let mut sumi = 0i32;
+                for j in 0..16 {
+                    sumi += KVALUES_MXFP4[(x.qs[j] & 0xF) as usize] as i32 * y.qs[j] as i32;
+                    sumi += KVALUES_MXFP4[(x.qs[j] >> 4) as usize] as i32 * y.qs[j + 16] as i32;
+                }
+                s += d * sumi as f32;
+            }
+            *o = s;
+        }
+    }
+}
