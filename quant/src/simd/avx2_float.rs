@@ -121,8 +121,8 @@ entry!(rows
 /// f64 add's latency every eight elements). Per row the operations and their order are
 /// [`accumulate`]'s: each result has the one-row kernel's bits.
 ///
-/// Every 64 bytes of a row, `ahead(r, i)` prefetches that row [`super::prefetch_distance`]
-/// bytes ahead of element `i` (`size` bytes per element).
+/// Every 64 bytes, each of `rows` (`size` bytes per element) is prefetched
+/// [`super::prefetch_distance`] bytes ahead of the element being read.
 #[inline(always)]
 fn accumulate_rows<const R: usize>(
     n: usize,

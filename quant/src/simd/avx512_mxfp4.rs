@@ -9,7 +9,9 @@
 //! [`crate::dot::dot_mxfp4`] lane. Its lanes 0..3 come from the low half and 4..7 from the
 //! high half; the FMAs by `dy·2^(e−128)` run in the reference's two accumulators (even and odd
 //! blocks), then its lane sum, [`crate::dot::hsum8`] and scalar last odd block: the
-//! reference's bits.
+//! reference's bits. The scales of eight blocks of the four rows are formed together in
+//! vectors ([`dx8`]; in cache 2.20–2.54 → 1.67–1.93 µs per four 4096-element rows against
+//! per-block scalar scales, three alternating pairs).
 
 use super::f16c;
 use crate::blocks::{view, BlockMXFP4, BlockQ8_0};
@@ -33,7 +35,7 @@ static KVALUES_MXFP4_U12: [u8; 16] = {
 /// MXFP4 · Q8_0 for several weight rows against one activation row, four rows per pass (see
 /// the module docs). A pass of fewer than four rows repeats its first row in the other lanes
 /// and does not store them. Per row the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
     // SAFETY: the table has 16 bytes (unaligned load).
@@ -44,6 +46,12 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
     let zero = _mm512_setzero_si512();
     // 128-bit lane r of the four per-row scales: lane r's four floats are d_r
     let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    // block k of a group of eight: lane 4r..4r+3 takes row r's scale from [`dx8`]'s pair
+    let pick: [__m512i; 8] = std::array::from_fn(|k| {
+        let v: [i32; 16] = std::array::from_fn(|l| (16 * (l / 8) + 8 * (l / 4 % 2) + k) as i32);
+        // SAFETY: 64 readable bytes (unaligned load).
+        unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
+    });
     let pd = super::prefetch_distance();
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
         let mut xs: [&[BlockMXFP4]; 4] = [&[]; 4];
@@ -57,7 +65,15 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
         }
         // [parity][half]: even / odd blocks (the reference's acc1 / acc2), lanes 0..3 / 4..7
         let mut acc = [[_mm512_setzero_ps(); 2]; 2];
-        for b in 0..nb / 2 * 2 {
+        let paired = nb / 2 * 2;
+        // blocks in whole groups of eight take their scales from `dx8`, the rest in scalar
+        let grouped = paired / 8 * 8;
+        let mut dx = [_mm512_setzero_ps(); 2];
+        for b in 0..paired {
+            if b % 8 == 0 && b < grouped {
+                // SAFETY: same features as this function; every row has blocks b..b + 8.
+                dx = unsafe { dx8(&xs, b) };
+            }
             if b % 4 == 0 {
                 for x in &xs[..rows.len()] {
                     super::prefetch_ahead(x[b..].as_ptr().cast(), 4 * size_of::<BlockMXFP4>(), pd);
@@ -85,13 +101,21 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
             let l_lo = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_lo, lo, ylo));
             let l_hi = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_hi, hi, yhi));
             let dy = f16c!(y.d);
-            let d4 = _mm_setr_ps(
-                dy * e8m0_to_f32_half(xs[0][b].e),
-                dy * e8m0_to_f32_half(xs[1][b].e),
-                dy * e8m0_to_f32_half(xs[2][b].e),
-                dy * e8m0_to_f32_half(xs[3][b].e),
-            );
-            let d = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(d4));
+            // d_r = dy·2^(e−128): the reference's one f32 product either way
+            let d = if b < grouped {
+                _mm512_mul_ps(
+                    _mm512_permutex2var_ps(dx[0], pick[b % 8], dx[1]),
+                    _mm512_set1_ps(dy),
+                )
+            } else {
+                let d4 = _mm_setr_ps(
+                    dy * e8m0_to_f32_half(xs[0][b].e),
+                    dy * e8m0_to_f32_half(xs[1][b].e),
+                    dy * e8m0_to_f32_half(xs[2][b].e),
+                    dy * e8m0_to_f32_half(xs[3][b].e),
+                );
+                _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(d4))
+            };
             let [a_lo, a_hi] = &mut acc[b % 2];
             *a_lo = _mm512_fmadd_ps(d, l_lo, *a_lo);
             *a_hi = _mm512_fmadd_ps(d, l_hi, *a_hi);
@@ -123,4 +147,45 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
             *o = s;
         }
     }
+}
+
+/// `vpermt2b` indices of the E8M0 bytes of eight consecutive blocks (17 bytes apart, all
+/// within the first 128 bytes) into bytes 0..8.
+static E_PICK: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut k = 0;
+    while k < 8 {
+        t[k] = (17 * k) as u8;
+        k += 1;
+    }
+    t
+};
+
+/// The E8M0 scales `2^(e−128)` (as [`e8m0_to_f32_half`], subnormal cases included) of blocks
+/// `g..g + 8` of the four rows: lane `8·(r % 2) + k` of register `r / 2` is row r's block
+/// g + k. Per row two 64-byte loads and one `vpermt2b`; the bits are formed in vectors.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512dq")]
+#[inline]
+unsafe fn dx8(xs: &[&[BlockMXFP4]; 4], g: usize) -> [__m512; 2] {
+    // SAFETY: E_PICK has 64 bytes (unaligned load).
+    let idx = unsafe { _mm512_loadu_si512(E_PICK.as_ptr().cast()) };
+    let e: [__m512i; 4] = std::array::from_fn(|r| {
+        let p = xs[r][g..g + 8].as_ptr().cast::<u8>();
+        // SAFETY: the eight blocks are 136 bytes; the two loads read the first 128.
+        let (lo, hi) = unsafe {
+            (
+                _mm512_loadu_si512(p.cast()),
+                _mm512_loadu_si512(p.add(64).cast()),
+            )
+        };
+        _mm512_permutex2var_epi8(lo, idx, hi)
+    });
+    let pair = |a: __m512i, b: __m512i| {
+        let e = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(_mm512_unpacklo_epi64(a, b)));
+        let normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        let small = _mm512_sllv_epi32(_mm512_set1_epi32(0x0020_0000), e);
+        let m = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+        _mm512_castsi512_ps(_mm512_mask_blend_epi32(m, normal, small))
+    };
+    [pair(e[0], e[1]), pair(e[2], e[3])]
 }

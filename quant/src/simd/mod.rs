@@ -441,7 +441,7 @@ pub fn prefetch_ahead(p: *const u8, len: usize, dist: usize) {
         while o < len {
             // SAFETY: a prefetch cannot fault and reads nothing into the program; the
             // address is only computed. SSE is part of the x86_64 baseline.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(dist + o).cast()) };
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(dist).wrapping_add(o).cast()) };
             o += 64;
         }
     }
