@@ -10,7 +10,7 @@
 //!
 //! Files: `avx2_q8` (types dotted with Q8_0 activations), `avx2_k` (K-quants · Q8_K),
 //! `avx2_iq` (IQ grids · Q8_K), `avx2_float` (F32, F16, BF16), `avx512_iq` / `avx512_q8` /
-//! `avx512_mxfp4` (AVX-512 VBMI/VNNI kernels; `avx512_iq::has_features` is their shared
+//! `avx512_mxfp4` / `avx512_k` (AVX-512 VBMI/VNNI kernels; `avx512_iq::has_features` is their shared
 //! feature check);
 //! `tile_q8`, `tile_q2`, `tile_grid`, `tile_float` the register-tiled prompt-chunk GEMMs and
 //! `tile_amx` the AMX-INT8 grid GEMM for MoE experts.
@@ -28,6 +28,8 @@ mod avx2_k;
 mod avx2_q8;
 #[cfg(target_arch = "x86_64")]
 mod avx512_iq;
+#[cfg(target_arch = "x86_64")]
+mod avx512_k;
 #[cfg(target_arch = "x86_64")]
 mod avx512_mxfp4;
 #[cfg(target_arch = "x86_64")]
@@ -158,6 +160,8 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
                 DType::IQ1_S_X => Some(avx512_iq::dot_iq1_s_x_avx512_rows_entry),
                 DType::IQ2_XXS_X => Some(avx512_iq::dot_iq2_xxs_x_avx512_rows_entry),
                 DType::MXFP4 => Some(avx512_mxfp4::dot_mxfp4_avx512_rows_entry),
+                DType::Q4_K => Some(avx512_k::dot_q4_k_avx512_rows_entry),
+                DType::Q5_K => Some(avx512_k::dot_q5_k_avx512_rows_entry),
                 _ => None,
             };
             v.extend(k.map(|k| ("avx512", k)));
@@ -215,6 +219,8 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
                 DType::IQ1_S => v.push(("avx512", avx512_iq::dot_iq1_s_avx512_entry)),
                 DType::IQ1_S_X => v.push(("avx512", avx512_iq::dot_iq1_s_x_avx512_entry)),
                 DType::IQ2_XXS_X => v.push(("avx512", avx512_iq::dot_iq2_xxs_x_avx512_entry)),
+                DType::Q4_K => v.push(("avx512", avx512_k::dot_q4_k_avx512_entry)),
+                DType::Q5_K => v.push(("avx512", avx512_k::dot_q5_k_avx512_entry)),
                 _ => {}
             }
         }
