@@ -101,7 +101,7 @@ unsafe fn dot_q4_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32
 /// row's super-block in turn (so four running sums and four weight streams are in flight),
 /// each stream prefetched [`super::prefetch_distance`] bytes ahead.
 #[inline(always)]
-pub(super) fn k_rows<B: bytemuck::Pod>(
+fn k_rows<B: bytemuck::Pod>(
     rows: &[&[u8]],
     a: &[u8],
     out: &mut [f32],

@@ -89,18 +89,17 @@ impl K4 {
         }
     }
 
-    /// One super-block's float product, `codes(c)` giving chunk c's 64 codes in element
-    /// order.
+    /// One super-block's integer sums: 16 lanes that add up to Σ_j scale_j·Σ q·y, and 8
+    /// lanes that add up to Σ_j min_j·(bsum(2j) + bsum(2j+1)); `codes(c)` gives chunk c's
+    /// 64 codes in element order.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn block(
+    unsafe fn sums(
         &self,
         scales: &[u8; 12],
-        d: [u8; 2],
-        dmin: [u8; 2],
         codes: impl Fn(usize) -> __m512i,
         y: &BlockQ8K,
-    ) -> f32 {
+    ) -> (__m512i, __m256i) {
         let u = unpack_scales(scales);
         // SAFETY: `u` is 16 bytes (unaligned load).
         let s16 = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(u.as_ptr().cast()) });
@@ -114,11 +113,18 @@ impl K4 {
         }
         // SAFETY: the 32 `bsums` bytes (unaligned load).
         let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
-        let m = _mm256_permutexvar_epi16(self.mins, s16);
-        let mins = _mm256_madd_epi16(bs, m);
+        (
+            acc,
+            _mm256_madd_epi16(bs, _mm256_permutexvar_epi16(self.mins, s16)),
+        )
+    }
+
+    /// One super-block's float product from its [`Self::sums`]: the reference's combine.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn combine(d: [u8; 2], dmin: [u8; 2], (acc, mins): (__m512i, __m256i), dy: f32) -> f32 {
         let isc = _mm512_reduce_add_epi32(acc);
         let imin = _mm512_reduce_add_epi32(_mm512_zextsi256_si512(mins));
-        let dy = y.d();
         dy * (f16c!(d) * isc as f32) - dy * (f16c!(dmin) * imin as f32)
     }
 
@@ -145,21 +151,99 @@ impl K4 {
         _mm512_mask_add_epi8(lo, k, lo, self.sixteen)
     }
 
+    /// A Q4_K super-block's [`Self::sums`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn q4(&self, x: &BlockQ4K, y: &BlockQ8K) -> f32 {
+    unsafe fn q4(&self, x: &BlockQ4K, y: &BlockQ8K) -> (__m512i, __m256i) {
         // SAFETY: same features as this function.
-        unsafe { self.block(&x.scales, x.d, x.dmin, |c| self.q4_codes(x, c), y) }
+        unsafe { self.sums(&x.scales, |c| self.q4_codes(x, c), y) }
     }
 
+    /// A Q5_K super-block's [`Self::sums`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn q5(&self, x: &BlockQ5K, y: &BlockQ8K) -> f32 {
+    unsafe fn q5(&self, x: &BlockQ5K, y: &BlockQ8K) -> (__m512i, __m256i) {
         // SAFETY: the 32 `qh` bytes (unaligned load).
         let qh = unsafe { _mm256_loadu_si256(x.qh.as_ptr().cast()) };
         let qh2 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(qh), qh);
         // SAFETY: same features as this function.
-        unsafe { self.block(&x.scales, x.d, x.dmin, |c| self.q5_codes(x, qh2, c), y) }
+        unsafe { self.sums(&x.scales, |c| self.q5_codes(x, qh2, c), y) }
+    }
+}
+
+/// A K-quant super-block with its two f16 scales (`d`, `dmin`).
+trait KBlock: bytemuck::Pod {
+    fn scales(&self) -> ([u8; 2], [u8; 2]);
+}
+impl KBlock for BlockQ4K {
+    fn scales(&self) -> ([u8; 2], [u8; 2]) {
+        (self.d, self.dmin)
+    }
+}
+impl KBlock for BlockQ5K {
+    fn scales(&self) -> ([u8; 2], [u8; 2]) {
+        (self.d, self.dmin)
+    }
+}
+
+/// The body of the multi-row kernels: for four rows at a time (a pass of fewer repeats its
+/// first row and does not store the others), each super-block's [`K4::sums`] of every
+/// row, both reduced for the four rows at once ([`super::tree4`]), and the reference's float
+/// combine `dy·(d·isc) − dy·(dmin·imin)` and running sum in four f32 lanes, one per row: the
+/// same IEEE operations per lane as the one-row kernel's scalar ones, so the same bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+unsafe fn rows4<B: KBlock>(
+    rows: &[&[u8]],
+    a: &[u8],
+    out: &mut [f32],
+    sums: impl Fn(&B, &BlockQ8K) -> (__m512i, __m256i),
+) {
+    let ys = view::<BlockQ8K>(a);
+    let pd = super::prefetch_distance();
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let (mut xs, nb) = super::row_views::<B>(rows, ys.len());
+        for r in rows.len()..4 {
+            xs[r] = xs[0];
+        }
+        let mut s = _mm_setzero_ps();
+        for (b, y) in ys[..nb].iter().enumerate() {
+            let mut acc = [_mm512_setzero_si512(); 4];
+            let mut mins = [_mm512_setzero_si512(); 4];
+            let mut h = [0u16; 8];
+            for r in 0..4 {
+                let x = &xs[r][b];
+                if r < rows.len() {
+                    super::prefetch_ahead(std::ptr::from_ref(x).cast(), size_of::<B>(), pd);
+                }
+                let (ac, mn) = sums(x, y);
+                acc[r] = ac;
+                mins[r] = _mm512_zextsi256_si512(mn);
+                let (d, dmin) = x.scales();
+                h[r] = u16::from_le_bytes(d);
+                h[4 + r] = u16::from_le_bytes(dmin);
+            }
+            // per 128-bit lane [row 0, 1, 2, 3]; then the four lanes added (exact)
+            let t = super::tree4(acc[0], acc[1], acc[2], acc[3]);
+            let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
+            let isc = _mm512_castsi512_si128(_mm512_add_epi32(
+                t,
+                _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t),
+            ));
+            let m = super::tree4(mins[0], mins[1], mins[2], mins[3]);
+            let imin = _mm_add_epi32(_mm512_castsi512_si128(m), _mm512_extracti32x4_epi32::<1>(m));
+            // SAFETY: `h` holds eight u16 (unaligned load).
+            let hv = unsafe { _mm_loadu_si128(h.as_ptr().cast()) };
+            let (d, dmin) = (_mm_cvtph_ps(hv), _mm_cvtph_ps(_mm_unpackhi_epi64(hv, hv)));
+            let dy = _mm_set1_ps(y.d());
+            let hi = _mm_mul_ps(dy, _mm_mul_ps(d, _mm_cvtepi32_ps(isc)));
+            let lo = _mm_mul_ps(dy, _mm_mul_ps(dmin, _mm_cvtepi32_ps(imin)));
+            s = _mm_add_ps(s, _mm_sub_ps(hi, lo));
+        }
+        let mut o = [0f32; 4];
+        // SAFETY: `o` holds four f32 (unaligned store).
+        unsafe { _mm_storeu_ps(o.as_mut_ptr(), s) };
+        out.copy_from_slice(&o[..out.len()]);
     }
 }
 
@@ -171,7 +255,7 @@ unsafe fn dot_q4_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = 0f32;
     for (x, y) in view::<BlockQ4K>(w).iter().zip(view::<BlockQ8K>(a)) {
         // SAFETY: same features as this function.
-        s += unsafe { k.q4(x, y) };
+        s += unsafe { K4::combine(x.d, x.dmin, k.q4(x, y), y.d()) };
     }
     s
 }
@@ -184,19 +268,19 @@ unsafe fn dot_q5_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = 0f32;
     for (x, y) in view::<BlockQ5K>(w).iter().zip(view::<BlockQ8K>(a)) {
         // SAFETY: same features as this function.
-        s += unsafe { k.q5(x, y) };
+        s += unsafe { K4::combine(x.d, x.dmin, k.q5(x, y), y.d()) };
     }
     s
 }
 
-/// Q4_K · Q8_K, four rows per pass: the one-row kernel's super-block step for each row in
-/// turn, each stream prefetched ahead. Per row the reference's bits.
+/// Q4_K · Q8_K, four rows per pass ([`rows4`]), each stream prefetched ahead. Per row the
+/// reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn dot_q4_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { K4::new() };
-    // SAFETY: same features as this function.
-    super::avx2_k::k_rows(rows, a, out, |x, y| unsafe { k.q4(x, y) });
+    // SAFETY: same features as this function (twice).
+    unsafe { rows4(rows, a, out, |x, y| k.q4(x, y)) };
 }
 
 /// Q5_K · Q8_K, four rows per pass (as [`dot_q4_k_avx512_rows`]). Per row the reference's
@@ -205,6 +289,6 @@ unsafe fn dot_q4_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
 unsafe fn dot_q5_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { K4::new() };
-    // SAFETY: same features as this function.
-    super::avx2_k::k_rows(rows, a, out, |x, y| unsafe { k.q5(x, y) });
+    // SAFETY: same features as this function (twice).
+    unsafe { rows4(rows, a, out, |x, y| k.q5(x, y)) };
 }
