@@ -149,12 +149,21 @@ pub fn dot_mxfp4(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let sum: [f32; 8] = std::array::from_fn(|k| acc1[k] + acc2[k]);
     let mut s = hsum8(&sum);
     for ib in 2 * pairs..xs.len() {
-        let (x, y) = (&xs[ib], &ys[ib]);
-        let d = le_f16(y.d) * e8m0_to_f32_half(x.e);
-        let sumi: i32 = (0..32).map(|j| code(x, j) * y.qs[j] as i32).sum();
-        s += d * sumi as f32;
+        s += mxfp4_block(&xs[ib], &ys[ib]);
     }
     s
+}
+
+/// One MXFP4 block's product `dy·2^(e−128) · Σ q·y` in scalar code: [`dot_mxfp4`]'s odd last
+/// block (the SIMD kernels call it for theirs).
+pub(crate) fn mxfp4_block(x: &BlockMXFP4, y: &BlockQ8_0) -> f32 {
+    let d = le_f16(y.d) * e8m0_to_f32_half(x.e);
+    let mut sumi = 0i32;
+    for j in 0..16 {
+        sumi += KVALUES_MXFP4[(x.qs[j] & 0xF) as usize] as i32 * y.qs[j] as i32;
+        sumi += KVALUES_MXFP4[(x.qs[j] >> 4) as usize] as i32 * y.qs[j + 16] as i32;
+    }
+    d * sumi as f32
 }
 
 /// Σ q·y of 16 or 32 codes `q` against activation codes `y`.

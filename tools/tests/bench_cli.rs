@@ -6,24 +6,26 @@ fn fathom() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fathom"))
 }
 
+/// Runs `fathom ARGS`, asserts it succeeded and parses its stdout as JSON.
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = fathom().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn json_has_llama_bench_fields_and_ours() {
     let model = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../models/tests/fixtures/dsv4-tiny/dsv4-tiny-Q8_0.gguf"
     );
-    let out = fathom()
-        .args([
-            "bench", "-m", model, "-p", "8", "-n", "3", "-t", "2", "-r", "2", "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_of(&[
+        "bench", "-m", model, "-p", "8", "-n", "3", "-t", "2", "-r", "2", "--json",
+    ]);
     let rows = v.as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for r in rows {
@@ -79,19 +81,10 @@ fn repack_reports_loaded_bytes_and_rejects_unknown_types() {
         env!("CARGO_MANIFEST_DIR"),
         "/../models/tests/fixtures/dsv4-tiny/dsv4-tiny-IQ1_S.gguf"
     );
-    let out = fathom()
-        .args([
-            "bench", "-m", model, "-p", "0", "-n", "2", "-t", "2", "-r", "1", "--json", "--repack",
-            "iq1_s",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_of(&[
+        "bench", "-m", model, "-p", "0", "-n", "2", "-t", "2", "-r", "1", "--json", "--repack",
+        "iq1_s",
+    ]);
     let r = &v.as_array().unwrap()[0];
     let file = r["bytes_per_token"].as_u64().unwrap();
     let repacks = quant::simd::available(quant::DType::IQ1_S_X).len() > 1;
@@ -119,27 +112,18 @@ fn repack_reports_loaded_bytes_and_rejects_unknown_types() {
 /// a model.
 #[test]
 fn matvec_reports_each_type_against_the_bandwidth() {
-    let out = fathom()
-        .args([
-            "bench",
-            "--matvec",
-            "q8_0,f32",
-            "--prefetch",
-            "0,2048",
-            "-t",
-            "2",
-            "-r",
-            "1",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_of(&[
+        "bench",
+        "--matvec",
+        "q8_0,f32",
+        "--prefetch",
+        "0,2048",
+        "-t",
+        "2",
+        "-r",
+        "1",
+        "--json",
+    ]);
     let rows = v.as_array().unwrap();
     assert_eq!(rows.len(), 4);
     let got: Vec<(String, u64)> = rows

@@ -1,7 +1,7 @@
 //! AVX2 kernels for the weight types dotted with Q8_0 activations (Q8_0, MXFP4, Q2_0), each
 //! in the reference's accumulation order, so each returns the reference's bits.
 
-use super::{entry, f16c, f16x8};
+use super::{entry, f16x8};
 use crate::blocks::{view, BlockMXFP4, BlockQ2_0, BlockQ8_0};
 use crate::dot::hsum8;
 use crate::grids::KVALUES_MXFP4;
@@ -76,14 +76,7 @@ unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let sum: [f32; 8] = std::array::from_fn(|k| l1[k] + l2[k]);
     let mut s = hsum8(&sum);
     for ib in 2 * pairs..xs.len() {
-        let (x, y) = (&xs[ib], &ys[ib]);
-        let d = f16c!(y.d) * e8m0_to_f32_half(x.e);
-        let mut sumi = 0i32;
-        for j in 0..16 {
-            sumi += KVALUES_MXFP4[(x.qs[j] & 0xF) as usize] as i32 * y.qs[j] as i32;
-            sumi += KVALUES_MXFP4[(x.qs[j] >> 4) as usize] as i32 * y.qs[j + 16] as i32;
-        }
-        s += d * sumi as f32;
+        s += crate::dot::mxfp4_block(&xs[ib], &ys[ib]);
     }
     s
 }

@@ -135,14 +135,7 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
             });
             let mut s = crate::dot::hsum8(&sum);
             if nb % 2 == 1 {
-                let (x, y) = (&xs[r][nb - 1], &ys[nb - 1]);
-                let d = f16c!(y.d) * e8m0_to_f32_half(x.e);
-                let mut sumi = 0i32;
-                for j in 0..16 {
-                    sumi += KVALUES_MXFP4[(x.qs[j] & 0xF) as usize] as i32 * y.qs[j] as i32;
-                    sumi += KVALUES_MXFP4[(x.qs[j] >> 4) as usize] as i32 * y.qs[j + 16] as i32;
-                }
-                s += d * sumi as f32;
+                s += crate::dot::mxfp4_block(&xs[r][nb - 1], &ys[nb - 1]);
             }
             *o = s;
         }
