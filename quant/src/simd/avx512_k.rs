@@ -1,13 +1,14 @@
 //! AVX-512 kernels for Q4_K and Q5_K against Q8_K activations (one row, and four rows for
 //! decode's matvecs).
 //!
-//! A 64-element chunk of a super-block is one register in element order: its 32 code bytes
-//! and the same bytes shifted right by four, side by side (`vinserti64x4`), masked to
-//! nibbles — the low nibbles are sub-block 2c, the high ones 2c + 1, exactly the activation's
-//! elements 64c..64c + 64, so the activations need no shuffle. Q5_K adds its fifth bits with
-//! one `vptestmb` against the chunk's two bit masks and a masked add of 16. `vpmaddubsw`
-//! forms the pair sums (codes ≤ 31: no saturation) and `vpdpwssd` multiplies them by the
-//! sub-block scale (lanes 0..15: scale 2c, 16..31: scale 2c + 1) and accumulates. The eight
+//! A super-block's 128 code bytes are two 64-byte loads; each, masked to its low nibbles and
+//! shifted-then-masked to its high nibbles, gives two code registers (low: sub-blocks 4p and
+//! 4p + 2, high: 4p + 1 and 4p + 3), and the activations are put in that order once per
+//! super-block for all rows of a pass ([`ky`]). Q5_K adds its fifth bits with one `vptestmb`
+//! against the register's two bit masks and a masked add of 16. `vpmaddubsw` forms the pair
+//! sums (codes ≤ 31: no saturation) and `vpdpwssd` multiplies them by the sub-block scale
+//! (one `vpermw` per register: lanes 0..15 its first sub-block's, 16..31 its second's) and
+//! accumulates. The eight
 //! 6-bit scales and mins are unpacked with 32-bit scalar masks (ggml's `utmp` steps), the
 //! mins' term Σ m_j·(bsum(2j) + bsum(2j+1)) is one `vpmaddwd` against the `bsums`. Exact
 //! integers, then the reference's scalar float combine: the reference's bits.
@@ -42,17 +43,18 @@ fn unpack_scales(q: &[u8; 12]) -> [u32; 4] {
     ]
 }
 
-/// Per-chunk `vpermw` indices: lanes 0..15 take scale 2c, lanes 16..31 scale 2c + 1.
-static CHUNK_SCALE: [[u16; 32]; 4] = {
+/// Per code register r = 2p + h (see [`K4::codes`]) the `vpermw` indices: lanes 0..15 take
+/// scale 4p + h, lanes 16..31 scale 4p + 2 + h.
+static REG_SCALE: [[u16; 32]; 4] = {
     let mut t = [[0u16; 32]; 4];
-    let mut c = 0;
-    while c < 4 {
+    let mut r = 0;
+    while r < 4 {
         let mut l = 0;
         while l < 32 {
-            t[c][l] = (2 * c + l / 16) as u16;
+            t[r][l] = (4 * (r / 2) + r % 2 + 2 * (l / 16)) as u16;
             l += 1;
         }
-        c += 1;
+        r += 1;
     }
     t
 };
@@ -63,7 +65,8 @@ struct K4 {
     pick: [__m512i; 4],
     /// i16 lane 2j and 2j + 1: min j (bytes 8 + j of the unpacked scales)
     mins: __m256i,
-    /// Q5_K's fifth-bit masks per chunk: bit 2c in the low half, 2c + 1 in the high half
+    /// Q5_K's fifth-bit masks per code register r = 2p + h: bit 4p + h in the low half,
+    /// 4p + 2 + h in the high half
     bit: [__m512i; 4],
     sixteen: __m512i,
 }
@@ -74,15 +77,16 @@ impl K4 {
     unsafe fn new() -> K4 {
         K4 {
             m4: _mm512_set1_epi8(0x0F),
-            // SAFETY: each CHUNK_SCALE row is 64 readable bytes (unaligned load).
-            pick: std::array::from_fn(|c| unsafe {
-                _mm512_loadu_si512(CHUNK_SCALE[c].as_ptr().cast())
+            // SAFETY: each REG_SCALE row is 64 readable bytes (unaligned load).
+            pick: std::array::from_fn(|r| unsafe {
+                _mm512_loadu_si512(REG_SCALE[r].as_ptr().cast())
             }),
             mins: _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
-            bit: std::array::from_fn(|c| {
+            bit: std::array::from_fn(|r| {
+                let j = 4 * (r / 2) + r % 2;
                 _mm512_inserti64x4::<1>(
-                    _mm512_set1_epi8(1 << (2 * c)),
-                    _mm256_set1_epi8((1u8 << (2 * c + 1)) as i8),
+                    _mm512_set1_epi8((1u8 << j) as i8),
+                    _mm256_set1_epi8((1u8 << (j + 2)) as i8),
                 )
             }),
             sixteen: _mm512_set1_epi8(16),
@@ -90,14 +94,15 @@ impl K4 {
     }
 
     /// One super-block's integer sums: 16 lanes that add up to Σ_j scale_j·Σ q·y, and 8
-    /// lanes that add up to Σ_j min_j·(bsum(2j) + bsum(2j+1)); `codes(c)` gives chunk c's
-    /// 64 codes in element order.
+    /// lanes that add up to Σ_j min_j·(bsum(2j) + bsum(2j+1)); `codes(r)` gives code
+    /// register r ([`Self::codes`]) and `ky` the matching activations ([`ky`]).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
     unsafe fn sums(
         &self,
         scales: &[u8; 12],
         codes: impl Fn(usize) -> __m512i,
+        ky: &[__m512i; 4],
         y: &BlockQ8K,
     ) -> (__m512i, __m256i) {
         let u = unpack_scales(scales);
@@ -105,11 +110,9 @@ impl K4 {
         let s16 = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(u.as_ptr().cast()) });
         let s512 = _mm512_castsi256_si512(s16);
         let mut acc = _mm512_setzero_si512();
-        for c in 0..4 {
-            // SAFETY: 64 activation bytes of chunk c (unaligned load).
-            let yv = unsafe { _mm512_loadu_si512(y.qs.as_ptr().add(64 * c).cast()) };
-            let sc = _mm512_permutexvar_epi16(self.pick[c], s512);
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(codes(c), yv), sc);
+        for (r, yv) in ky.iter().enumerate() {
+            let sc = _mm512_permutexvar_epi16(self.pick[r], s512);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(codes(r), *yv), sc);
         }
         // SAFETY: the 32 `bsums` bytes (unaligned load).
         let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
@@ -128,47 +131,68 @@ impl K4 {
         dy * (f16c!(d) * isc as f32) - dy * (f16c!(dmin) * imin as f32)
     }
 
-    /// Chunk c of a Q4_K super-block's codes.
+    /// Code register r = 2p + h of a super-block's 128 code bytes `qs`: bytes 64p..64p + 64
+    /// (chunks 2p and 2p + 1), their low nibbles (h = 0: sub-blocks 4p, 4p + 2) or high
+    /// nibbles (h = 1: sub-blocks 4p + 1, 4p + 3).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn q4_codes(&self, x: &BlockQ4K, c: usize) -> __m512i {
-        // SAFETY: 32 code bytes of chunk c (unaligned load).
-        let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()) };
-        let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4));
-        _mm512_and_si512(both, self.m4)
+    unsafe fn codes(&self, qs: &[u8; 128], r: usize) -> __m512i {
+        // SAFETY: 64 code bytes at 64p (unaligned load).
+        let q = unsafe { _mm512_loadu_si512(qs.as_ptr().add(64 * (r / 2)).cast()) };
+        let q = if r % 2 == 1 {
+            _mm512_srli_epi16(q, 4)
+        } else {
+            q
+        };
+        _mm512_and_si512(q, self.m4)
     }
 
-    /// Chunk c of a Q5_K super-block's codes: Q4_K's with 16 added where the chunk's bit of
+    /// Q5_K's code register r: [`Self::codes`] with 16 added where its sub-blocks' bit of
     /// `qh` (broadcast to both halves in `qh2`) is set.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn q5_codes(&self, x: &BlockQ5K, qh2: __m512i, c: usize) -> __m512i {
-        // SAFETY: 32 code bytes of chunk c (unaligned load).
-        let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()) };
-        let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4));
-        let lo = _mm512_and_si512(both, self.m4);
-        let k = _mm512_test_epi8_mask(qh2, self.bit[c]);
+    unsafe fn q5_codes(&self, x: &BlockQ5K, qh2: __m512i, r: usize) -> __m512i {
+        // SAFETY: same features as this function.
+        let lo = unsafe { self.codes(&x.qs, r) };
+        let k = _mm512_test_epi8_mask(qh2, self.bit[r]);
         _mm512_mask_add_epi8(lo, k, lo, self.sixteen)
     }
 
     /// A Q4_K super-block's [`Self::sums`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn q4(&self, x: &BlockQ4K, y: &BlockQ8K) -> (__m512i, __m256i) {
+    unsafe fn q4(&self, x: &BlockQ4K, ky: &[__m512i; 4], y: &BlockQ8K) -> (__m512i, __m256i) {
         // SAFETY: same features as this function.
-        unsafe { self.sums(&x.scales, |c| self.q4_codes(x, c), y) }
+        unsafe { self.sums(&x.scales, |r| self.codes(&x.qs, r), ky, y) }
     }
 
     /// A Q5_K super-block's [`Self::sums`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn q5(&self, x: &BlockQ5K, y: &BlockQ8K) -> (__m512i, __m256i) {
+    unsafe fn q5(&self, x: &BlockQ5K, ky: &[__m512i; 4], y: &BlockQ8K) -> (__m512i, __m256i) {
         // SAFETY: the 32 `qh` bytes (unaligned load).
         let qh = unsafe { _mm256_loadu_si256(x.qh.as_ptr().cast()) };
         let qh2 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(qh), qh);
         // SAFETY: same features as this function.
-        unsafe { self.sums(&x.scales, |c| self.q5_codes(x, qh2, c), y) }
+        unsafe { self.sums(&x.scales, |r| self.q5_codes(x, qh2, r), ky, y) }
     }
+}
+
+/// The activations of code registers r = 2p + h ([`K4::codes`]): elements 128p + 32h..+32
+/// and 128p + 64 + 32h..+32, side by side. Formed once per super-block for all rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+unsafe fn ky(y: &BlockQ8K) -> [__m512i; 4] {
+    std::array::from_fn(|r| {
+        let o = 128 * (r / 2) + 32 * (r % 2);
+        // SAFETY: bytes o..o + 32 and o + 64..o + 96 of the 256 activation bytes.
+        unsafe {
+            _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm256_loadu_si256(y.qs.as_ptr().add(o).cast())),
+                _mm256_loadu_si256(y.qs.as_ptr().add(o + 64).cast()),
+            )
+        }
+    })
 }
 
 /// A K-quant super-block with its two f16 scales (`d`, `dmin`).
@@ -197,7 +221,7 @@ unsafe fn rows4<B: KBlock>(
     rows: &[&[u8]],
     a: &[u8],
     out: &mut [f32],
-    sums: impl Fn(&B, &BlockQ8K) -> (__m512i, __m256i),
+    sums: impl Fn(&B, &[__m512i; 4], &BlockQ8K) -> (__m512i, __m256i),
 ) {
     let ys = view::<BlockQ8K>(a);
     let pd = super::prefetch_distance();
@@ -211,12 +235,14 @@ unsafe fn rows4<B: KBlock>(
             let mut acc = [_mm512_setzero_si512(); 4];
             let mut mins = [_mm512_setzero_si512(); 4];
             let mut h = [0u16; 8];
+            // SAFETY: same features as this function.
+            let kyb = unsafe { ky(y) };
             for r in 0..4 {
                 let x = &xs[r][b];
                 if r < rows.len() {
                     super::prefetch_ahead(std::ptr::from_ref(x).cast(), size_of::<B>(), pd);
                 }
-                let (ac, mn) = sums(x, y);
+                let (ac, mn) = sums(x, &kyb, y);
                 acc[r] = ac;
                 mins[r] = _mm512_zextsi256_si512(mn);
                 let (d, dmin) = x.scales();
@@ -255,7 +281,7 @@ unsafe fn dot_q4_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = 0f32;
     for (x, y) in view::<BlockQ4K>(w).iter().zip(view::<BlockQ8K>(a)) {
         // SAFETY: same features as this function.
-        s += unsafe { K4::combine(x.d, x.dmin, k.q4(x, y), y.d()) };
+        s += unsafe { K4::combine(x.d, x.dmin, k.q4(x, &ky(y), y), y.d()) };
     }
     s
 }
@@ -268,7 +294,7 @@ unsafe fn dot_q5_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = 0f32;
     for (x, y) in view::<BlockQ5K>(w).iter().zip(view::<BlockQ8K>(a)) {
         // SAFETY: same features as this function.
-        s += unsafe { K4::combine(x.d, x.dmin, k.q5(x, y), y.d()) };
+        s += unsafe { K4::combine(x.d, x.dmin, k.q5(x, &ky(y), y), y.d()) };
     }
     s
 }
@@ -280,7 +306,7 @@ unsafe fn dot_q4_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
     // SAFETY: same features as this function.
     let k = unsafe { K4::new() };
     // SAFETY: same features as this function (twice).
-    unsafe { rows4(rows, a, out, |x, y| k.q4(x, y)) };
+    unsafe { rows4(rows, a, out, |x, ky, y| k.q4(x, ky, y)) };
 }
 
 /// Q5_K · Q8_K, four rows per pass (as [`dot_q4_k_avx512_rows`]). Per row the reference's
@@ -290,5 +316,5 @@ unsafe fn dot_q5_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
     // SAFETY: same features as this function.
     let k = unsafe { K4::new() };
     // SAFETY: same features as this function (twice).
-    unsafe { rows4(rows, a, out, |x, y| k.q5(x, y)) };
+    unsafe { rows4(rows, a, out, |x, ky, y| k.q5(x, ky, y)) };
 }
