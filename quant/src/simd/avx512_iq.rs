@@ -24,7 +24,7 @@
 //!
 //! The repacked IQ2_XXS_X's kernels are in the child module `iq2x`.
 
-use super::{entry, f16c, fold_pairs, tree4};
+use super::{entry, f16c, fold_pairs, sums4, tree4};
 use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID};
 use std::arch::x86_64::*;
@@ -308,14 +308,12 @@ impl Iq2Dot {
 }
 
 /// The reference's `f32(d)·dy·Σ` of four super-blocks, one per lane, from their integer
-/// sums spread over the 16 lanes of `z[k]` (exact reduction: one unpack tree, two folds).
+/// sums spread over the 16 lanes of `z[k]` (exact reduction: [`super::sums4`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c")]
 #[inline]
 unsafe fn sums4_products(z: &[__m512i; 4], hd: &[u16; 4], dy: &[f32; 4]) -> __m128 {
-    let t = tree4(z[0], z[1], z[2], z[3]);
-    let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
-    let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t));
-    block_products(hd, dy, _mm_cvtepi32_ps(_mm512_castsi512_si128(t)))
+    let t = sums4(z[0], z[1], z[2], z[3]);
+    block_products(hd, dy, _mm_cvtepi32_ps(t))
 }
 
 /// IQ2_XXS · Q8_K with AVX-512, one column (decode's matvec). Per super-block: the 32 grid
@@ -694,11 +692,8 @@ impl Iq1xDot {
             }
             *zk = acc;
         }
-        let t = tree4(z[0], z[1], z[2], z[3]);
-        let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
-        let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t));
         let t = _mm_mul_ps(
-            _mm_cvtepi32_ps(_mm512_castsi512_si128(t)),
+            _mm_cvtepi32_ps(sums4(z[0], z[1], z[2], z[3])),
             _mm_set1_ps(0.125),
         );
         block_products(&hd, &dy, t)

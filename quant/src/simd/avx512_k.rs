@@ -212,7 +212,7 @@ impl KBlock for BlockQ5K {
 
 /// The body of the multi-row kernels: for four rows at a time (a pass of fewer repeats its
 /// first row and does not store the others), each super-block's [`K4::sums`] of every
-/// row, both reduced for the four rows at once ([`super::tree4`]), and the reference's float
+/// row, both reduced for the four rows at once ([`super::sums4`]), and the reference's float
 /// combine `dy·(d·isc) − dy·(dmin·imin)` and running sum in four f32 lanes, one per row: the
 /// same IEEE operations per lane as the one-row kernel's scalar ones, so the same bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
@@ -249,15 +249,9 @@ unsafe fn rows4<B: KBlock>(
                 h[r] = u16::from_le_bytes(d);
                 h[4 + r] = u16::from_le_bytes(dmin);
             }
-            // per 128-bit lane [row 0, 1, 2, 3]; then the four lanes added (exact)
-            let t = super::tree4(acc[0], acc[1], acc[2], acc[3]);
-            let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
-            let isc = _mm512_castsi512_si128(_mm512_add_epi32(
-                t,
-                _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t),
-            ));
-            let m = super::tree4(mins[0], mins[1], mins[2], mins[3]);
-            let imin = _mm_add_epi32(_mm512_castsi512_si128(m), _mm512_extracti32x4_epi32::<1>(m));
+            // lane r: row r's sums (exact)
+            let isc = super::sums4(acc[0], acc[1], acc[2], acc[3]);
+            let imin = super::sums4(mins[0], mins[1], mins[2], mins[3]);
             // SAFETY: `h` holds eight u16 (unaligned load).
             let hv = unsafe { _mm_loadu_si128(h.as_ptr().cast()) };
             let (d, dmin) = (_mm_cvtph_ps(hv), _mm_cvtph_ps(_mm_unpackhi_epi64(hv, hv)));

@@ -363,6 +363,24 @@ fn tree4(
     _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd))
 }
 
+/// The whole lane sums of `a`, `b`, `c`, `d` (exact), as the four lanes of one register:
+/// [`tree4`], then its four 128-bit lanes added.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn sums4(
+    a: std::arch::x86_64::__m512i,
+    b: std::arch::x86_64::__m512i,
+    c: std::arch::x86_64::__m512i,
+    d: std::arch::x86_64::__m512i,
+) -> std::arch::x86_64::__m128i {
+    use std::arch::x86_64::*;
+    let t = tree4(a, b, c, d);
+    let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
+    let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t));
+    _mm512_castsi512_si128(t)
+}
+
 /// `t`'s 128-bit lanes 0 + 1 and 2 + 3 (exact): after [`tree4`] on registers holding two
 /// columns each (lanes 0–1 the first, 2–3 the second), the first and the second column.
 #[cfg(target_arch = "x86_64")]
