@@ -158,6 +158,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
         DType::IQ1_S,
         DType::IQ1_S_X,
         DType::IQ2_XXS_X,
+        DType::IQ1_M,
         DType::BF16,
         DType::F32,
     ] {

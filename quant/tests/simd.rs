@@ -220,6 +220,17 @@ fn iq2_xxs_x_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
+/// Writes the f16 super-scale `bits` into every IQ1_M block of `w`: it lives in the top
+/// nibbles of the four u16 scale words.
+fn set_iq1m_scale(w: &mut [u8], bits: u16) {
+    for blk in w.chunks_exact_mut(56) {
+        for i in 0..4 {
+            blk[48 + 2 * i + 1] =
+                (blk[48 + 2 * i + 1] & 0x0F) | (((bits >> (4 * i)) as u8 & 0xF) << 4);
+        }
+    }
+}
+
 #[test]
 fn iq1_m_kernels_match_the_reference_bit_for_bit() {
     let mut r = rng(0x1313);
@@ -227,13 +238,7 @@ fn iq1_m_kernels_match_the_reference_bit_for_bit() {
     for nb in 1..=12usize {
         let n = 256 * nb;
         let mut w = random_blocks(&mut r, DType::IQ1_M, n, &[], 0.0);
-        // the f16 super-scale lives in the top nibbles of the four u16 scale words
-        for blk in w.chunks_exact_mut(56) {
-            for i in 0..4 {
-                blk[48 + 2 * i + 1] =
-                    (blk[48 + 2 * i + 1] & 0x0F) | (((bits >> (4 * i)) as u8 & 0xF) << 4);
-            }
-        }
+        set_iq1m_scale(&mut w, bits);
         let x = activations(&mut r, n, 2.0);
         assert_kernels_match(DType::IQ1_M, DType::Q8_K, &w, &x);
     }
@@ -285,6 +290,7 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         (DType::IQ1_S_X, DType::Q8_K, 256, 0),
         (DType::IQ2_XXS_X, DType::Q8_K, 256, 0),
         (DType::Q2_0, DType::Q8_0, 64, 0),
+        (DType::IQ1_M, DType::Q8_K, 256, 0),
     ] {
         let kernels = quant::simd::multi_available(wt);
         #[cfg(target_arch = "x86_64")]
@@ -295,7 +301,12 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         let reference = wt.info().vec_dot.unwrap();
         for nb in [1usize, 3, 8, 9, 17] {
             let n = blk * nb;
-            let w = random_blocks(&mut r, wt, n, &[scale_at], 0.004);
+            // IQ1_M has no scale field: its scale is in the scale words' top nibbles
+            let at: &[usize] = if wt == DType::IQ1_M { &[] } else { &[scale_at] };
+            let mut w = random_blocks(&mut r, wt, n, at, 0.004);
+            if wt == DType::IQ1_M {
+                set_iq1m_scale(&mut w, quant::scalar::f32_to_f16(0.004));
+            }
             for cols in 1..=9usize {
                 let acts: Vec<Vec<u8>> = (0..cols)
                     .map(|_| {
@@ -365,6 +376,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
         (DType::Q5_K, DType::Q8_K, 256, &[0, 2]),
         (DType::Q4_K, DType::Q8_K, 256, &[0, 2]),
         (DType::MXFP4, DType::Q8_0, 32, &[]),
+        (DType::IQ1_M, DType::Q8_K, 256, &[]),
     ] {
         let kernels = quant::simd::rows_available(wt);
         #[cfg(target_arch = "x86_64")]
@@ -398,6 +410,9 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
                                     112 + blk[0] % 24
                                 };
                             }
+                        }
+                        if wt == DType::IQ1_M {
+                            set_iq1m_scale(&mut w, quant::scalar::f32_to_f16(0.004));
                         }
                         w
                     })

@@ -1,0 +1,284 @@
+//! AVX-512 kernels for IQ1_M · Q8_K, one row and four rows (decode's matvecs): a child of
+//! `avx512_iq`, whose IQ1_S gather scheme and `grid_one!` / `grid_rows!` passes these share.
+//!
+//! IQ1_M differs from IQ1_S in its delta: one sign per 8 elements, not per 32, so the delta
+//! term Σ σ·Σ₈y cannot come from the 16-element `bsums`. Instead each element's weight is
+//! formed whole, grid value and delta together, as W = 8·v + σ ∈ {±1, ±7, ±9} (v ∈ {−1, 0,
+//! 1} the grid value, σ = ±1 the sub-group's delta sign), so that the reference's two
+//! integers come out as one, T = 8·sumi + sumi1 = Σ_h s'_h·Σ_{e∈h} W_e·y_e (h the sixteen
+//! 16-element halves, s' = 2s + 1 their scales), as in the IQ1_S_X kernels.
+//!
+//! - The 32 11-bit grid indices are formed as IQ1_S's are (`vpmovzxbd` of `qs`,
+//!   `vpmultishiftqb` of the broadcast `qh` for bits 8–10: sub-group i's index bits and sign
+//!   are nibble i of the 16 `qh` bytes) and each quarter's eight grid rows are one
+//!   `vpgatherdq` from [`M_LEVELS`], which stores each value as 8·(v + 1) + 2.
+//! - W + 9 = 8·(v + 1) + 2 − 2·[σ < 0]: bit 1 of every table byte is set, so one
+//!   `vpmultishiftqb` that puts the sub-group's sign bit at bit 1 of its eight bytes and one
+//!   `vpternlogq` (t ⊕ (sign ∧ 2)) give the unsigned weights, and `vpdpbusd` their four-element
+//!   sums against the activations (each 128-bit lane: one half).
+//! - Two quarters' sums are packed to words (|Σ| ≤ 4·18·128) and multiplied by their halves'
+//!   scales with `vpdpwssd`; the scales come from one `vpmultishiftqb` of the broadcast scale
+//!   words and a mask (2s + 1 per half), spread by one `vpermw` per quarter pair.
+//! - The offset 9 comes back as −9·Σ_h s'_h·bsum_h: one `vpmullw` and one `vpdpwssd` of the
+//!   `bsums` against the same scale words.
+//!
+//! |T| ≤ 256·9·128·15 < 2²⁴, so f32(T)·0.125 is exactly sumi + sumi1/8, as the reference's
+//! `sumi + 0.125·sumi1` is: with the reference's float combine, the reference's bits.
+
+use super::*;
+use crate::blocks::BlockIQ1M;
+
+entry!(rows dot_iq1_m_avx512_rows_entry => dot_iq1_m_avx512_rows);
+entry!(multi dot_iq1_m_avx512_multi_entry => dot_iq1_m_avx512_multi);
+entry!(dot_iq1_m_avx512_entry => dot_iq1_m_avx512);
+
+/// `IQ1S_GRID[i]` as eight bytes 8·(v + 1) + 2 (v = −1 → 2, 0 → 10, +1 → 18), element `j` in
+/// byte j: the unsigned weight W + 9 of an element whose delta is positive.
+static M_LEVELS: [u64; 2048] = {
+    let mut t = [0u64; 2048];
+    let mut i = 0;
+    while i < 2048 {
+        let g = IQ1S_GRID[i];
+        let mut c = 0u64;
+        let mut j = 0;
+        while j < 8 {
+            let lv: u64 = match (g >> (8 * j)) as u8 {
+                0xFF => 2,
+                0 => 10,
+                1 => 18,
+                _ => panic!("IQ1S_GRID value outside -1, 0, 1"),
+            };
+            c |= lv << (8 * j);
+            j += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+/// `vpmultishiftqb` control on a qword of eight `qh` bytes (sixteen sub-groups' nibbles):
+/// byte 1 of dword i takes bits 4i.., so sub-group i's three high index bits land at bits
+/// 8–10 of dword i.
+static M_HI_BITS: [u8; 64] = bytes64!(|b| if b % 4 == 1 { (b - 1) as u8 } else { 0 });
+
+/// `vpmultishiftqb` controls per quarter parity s: every byte of qword j takes bits
+/// 4·(8s + j) + 2.. of the `qh` qword the quarter's sub-groups live in, putting sub-group
+/// 8s + j's delta sign (nibble bit 3) at bit 1.
+static M_SIGN: [[u8; 64]; 2] = [
+    bytes64!(|b| (4 * (b / 8) + 2) as u8),
+    bytes64!(|b| (32 + 4 * (b / 8) + 2) as u8),
+];
+
+/// `vpmultishiftqb` control on the broadcast scale qword: the low byte of word w takes the
+/// bits from one below half h = w mod 16's 3-bit scale (at bit 16·(h/4) + 3·(h mod 4)), so
+/// the scale sits at bits 1–3 (the rotation wraps half 0's to bit 63); high bytes unused.
+static M_SCALE_CTRL: [u8; 64] = bytes64!(|b| if b % 2 == 0 {
+    let h = (b / 2) % 16;
+    ((16 * (h / 4) + 3 * (h % 4) + 63) % 64) as u8
+} else {
+    0
+});
+
+/// `vpermw` controls from the scale words (word h: s'_h) to quarter pair q's packed sums:
+/// 128-bit lane j holds half 8q + j's four sums then half 8q + 4 + j's.
+static M_PICK: [[u16; 32]; 2] = {
+    let mut t = [[0u16; 32]; 2];
+    let mut q = 0;
+    while q < 2 {
+        let mut i = 0;
+        while i < 32 {
+            let (j, w) = (i / 8, i % 8);
+            t[q][i] = (8 * q + 4 * (w / 4) + j) as u16;
+            i += 1;
+        }
+        q += 1;
+    }
+    t
+};
+
+/// One unpacked IQ1_M super-block.
+struct Iq1mBlock {
+    /// The unsigned weights W + 9 of each 64-element quarter, element order.
+    w9: [__m512i; 4],
+    /// Word h (and h + 16): the scale s'_h of half h.
+    wv: __m512i,
+    /// The scales of quarter pair q's packed sums ([`M_PICK`]).
+    pairs: [__m512i; 2],
+}
+
+/// The IQ1_M kernels' constants, in registers.
+struct Iq1mDot {
+    hi: __m512i,
+    sign: [__m512i; 2],
+    sctrl: __m512i,
+    pick: [__m512i; 2],
+}
+
+impl Iq1mDot {
+    /// Loads the constants.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn new() -> Self {
+        let ld = |p: *const u8| {
+            // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        };
+        Iq1mDot {
+            hi: ld(M_HI_BITS.as_ptr()),
+            sign: std::array::from_fn(|s| ld(M_SIGN[s].as_ptr())),
+            sctrl: ld(M_SCALE_CTRL.as_ptr()),
+            pick: std::array::from_fn(|q| ld(M_PICK[q].as_ptr().cast())),
+        }
+    }
+
+    /// Unpacks one super-block (exact): its unsigned weights W + 9 per quarter and its
+    /// scale words (see the module docs).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn unpack(&self, x: &BlockIQ1M) -> Iq1mBlock {
+        let qh = |i: usize| {
+            let b: [u8; 8] = x.qh[8 * i..8 * i + 8].try_into().unwrap();
+            _mm512_set1_epi64(i64::from_le_bytes(b))
+        };
+        let (h0, h1) = (qh(0), qh(1));
+        // SAFETY: 32 `qs` bytes per block (two unaligned 16-byte loads).
+        let (q0, q1) = unsafe {
+            (
+                _mm512_cvtepu8_epi32(_mm_loadu_si128(x.qs.as_ptr().cast())),
+                _mm512_cvtepu8_epi32(_mm_loadu_si128(x.qs[16..].as_ptr().cast())),
+            )
+        };
+        // index = qs | (hi & 0x700)
+        let c700 = _mm512_set1_epi32(0x700);
+        let i0 =
+            _mm512_ternarylogic_epi32::<0xF8>(q0, _mm512_multishift_epi64_epi8(self.hi, h0), c700);
+        let i1 =
+            _mm512_ternarylogic_epi32::<0xF8>(q1, _mm512_multishift_epi64_epi8(self.hi, h1), c700);
+        let base = M_LEVELS.as_ptr().cast::<u8>();
+        // SAFETY: every index is < 2048, the table's length, and each read is 8 bytes at
+        // 8·index.
+        let lv = unsafe {
+            [
+                _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(i0), base.cast()),
+                _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(i0), base.cast()),
+                _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(i1), base.cast()),
+                _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(i1), base.cast()),
+            ]
+        };
+        let two = _mm512_set1_epi8(2);
+        let w9 = std::array::from_fn(|p| {
+            let signs = _mm512_multishift_epi64_epi8(self.sign[p % 2], if p < 2 { h0 } else { h1 });
+            // W + 9 = level byte ⊕ (sign bit at bit 1)
+            _mm512_ternarylogic_epi64::<0x78>(lv[p], signs, two)
+        });
+        // word h (and h + 16): s'_h = 2·s_h + 1
+        let sc = _mm512_set1_epi64(i64::from_le_bytes(x.scales));
+        let wv = _mm512_ternarylogic_epi32::<0xEA>(
+            _mm512_multishift_epi64_epi8(self.sctrl, sc),
+            _mm512_set1_epi16(0xE),
+            _mm512_set1_epi16(1),
+        );
+        Iq1mBlock {
+            w9,
+            wv,
+            pairs: std::array::from_fn(|q| _mm512_permutexvar_epi16(self.pick[q], wv)),
+        }
+    }
+
+    /// An unpacked super-block's T = 8·sumi + sumi1 against `y`, spread over the lanes of
+    /// the result (see the module docs).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn sums(b: &Iq1mBlock, y: &BlockQ8K) -> __m512i {
+        let z = _mm512_setzero_si512();
+        let d: [__m512i; 4] = std::array::from_fn(|p| {
+            // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+            let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+            _mm512_dpbusd_epi32(z, b.w9[p], yv)
+        });
+        // SAFETY: 32 `bsums` bytes (unaligned load; the upper half of the register is 0).
+        let bs = unsafe { _mm512_zextsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())) };
+        let acc = _mm512_dpwssd_epi32(z, _mm512_mullo_epi16(bs, _mm512_set1_epi16(-9)), b.wv);
+        let acc = _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[0], d[1]), b.pairs[0]);
+        _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[2], d[3]), b.pairs[1])
+    }
+
+    /// The products `f32(d)·dy·(T/8)` of four super-blocks of `xs · ys`, one per lane.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn group(&self, xs: &[BlockIQ1M; 4], ys: &[BlockQ8K; 4]) -> __m128 {
+        let mut z = [_mm512_setzero_si512(); 4];
+        let mut hd = [0u16; 4];
+        let mut dy = [0f32; 4];
+        for (k, zk) in z.iter_mut().enumerate() {
+            let (x, y) = (&xs[k], &ys[k]);
+            hd[k] = super_scale(u64::from_le_bytes(x.scales));
+            dy[k] = y.d();
+            // SAFETY: same features as this function.
+            *zk = unsafe { Self::sums(&self.unpack(x), y) };
+        }
+        let t = _mm_mul_ps(
+            _mm_cvtepi32_ps(sums4(z[0], z[1], z[2], z[3])),
+            _mm_set1_ps(0.125),
+        );
+        block_products(&hd, &dy, t)
+    }
+}
+
+/// IQ1_M · Q8_K with AVX-512, one column: four super-blocks per [`Iq1mDot::group`], their
+/// products added in block order (the reference's bits; see the module docs).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_m_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq1mDot::new() };
+    grid_one!(k, BlockIQ1M, w, a)
+}
+
+/// IQ1_M · Q8_K for several weight rows against one activation row, four rows per pass
+/// (`grid_rows!`: four independent chains and four prefetched weight streams): each row gets
+/// the one-row kernel's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_m_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq1mDot::new() };
+    grid_rows!(k, BlockIQ1M, rows, a, out, 1.0);
+}
+
+/// IQ1_M · Q8_K against up to eight activation columns per pass (prompt chunks, MoE experts
+/// with several tokens): each super-block is unpacked once ([`Iq1mDot::unpack`]: the
+/// gathers, signs and scales) and its sums formed per column; each column's float combine
+/// is the reference's, so it gets the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_m_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq1mDot::new() };
+    let xs = view::<BlockIQ1M>(w);
+    for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
+        let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
+        for (y, a) in ys.iter_mut().zip(acts) {
+            *y = view::<BlockQ8K>(a);
+        }
+        let ys = &ys[..acts.len()];
+        let mut s = [0f32; COLS];
+        for (bi, x) in xs.iter().enumerate() {
+            // SAFETY: same features as this function.
+            let b = unsafe { k.unpack(x) };
+            let sc = u64::from_le_bytes(x.scales);
+            let dx = f16c!(super_scale(sc).to_le_bytes());
+            for (c, y) in ys.iter().enumerate() {
+                let y = &y[bi];
+                // SAFETY: same features as this function.
+                let t = _mm512_reduce_add_epi32(unsafe { Iq1mDot::sums(&b, y) });
+                s[c] += dx * y.d() * (t as f32 * 0.125);
+            }
+        }
+        out.copy_from_slice(&s[..out.len()]);
+    }
+}
+
+/// The f16 bits of an IQ1_M super-block's scale from its four scale words `sc`: the top
+/// nibble of each.
+fn super_scale(sc: u64) -> u16 {
+    ((sc >> 12) & 0xF | (sc >> 24) & 0xF0 | (sc >> 36) & 0xF00 | (sc >> 48) & 0xF000) as u16
+}
