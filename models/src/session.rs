@@ -546,6 +546,24 @@ impl Session {
         Some(acc.summary(threads))
     }
 
+    /// Discard the per-op timings gathered so far, keeping the profiler on: a benchmark's
+    /// warm-up (first-touch page faults of a mapped file, graph builds) must not weigh in
+    /// its profile. The graph count stays (the executors do).
+    pub fn clear_profile(&mut self) {
+        let Some(acc) = self.profile.as_mut() else {
+            return;
+        };
+        for (_, e) in self.execs.iter_mut() {
+            if let Some(p) = e.profiler_mut() {
+                p.reset();
+            }
+        }
+        *acc = ProfileAcc {
+            graphs: acc.graphs,
+            ..ProfileAcc::default()
+        };
+    }
+
     /// Drop every executor (their timings folded into the profile first).
     fn retire_all(&mut self) {
         for (_, mut e) in self.execs.drain(..) {
@@ -936,5 +954,29 @@ mod tests {
         assert!(p.rows.iter().any(|r| r.op == "MUL_MAT" && r.calls > 0));
         assert!(p.table().contains("| total |"));
         assert_eq!(p.to_json()["runs"], 3);
+    }
+
+    #[test]
+    fn clear_profile_drops_the_warm_up() {
+        let mut s = Session::from_gguf(tiny(), 1, 8).unwrap();
+        s.clear_profile(); // profiling off: nothing to clear, and it stays off
+        s.set_profile(true);
+        s.prefill(&[0, 1, 2]).unwrap();
+        s.decode(3).unwrap();
+        s.clear_profile();
+        s.decode(4).unwrap();
+        let p = s.take_profile().unwrap();
+        assert_eq!((p.runs, p.tokens, p.graphs), (1, 1, 2));
+        // the executors' own timings went too: two decode runs after the clear count
+        // twice the calls of one (with the prefill's left in, P + 3D ≠ 2·(P + 2D))
+        let calls = |p: &ProfileSummary| p.rows.iter().find(|r| r.op == "MUL_MAT").unwrap().calls;
+        let mut q = Session::from_gguf(tiny(), 1, 8).unwrap();
+        q.set_profile(true);
+        q.prefill(&[0, 1, 2]).unwrap();
+        q.decode(3).unwrap();
+        q.clear_profile();
+        q.decode(4).unwrap();
+        q.decode(5).unwrap();
+        assert_eq!(calls(&q.take_profile().unwrap()), 2 * calls(&p));
     }
 }

@@ -300,6 +300,7 @@ fn run_inner(args: &Args) -> Result<()> {
         let toks = tokens(p, hp.n_vocab, p as u64);
         session.reset();
         session.prefill(&toks)?; // warm-up: builds the chunk graphs, pages weights in
+        session.clear_profile(); // with FATHOM_PROFILE_OPS: the measured runs only
         let mut samples = Vec::new();
         for _ in 0..args.reps {
             session.reset();
@@ -332,6 +333,8 @@ fn run_inner(args: &Args) -> Result<()> {
             }
             if rep > 0 {
                 samples.push(n as f64 / t0.elapsed().as_secs_f64()); // rep 0 warms up
+            } else {
+                session.clear_profile();
             }
         }
         rows.push(Row {
