@@ -536,7 +536,8 @@ unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
 /// grid-row gathers. The reference's two integers (sumi, with the −1 of the level offset,
 /// and the delta sum sumi1) are formed as one, T = 8·sumi + sumi1 = Σ_g 8·ls_g·Σ l·y +
 /// Σ_k ls·(σ − 8)·bsum_k: one `vpdpwssd` of the `bsums` against per-entry coefficients and
-/// four of the pair sums against 8·ls, both looked up in one register `W` made by a
+/// two of the four-element sums (`vpdpbusd` per quarter, two quarters packed to words per
+/// register) against 8·ls, both looked up in one register `W` made by a
 /// `vpmultishiftqb` of the broadcast scale nibbles, a mask and one `vpermw` from
 /// [`IQ1X_LUT`]. |T| < 2²⁴, so f32(T)·0.125 is exactly sumi + sumi1/8 before rounding, and
 /// rounds as the reference's `sumi + 0.125·sumi1` does: the reference's bits (and the IQ1_S
@@ -616,18 +617,21 @@ static IQ1X_LUT: [i16; 32] = {
     t
 };
 
-/// `vpermw` controls from `W` to quarter p's scales: 16-bit lane i (pair sums of elements
-/// 2i, 2i + 1 of the quarter) takes group 2p + i/16's 8·ls, lane 16 + 2p + i/16 of `W`.
-static IQ1X_PICK: [[u16; 32]; 4] = {
-    let mut t = [[0u16; 32]; 4];
-    let mut p = 0;
-    while p < 4 {
+/// `vpermw` controls from `W` to the scales of quarter pair q's packed four-element sums
+/// (`vpackssdw` of quarters 2q and 2q + 1): in 128-bit lane j, words 0–3 are quarter 2q's
+/// elements 16j..16j + 16 (group 4q + j/2, its 8·ls in lane 16 + 4q + j/2 of `W`) and words
+/// 4–7 quarter 2q + 1's (group 4q + 2 + j/2).
+static IQ1X_PICK: [[u16; 32]; 2] = {
+    let mut t = [[0u16; 32]; 2];
+    let mut q = 0;
+    while q < 2 {
         let mut i = 0;
         while i < 32 {
-            t[p][i] = (16 + 2 * p + i / 16) as u16;
+            let (j, w) = (i / 8, i % 8);
+            t[q][i] = (16 + 4 * q + 2 * (w / 4) + j / 2) as u16;
             i += 1;
         }
-        p += 1;
+        q += 1;
     }
     t
 };
@@ -637,7 +641,7 @@ struct Iq1xDot {
     ctrl: __m512i,
     off: __m512i,
     lut: __m512i,
-    pick: [__m512i; 4],
+    pick: [__m512i; 2],
 }
 
 impl Iq1xDot {
@@ -653,7 +657,7 @@ impl Iq1xDot {
             ctrl: ld(IQ1X_CTRL.as_ptr()),
             off: ld(IQ1X_OFF.as_ptr().cast()),
             lut: ld(IQ1X_LUT.as_ptr().cast()),
-            pick: std::array::from_fn(|p| ld(IQ1X_PICK[p].as_ptr().cast())),
+            pick: std::array::from_fn(|q| ld(IQ1X_PICK[q].as_ptr().cast())),
         }
     }
 
@@ -680,17 +684,24 @@ impl Iq1xDot {
             let wv = _mm512_permutexvar_epi16(idx, self.lut);
             // SAFETY: 32 `bsums` bytes (unaligned load; the upper half of the register is 0).
             let bs = unsafe { _mm512_zextsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())) };
-            let mut acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), bs, wv);
-            for (p, lv) in lvs.iter().enumerate() {
+            let zero = _mm512_setzero_si512();
+            let d: [__m512i; 4] = std::array::from_fn(|p| {
                 // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
                 let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-                acc = _mm512_dpwssd_epi32(
-                    acc,
-                    _mm512_maddubs_epi16(*lv, yv),
-                    _mm512_permutexvar_epi16(self.pick[p], wv),
-                );
-            }
-            *zk = acc;
+                _mm512_dpbusd_epi32(zero, lvs[p], yv)
+            });
+            // four-element sums |Σ| ≤ 4·2·128 fit in 16 bits: two quarters per register
+            let acc = _mm512_dpwssd_epi32(zero, bs, wv);
+            let acc = _mm512_dpwssd_epi32(
+                acc,
+                _mm512_packs_epi32(d[0], d[1]),
+                _mm512_permutexvar_epi16(self.pick[0], wv),
+            );
+            *zk = _mm512_dpwssd_epi32(
+                acc,
+                _mm512_packs_epi32(d[2], d[3]),
+                _mm512_permutexvar_epi16(self.pick[1], wv),
+            );
         }
         let t = _mm_mul_ps(
             _mm_cvtepi32_ps(sums4(z[0], z[1], z[2], z[3])),
