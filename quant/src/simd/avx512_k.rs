@@ -5,10 +5,11 @@
 //! shifted-then-masked to its high nibbles, gives two code registers (low: sub-blocks 4p and
 //! 4p + 2, high: 4p + 1 and 4p + 3), and the activations are put in that order once per
 //! super-block for all rows of a pass ([`ky`]). Q5_K adds its fifth bits with one `vptestmb`
-//! against the register's two bit masks and a masked add of 16. `vpmaddubsw` forms the pair
-//! sums (codes ≤ 31: no saturation) and `vpdpwssd` multiplies them by the sub-block scale
-//! (one `vpermw` per register: lanes 0..15 its first sub-block's, 16..31 its second's) and
-//! accumulates. The eight
+//! against the register's two bit masks and a masked add of 16. `vpdpbusd` forms each
+//! register's four-element sums (codes ≤ 31: |Σ| ≤ 4·31·128), two registers' sums are packed
+//! to words by one `vpackssdw`, and one `vpdpwssd` multiplies them by their sub-blocks'
+//! scales (one `vpermw` per register pair, [`PAIR_SCALE`]) and accumulates: per register
+//! one multiply instead of `vpmaddubsw` + `vpdpwssd`. The eight
 //! 6-bit scales and mins are unpacked with 32-bit scalar masks (ggml's `utmp` steps), the
 //! mins' term Σ m_j·(bsum(2j) + bsum(2j+1)) is one `vpmaddwd` against the `bsums`. Exact
 //! integers, then the reference's scalar float combine: the reference's bits.
@@ -43,18 +44,21 @@ fn unpack_scales(q: &[u8; 12]) -> [u32; 4] {
     ]
 }
 
-/// Per code register r = 2p + h (see [`K4::codes`]) the `vpermw` indices: lanes 0..15 take
-/// scale 4p + h, lanes 16..31 scale 4p + 2 + h.
-static REG_SCALE: [[u16; 32]; 4] = {
-    let mut t = [[0u16; 32]; 4];
-    let mut r = 0;
-    while r < 4 {
-        let mut l = 0;
-        while l < 32 {
-            t[r][l] = (4 * (r / 2) + r % 2 + 2 * (l / 16)) as u16;
-            l += 1;
+/// Per pair q of code registers (r = 2q + h, h = 0, 1; see [`K4::codes`]) the `vpermw`
+/// indices for their packed four-element sums (`vpackssdw`): in 128-bit lane j, words 0–3
+/// are register 2q's elements 16j..16j + 16 and words 4–7 register 2q + 1's, which belong
+/// to sub-block 4q + h (j < 2) or 4q + 2 + h (j ≥ 2).
+static PAIR_SCALE: [[u16; 32]; 2] = {
+    let mut t = [[0u16; 32]; 2];
+    let mut q = 0;
+    while q < 2 {
+        let mut i = 0;
+        while i < 32 {
+            let (j, w) = (i / 8, i % 8);
+            t[q][i] = (4 * q + w / 4 + 2 * (j / 2)) as u16;
+            i += 1;
         }
-        r += 1;
+        q += 1;
     }
     t
 };
@@ -62,7 +66,7 @@ static REG_SCALE: [[u16; 32]; 4] = {
 /// The constants of the kernels, in registers.
 struct K4 {
     m4: __m512i,
-    pick: [__m512i; 4],
+    pick: [__m512i; 2],
     /// i16 lane 2j and 2j + 1: min j (bytes 8 + j of the unpacked scales)
     mins: __m256i,
     /// Q5_K's fifth-bit masks per code register r = 2p + h: bit 4p + h in the low half,
@@ -77,9 +81,9 @@ impl K4 {
     unsafe fn new() -> K4 {
         K4 {
             m4: _mm512_set1_epi8(0x0F),
-            // SAFETY: each REG_SCALE row is 64 readable bytes (unaligned load).
-            pick: std::array::from_fn(|r| unsafe {
-                _mm512_loadu_si512(REG_SCALE[r].as_ptr().cast())
+            // SAFETY: each PAIR_SCALE row is 64 readable bytes (unaligned load).
+            pick: std::array::from_fn(|q| unsafe {
+                _mm512_loadu_si512(PAIR_SCALE[q].as_ptr().cast())
             }),
             mins: _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
             bit: std::array::from_fn(|r| {
@@ -109,10 +113,14 @@ impl K4 {
         // SAFETY: `u` is 16 bytes (unaligned load).
         let s16 = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(u.as_ptr().cast()) });
         let s512 = _mm512_castsi256_si512(s16);
-        let mut acc = _mm512_setzero_si512();
-        for (r, yv) in ky.iter().enumerate() {
-            let sc = _mm512_permutexvar_epi16(self.pick[r], s512);
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(codes(r), *yv), sc);
+        let z = _mm512_setzero_si512();
+        let d: [__m512i; 4] = std::array::from_fn(|r| _mm512_dpbusd_epi32(z, codes(r), ky[r]));
+        // four-element sums |Σ| ≤ 4·31·128 fit in 16 bits: two registers' per `vpackssdw`
+        let mut acc = z;
+        for q in 0..2 {
+            let sc = _mm512_permutexvar_epi16(self.pick[q], s512);
+            let pair = _mm512_packs_epi32(d[2 * q], d[2 * q + 1]);
+            acc = _mm512_dpwssd_epi32(acc, pair, sc);
         }
         // SAFETY: the 32 `bsums` bytes (unaligned load).
         let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
