@@ -165,21 +165,57 @@ static VALUES: [u8; 64] = bytes64!(|e| match e % 16 {
     _ => 0,
 });
 
-/// `vpermw` controls per quarter p: 16-bit lanes 0..16 take word 4·(2p) + 3 of a block's
-/// code words (the top half of group 2p's `a1`), lanes 16..32 word 4·(2p + 1) + 3.
-static LS_WORD: [[u16; 32]; 4] = {
-    let mut t = [[0u16; 32]; 4];
-    let mut p = 0;
-    while p < 4 {
+/// `vpermw` controls from a register holding the eight 32-element groups' scales (group g's
+/// in word `stride·g + offset`) to the scales of quarter pair q's packed four-element sums
+/// ([`scale_pairs`]): in 128-bit lane j, words 0–3 are quarter 2q's elements 16j..16j + 16
+/// (group 4q + j/2) and words 4–7 quarter 2q + 1's (group 4q + 2 + j/2).
+const fn pair_pick(stride: usize, offset: usize) -> [[u16; 32]; 2] {
+    let mut t = [[0u16; 32]; 2];
+    let mut q = 0;
+    while q < 2 {
         let mut i = 0;
         while i < 32 {
-            t[p][i] = (4 * (2 * p + i / 16) + 3) as u16;
+            let (j, w) = (i / 8, i % 8);
+            t[q][i] = (stride * (4 * q + 2 * (w / 4) + j / 2) + offset) as u16;
             i += 1;
         }
-        p += 1;
+        q += 1;
     }
     t
-};
+}
+
+/// [`pair_pick`] for scales in word 4g ([`Iq2Block::ls`]).
+static IQ2_PAIRS: [[u16; 32]; 2] = pair_pick(4, 0);
+
+/// [`pair_pick`] for IQ2_XXS's code words, whose word 4g + 3 holds group g's scale.
+static IQ2_TOP_PAIRS: [[u16; 32]; 2] = pair_pick(4, 3);
+
+/// [`pair_pick`] for scales in word g (IQ1_S's scale words, in every 128-bit lane).
+static IQ1_PAIRS: [[u16; 32]; 2] = pair_pick(1, 0);
+
+/// [`pair_pick`] for scales in dword g ([`Iq1Block::ls32`]).
+static IQ1_DWORD_PAIRS: [[u16; 32]; 2] = pair_pick(2, 0);
+
+/// The two `vpermw` controls of `table` ([`pair_pick`]), in registers.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn load_pairs(table: &[[u16; 32]; 2]) -> [__m512i; 2] {
+    // SAFETY: each row is 64 readable bytes (unaligned load).
+    table
+        .each_ref()
+        .map(|t| unsafe { _mm512_loadu_si512(t.as_ptr().cast()) })
+}
+
+/// `acc` plus a super-block's Σ_g s_g·Σ_{e∈g} (its four quarters' four-element sums `d`,
+/// `vpdpbusd`, each |·| < 2¹⁵, times their groups' scales): two quarters packed to words per
+/// register (`vpackssdw`) and one `vpdpwssd` per pair against `sc`, the pair's scales
+/// ([`pair_pick`]). One multiply per quarter instead of `vpmaddubsw` + `vpdpwssd`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn scale_pairs(acc: __m512i, d: &[__m512i; 4], sc: &[__m512i; 2]) -> __m512i {
+    let acc = _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[0], d[1]), sc[0]);
+    _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[2], d[3]), sc[1])
+}
 
 /// `$f` (a `group`) on super-blocks `c..c + 4` of `$xs` and `$ys`, or, where fewer than four
 /// are left before `nb`, on copies padded with zero blocks (whose products the callers do
@@ -230,7 +266,7 @@ struct Iq2Dot {
     gidx: [__m512i; 4],
     fields: __m512i,
     masks_c: __m512i,
-    tops: [__m512i; 4],
+    tops: [__m512i; 2],
 }
 
 impl Iq2Dot {
@@ -246,7 +282,7 @@ impl Iq2Dot {
             gidx: std::array::from_fn(|p| ld(GATHER_IDX[p].as_ptr())),
             fields: ld(FIELDS.as_ptr()),
             masks_c: ld(MASKS.as_ptr()),
-            tops: std::array::from_fn(|p| ld(LS_WORD[p].as_ptr().cast())),
+            tops: load_pairs(&IQ2_TOP_PAIRS),
         }
     }
 
@@ -292,15 +328,15 @@ impl Iq2Dot {
                 _mm512_set1_epi16(0x1E),
                 _mm512_set1_epi16(1),
             );
-            let mut acc = _mm512_setzero_si512();
-            for p in 0..4 {
+            let z = _mm512_setzero_si512();
+            let d: [__m512i; 4] = std::array::from_fn(|p| {
                 // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
                 let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-                let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
-                let lsv = _mm512_permutexvar_epi16(self.tops[p], ls);
-                acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(grid[p], sy), lsv);
-            }
-            *zk = acc;
+                let sy = _mm512_mask_sub_epi8(yv, neg[p], z, yv);
+                _mm512_dpbusd_epi32(z, grid[p], sy)
+            });
+            let sc = self.tops.map(|t| _mm512_permutexvar_epi16(t, ls));
+            *zk = scale_pairs(z, &d, &sc);
         }
         // SAFETY: same features as this function.
         unsafe { sums4_products(&z, &hd, &dy) }
@@ -420,7 +456,7 @@ unsafe fn iq1s_scales_signs(qh: __m128i) -> (__m256i, __m256i) {
 
 /// `vpermw` control per quarter p: 16-bit lane i (pair sums of elements 2i, 2i+1) takes the
 /// scale of group 2p + i/16 — word 4g of IQ2_XXS's per-qword scales, word 2g of IQ1_S's
-/// per-dword scales.
+/// per-dword scales (the tile expanders' offset corrections).
 static PICK16: [[[u16; 32]; 4]; 2] = {
     let mut t = [[[0u16; 32]; 4]; 2];
     let mut p = 0;
@@ -475,24 +511,6 @@ static HI_BITS: [u8; 64] = {
     t
 };
 
-/// `vpshufb` controls on a register holding a block's eight 16-bit scale words in every
-/// 128-bit lane: quarter p's 16-bit lane i (pair sums of elements 2i, 2i+1 of the quarter)
-/// takes group 2p + i/16's word.
-static QUARTER_SCALES: [[u8; 64]; 4] = {
-    let mut t = [[0u8; 64]; 4];
-    let mut p = 0;
-    while p < 4 {
-        let mut b = 0;
-        while b < 64 {
-            let g = 2 * p + b / 32;
-            t[p][b] = (2 * g + b % 2) as u8;
-            b += 1;
-        }
-        p += 1;
-    }
-    t
-};
-
 /// `vpshufb` control: 128-bit lane l's word w takes word 4·(l mod 2) + w/2 of its lane, so
 /// lanes 0–1 (and 2–3) hold groups 0..8's words twice each, matching the 16 `bsums` pairs.
 static PAIR_SCALES: [u8; 64] = {
@@ -507,8 +525,8 @@ static PAIR_SCALES: [u8; 64] = {
 };
 
 /// IQ1_S · Q8_K with AVX-512, one column (decode's matvec). Per super-block: the levels of
-/// [`Iq1Unpack::levels`], Σ l·y per 16-bit pair by `vpmaddubsw`, times the group scale by
-/// `vpdpwssd` (the scales spread by `vpshufb` from one lane-broadcast of `qh`); the −1 of
+/// [`Iq1Unpack::levels`], Σ l·y per four elements by `vpdpbusd`, times the group scale by
+/// [`scale_pairs`] (the scales formed in every lane from one lane-broadcast of `qh`); the −1 of
 /// the level offset and the delta term come from one `vpmaddwd` of the `bsums` against
 /// [−ls | ls·sign]. Four super-blocks' two sums (Σ ls·Σv·y, Σ ls·sign·B) are reduced
 /// together by an unpack tree, and their float combines run in four lanes, then are added
@@ -617,24 +635,8 @@ static IQ1X_LUT: [i16; 32] = {
     t
 };
 
-/// `vpermw` controls from `W` to the scales of quarter pair q's packed four-element sums
-/// (`vpackssdw` of quarters 2q and 2q + 1): in 128-bit lane j, words 0–3 are quarter 2q's
-/// elements 16j..16j + 16 (group 4q + j/2, its 8·ls in lane 16 + 4q + j/2 of `W`) and words
-/// 4–7 quarter 2q + 1's (group 4q + 2 + j/2).
-static IQ1X_PICK: [[u16; 32]; 2] = {
-    let mut t = [[0u16; 32]; 2];
-    let mut q = 0;
-    while q < 2 {
-        let mut i = 0;
-        while i < 32 {
-            let (j, w) = (i / 8, i % 8);
-            t[q][i] = (16 + 4 * q + 2 * (w / 4) + j / 2) as u16;
-            i += 1;
-        }
-        q += 1;
-    }
-    t
-};
+/// [`pair_pick`] from `W` (group g's 8·ls in word 16 + g).
+static IQ1X_PICK: [[u16; 32]; 2] = pair_pick(1, 16);
 
 /// The one-column IQ1_S_X kernels' constants, in registers.
 struct Iq1xDot {
@@ -657,7 +659,7 @@ impl Iq1xDot {
             ctrl: ld(IQ1X_CTRL.as_ptr()),
             off: ld(IQ1X_OFF.as_ptr().cast()),
             lut: ld(IQ1X_LUT.as_ptr().cast()),
-            pick: std::array::from_fn(|q| ld(IQ1X_PICK[q].as_ptr().cast())),
+            pick: load_pairs(&IQ1X_PICK),
         }
     }
 
@@ -690,18 +692,9 @@ impl Iq1xDot {
                 let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
                 _mm512_dpbusd_epi32(zero, lvs[p], yv)
             });
-            // four-element sums |Σ| ≤ 4·2·128 fit in 16 bits: two quarters per register
-            let acc = _mm512_dpwssd_epi32(zero, bs, wv);
-            let acc = _mm512_dpwssd_epi32(
-                acc,
-                _mm512_packs_epi32(d[0], d[1]),
-                _mm512_permutexvar_epi16(self.pick[0], wv),
-            );
-            *zk = _mm512_dpwssd_epi32(
-                acc,
-                _mm512_packs_epi32(d[2], d[3]),
-                _mm512_permutexvar_epi16(self.pick[1], wv),
-            );
+            // four-element sums |Σ| ≤ 4·2·128
+            let sc = self.pick.map(|t| _mm512_permutexvar_epi16(t, wv));
+            *zk = scale_pairs(_mm512_dpwssd_epi32(zero, bs, wv), &d, &sc);
         }
         let t = _mm_mul_ps(
             _mm_cvtepi32_ps(sums4(z[0], z[1], z[2], z[3])),
@@ -714,7 +707,7 @@ impl Iq1xDot {
 /// The constants of the one-column IQ1_S kernels, in registers.
 struct Iq1Dot {
     un: Iq1Unpack,
-    quarter: [__m512i; 4],
+    pairs4: [__m512i; 2],
     pairs: __m512i,
 }
 
@@ -730,7 +723,7 @@ impl Iq1Dot {
         Iq1Dot {
             // SAFETY: same features as this function.
             un: unsafe { Iq1Unpack::new() },
-            quarter: std::array::from_fn(|p| ld(QUARTER_SCALES[p].as_ptr())),
+            pairs4: load_pairs(&IQ1_PAIRS),
             pairs: ld(PAIR_SCALES.as_ptr()),
         }
     }
@@ -781,16 +774,14 @@ impl Iq1Dot {
         );
         let sg = _mm512_srai_epi16(rq, 15);
         let lsg = _mm512_sub_epi16(_mm512_xor_si512(ls, sg), sg);
-        let mut acc = _mm512_setzero_si512();
-        for (p, lv) in lvs.iter().enumerate() {
+        let z = _mm512_setzero_si512();
+        let d: [__m512i; 4] = std::array::from_fn(|p| {
             // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
             let yv = unsafe { _mm512_loadu_si512(yq.add(64 * p).cast()) };
-            acc = _mm512_dpwssd_epi32(
-                acc,
-                _mm512_maddubs_epi16(*lv, yv),
-                _mm512_shuffle_epi8(ls, self.quarter[p]),
-            );
-        }
+            _mm512_dpbusd_epi32(z, lvs[p], yv)
+        });
+        let sc = self.pairs4.map(|t| _mm512_permutexvar_epi16(t, ls));
+        let acc = scale_pairs(z, &d, &sc);
         // lanes 0–1: −ls·B per group, lanes 2–3: ls·sign·B
         let m = _mm512_shuffle_epi8(
             _mm512_mask_blend_epi32(0xFF00, _mm512_sub_epi16(_mm512_setzero_si512(), ls), lsg),
@@ -887,7 +878,7 @@ unsafe fn iq1_multi<B: Iq1Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
     };
     // SAFETY: same features as this function.
     let un = unsafe { Iq1Unpack::new() };
-    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[1][p].as_ptr().cast()));
+    let pick = load_pairs(&IQ1_DWORD_PAIRS);
     let xs = view::<B>(w);
     for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
@@ -899,18 +890,17 @@ unsafe fn iq1_multi<B: Iq1Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
         for (bi, x) in xs.iter().enumerate() {
             // SAFETY: same features as this function.
             let Iq1Block { lvs, ls32, qh } = unsafe { un.unpack(x) };
-            let lsv: [__m512i; 4] =
-                std::array::from_fn(|p| _mm512_permutexvar_epi16(pick[p], ls32));
+            let lsv = pick.map(|t| _mm512_permutexvar_epi16(t, ls32));
             let dx = f16c!(x.d());
             // SAFETY: the features of this function cover the helper.
             let (ls8, sgn) = unsafe { iq1s_scales_signs(qh) };
             for (c, y) in ys.iter().enumerate() {
                 let y = &y[bi];
-                let mut acc = _mm512_setzero_si512();
-                for p in 0..4 {
-                    let yv = ld(y.qs[64 * p..].as_ptr().cast());
-                    acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(lvs[p], yv), lsv[p]);
-                }
+                let z = _mm512_setzero_si512();
+                let d: [__m512i; 4] = std::array::from_fn(|p| {
+                    _mm512_dpbusd_epi32(z, lvs[p], ld(y.qs[64 * p..].as_ptr().cast()))
+                });
+                let acc = scale_pairs(z, &d, &lsv);
                 // SAFETY: the features of this function cover the helper.
                 let (lb, slb) = unsafe { iq1s_bsum_terms(ls8, sgn, y) };
                 // − Σ ls·B is the −1 of the level offset
@@ -1252,7 +1242,7 @@ unsafe fn iq2_multi<B: Iq2Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
     };
     // SAFETY: same features as this function.
     let un = unsafe { Iq2Unpack::new() };
-    let pick: [__m512i; 4] = std::array::from_fn(|p| ld(PICK16[0][p].as_ptr().cast()));
+    let pick = load_pairs(&IQ2_PAIRS);
     let xs = view::<B>(w);
     for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
@@ -1264,16 +1254,17 @@ unsafe fn iq2_multi<B: Iq2Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
         for (b, x) in xs.iter().enumerate() {
             // SAFETY: same features as this function.
             let Iq2Block { grid, neg, ls } = unsafe { un.unpack(x) };
-            let lsv: [__m512i; 4] = std::array::from_fn(|p| _mm512_permutexvar_epi16(pick[p], ls));
+            let lsv = pick.map(|t| _mm512_permutexvar_epi16(t, ls));
             let dx = f16c!(x.d());
             for (c, y) in ys.iter().enumerate() {
                 let y = &y[b];
-                let mut acc = _mm512_setzero_si512();
-                for p in 0..4 {
+                let z = _mm512_setzero_si512();
+                let d: [__m512i; 4] = std::array::from_fn(|p| {
                     let yv = ld(y.qs[64 * p..].as_ptr().cast());
-                    let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
-                    acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(grid[p], sy), lsv[p]);
-                }
+                    let sy = _mm512_mask_sub_epi8(yv, neg[p], z, yv);
+                    _mm512_dpbusd_epi32(z, grid[p], sy)
+                });
+                let acc = scale_pairs(z, &d, &lsv);
                 s[c] += dx * y.d() * _mm512_reduce_add_epi32(acc) as f32;
             }
         }
@@ -1292,10 +1283,7 @@ unsafe fn iq2_multi<B: Iq2Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
 unsafe fn dot_iq2_xxs_avx512_lut_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let un = unsafe { Iq2Unpack::new() };
-    let pick: [__m512i; 4] = std::array::from_fn(|p| {
-        // SAFETY: each PICK16 row is 64 readable bytes (unaligned load).
-        unsafe { _mm512_loadu_si512(PICK16[0][p].as_ptr().cast()) }
-    });
+    let pick = load_pairs(&IQ2_PAIRS);
     let ys = view::<BlockQ8K>(a);
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
         let (xs, nb) = super::row_views::<BlockIQ2XXS>(rows, ys.len());
@@ -1308,14 +1296,15 @@ unsafe fn dot_iq2_xxs_avx512_lut_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: 
                 super::prefetch_ahead(std::ptr::from_ref(x).cast(), size_of::<BlockIQ2XXS>(), pd);
                 // SAFETY: same features as this function.
                 let Iq2Block { grid, neg, ls } = unsafe { un.block(x) };
-                let mut acc = _mm512_setzero_si512();
-                for p in 0..4 {
+                let z = _mm512_setzero_si512();
+                let d: [__m512i; 4] = std::array::from_fn(|p| {
                     // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
                     let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-                    let sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
-                    let lsv = _mm512_permutexvar_epi16(pick[p], ls);
-                    acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(grid[p], sy), lsv);
-                }
+                    let sy = _mm512_mask_sub_epi8(yv, neg[p], z, yv);
+                    _mm512_dpbusd_epi32(z, grid[p], sy)
+                });
+                let sc = pick.map(|t| _mm512_permutexvar_epi16(t, ls));
+                let acc = scale_pairs(z, &d, &sc);
                 *sr += f16c!(x.d) * y.d() * _mm512_reduce_add_epi32(acc) as f32;
             }
         }

@@ -200,8 +200,7 @@ impl Iq1mDot {
         // SAFETY: 32 `bsums` bytes (unaligned load; the upper half of the register is 0).
         let bs = unsafe { _mm512_zextsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())) };
         let acc = _mm512_dpwssd_epi32(z, _mm512_mullo_epi16(bs, _mm512_set1_epi16(-9)), b.wv);
-        let acc = _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[0], d[1]), b.pairs[0]);
-        _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[2], d[3]), b.pairs[1])
+        scale_pairs(acc, &d, &b.pairs)
     }
 
     /// The products `f32(d)·dy·(T/8)` of four super-blocks of `xs · ys`, one per lane.

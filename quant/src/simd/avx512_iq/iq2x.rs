@@ -90,25 +90,6 @@ impl Iq2xUnpack {
     }
 }
 
-/// `vpermw` controls from [`Iq2Block::ls`] (group g's scale in word 4g) to the scales of
-/// quarter pair q's packed four-element sums (`vpackssdw` of quarters 2q and 2q + 1): in
-/// 128-bit lane j, words 0–3 are quarter 2q's elements 16j..16j + 16 (group 4q + j/2) and
-/// words 4–7 quarter 2q + 1's (group 4q + 2 + j/2).
-static PAIR_PICK: [[u16; 32]; 2] = {
-    let mut t = [[0u16; 32]; 2];
-    let mut q = 0;
-    while q < 2 {
-        let mut i = 0;
-        while i < 32 {
-            let (j, w) = (i / 8, i % 8);
-            t[q][i] = (4 * (4 * q + 2 * (w / 4) + j / 2)) as u16;
-            i += 1;
-        }
-        q += 1;
-    }
-    t
-};
-
 /// The one-column IQ2_XXS_X kernels' constants, in registers.
 struct Iq2xDot {
     un: Iq2xUnpack,
@@ -123,10 +104,7 @@ impl Iq2xDot {
         Iq2xDot {
             // SAFETY: same features as this function.
             un: unsafe { Iq2xUnpack::new() },
-            pick: std::array::from_fn(|q| {
-                // SAFETY: each PAIR_PICK row is 64 readable bytes (unaligned load).
-                unsafe { _mm512_loadu_si512(PAIR_PICK[q].as_ptr().cast()) }
-            }),
+            pick: load_pairs(&IQ2_PAIRS),
         }
     }
 
@@ -147,17 +125,9 @@ impl Iq2xDot {
                 let sy = _mm512_mask_sub_epi8(yv, neg[p], zero, yv);
                 _mm512_dpbusd_epi32(zero, grid[p], sy)
             });
-            // four-element sums |Σ| ≤ 4·43·128 fit in 16 bits: two quarters per register
-            let acc = _mm512_dpwssd_epi32(
-                zero,
-                _mm512_packs_epi32(d[0], d[1]),
-                _mm512_permutexvar_epi16(self.pick[0], ls),
-            );
-            *zk = _mm512_dpwssd_epi32(
-                acc,
-                _mm512_packs_epi32(d[2], d[3]),
-                _mm512_permutexvar_epi16(self.pick[1], ls),
-            );
+            // four-element sums |Σ| ≤ 4·43·128
+            let sc = self.pick.map(|t| _mm512_permutexvar_epi16(t, ls));
+            *zk = scale_pairs(zero, &d, &sc);
         }
         let hd = xs.each_ref().map(|x| u16::from_le_bytes(x.d));
         let dy = ys.each_ref().map(|y| y.d());
@@ -169,7 +139,7 @@ impl Iq2xDot {
 /// IQ2_XXS_X · Q8_K with AVX-512, one column (decode's matvec): per super-block
 /// [`Iq2xUnpack::block`], then per quarter the activations negated by the sign mask and
 /// four-element sums by `vpdpbusd`; two quarters' sums packed to words and multiplied by
-/// their group scales by one `vpdpwssd` ([`PAIR_PICK`]) — exact integers; four
+/// their group scales by one `vpdpwssd` (`scale_pairs`) — exact integers; four
 /// super-blocks' sums reduced by one unpack tree and their float products added in block
 /// order, then ×0.125: IQ2_XXS's reference bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
