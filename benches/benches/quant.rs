@@ -159,6 +159,8 @@ fn bench_gemm_kernels(c: &mut Criterion) {
         DType::IQ1_S_X,
         DType::IQ2_XXS_X,
         DType::IQ1_M,
+        DType::Q4_K,
+        DType::Q5_K,
         DType::BF16,
         DType::F32,
     ] {

@@ -291,6 +291,8 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         (DType::IQ2_XXS_X, DType::Q8_K, 256, 0),
         (DType::Q2_0, DType::Q8_0, 64, 0),
         (DType::IQ1_M, DType::Q8_K, 256, 0),
+        (DType::Q4_K, DType::Q8_K, 256, 0),
+        (DType::Q5_K, DType::Q8_K, 256, 0),
     ] {
         let kernels = quant::simd::multi_available(wt);
         #[cfg(target_arch = "x86_64")]
@@ -302,7 +304,12 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         for nb in [1usize, 3, 8, 9, 17] {
             let n = blk * nb;
             // IQ1_M has no scale field: its scale is in the scale words' top nibbles
-            let at: &[usize] = if wt == DType::IQ1_M { &[] } else { &[scale_at] };
+            // (and the K-quants two, `d` and `dmin`)
+            let at: &[usize] = match wt {
+                DType::IQ1_M => &[],
+                DType::Q4_K | DType::Q5_K => &[0, 2],
+                _ => &[scale_at],
+            };
             let mut w = random_blocks(&mut r, wt, n, at, 0.004);
             if wt == DType::IQ1_M {
                 set_iq1m_scale(&mut w, quant::scalar::f32_to_f16(0.004));

@@ -169,7 +169,7 @@ static VALUES: [u8; 64] = bytes64!(|e| match e % 16 {
 /// in word `stride·g + offset`) to the scales of quarter pair q's packed four-element sums
 /// ([`scale_pairs`]): in 128-bit lane j, words 0–3 are quarter 2q's elements 16j..16j + 16
 /// (group 4q + j/2) and words 4–7 quarter 2q + 1's (group 4q + 2 + j/2).
-const fn pair_pick(stride: usize, offset: usize) -> [[u16; 32]; 2] {
+pub(super) const fn pair_pick(stride: usize, offset: usize) -> [[u16; 32]; 2] {
     let mut t = [[0u16; 32]; 2];
     let mut q = 0;
     while q < 2 {
@@ -212,7 +212,7 @@ fn load_pairs(table: &[[u16; 32]; 2]) -> [__m512i; 2] {
 /// ([`pair_pick`]). One multiply per quarter instead of `vpmaddubsw` + `vpdpwssd`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
-fn scale_pairs(acc: __m512i, d: &[__m512i; 4], sc: &[__m512i; 2]) -> __m512i {
+pub(super) fn scale_pairs(acc: __m512i, d: &[__m512i; 4], sc: &[__m512i; 2]) -> __m512i {
     let acc = _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[0], d[1]), sc[0]);
     _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[2], d[3]), sc[1])
 }

@@ -26,6 +26,10 @@ super::entry!(rows
     dot_q4_k_avx512_rows_entry => dot_q4_k_avx512_rows,
     dot_q5_k_avx512_rows_entry => dot_q5_k_avx512_rows,
 );
+super::entry!(multi
+    dot_q4_k_avx512_multi_entry => dot_q4_k_avx512_multi,
+    dot_q5_k_avx512_multi_entry => dot_q5_k_avx512_multi,
+);
 
 /// The eight scales (bytes 0..8) and eight mins (bytes 8..16) of a K-quant super-block's
 /// 12 packed scale bytes, as `scale_min_k4` gives them, by 32-bit masks.
@@ -203,18 +207,26 @@ unsafe fn ky(y: &BlockQ8K) -> [__m512i; 4] {
     })
 }
 
-/// A K-quant super-block with its two f16 scales (`d`, `dmin`).
+/// A K-quant super-block with its two f16 scales (`d`, `dmin`) and its 12 packed 6-bit
+/// scale and min bytes.
 trait KBlock: bytemuck::Pod {
     fn scales(&self) -> ([u8; 2], [u8; 2]);
+    fn packed(&self) -> &[u8; 12];
 }
 impl KBlock for BlockQ4K {
     fn scales(&self) -> ([u8; 2], [u8; 2]) {
         (self.d, self.dmin)
     }
+    fn packed(&self) -> &[u8; 12] {
+        &self.scales
+    }
 }
 impl KBlock for BlockQ5K {
     fn scales(&self) -> ([u8; 2], [u8; 2]) {
         (self.d, self.dmin)
+    }
+    fn packed(&self) -> &[u8; 12] {
+        &self.scales
     }
 }
 
@@ -319,4 +331,174 @@ unsafe fn dot_q5_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
     let k = unsafe { K4::new() };
     // SAFETY: same features as this function (twice).
     unsafe { rows4(rows, a, out, |x, ky, y| k.q5(x, ky, y)) };
+}
+
+/// [`super::avx512_iq::pair_pick`] for the eight sub-block scales as words 0..8 (chunk
+/// registers in element order: sub-block 2p in the low half of chunk p, 2p + 1 in the high).
+static CHUNK_PAIRS: [[u16; 32]; 2] = super::avx512_iq::pair_pick(1, 0);
+
+/// The multi-column kernels' constants, in registers.
+struct KCols {
+    m4: __m512i,
+    /// `vpsrlvw` counts: 0 in the low 256 bits, 4 in the high
+    shift: __m512i,
+    pick: [__m512i; 2],
+    /// i16 lane 2j and 2j + 1: min j (as [`K4`]'s)
+    mins: __m256i,
+    /// Q5_K's fifth-bit masks per chunk p: bit 2p in the low half, 2p + 1 in the high
+    bit: [__m512i; 4],
+    sixteen: __m512i,
+}
+
+impl KCols {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn new() -> KCols {
+        KCols {
+            m4: _mm512_set1_epi8(0x0F),
+            shift: _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(4)),
+            // SAFETY: each CHUNK_PAIRS row is 64 readable bytes (unaligned load).
+            pick: CHUNK_PAIRS
+                .each_ref()
+                .map(|t| unsafe { _mm512_loadu_si512(t.as_ptr().cast()) }),
+            mins: _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
+            bit: std::array::from_fn(|p| {
+                _mm512_inserti64x4::<1>(
+                    _mm512_set1_epi8((1u8 << (2 * p)) as i8),
+                    _mm256_set1_epi8((1u8 << (2 * p + 1)) as i8),
+                )
+            }),
+            sixteen: _mm512_set1_epi8(16),
+        }
+    }
+
+    /// The codes of chunk p (elements 64p..64p + 64) in element order: code bytes
+    /// 32p..32p + 32 broadcast to both halves, the low half's low nibbles and the high
+    /// half's high nibbles (one `vpsrlvw` and a mask).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn chunk(&self, qs: &[u8; 128], p: usize) -> __m512i {
+        // SAFETY: code bytes 32p..32p + 32 (unaligned load).
+        let q = unsafe { _mm512_broadcast_i64x4(_mm256_loadu_si256(qs[32 * p..].as_ptr().cast())) };
+        _mm512_and_si512(_mm512_srlv_epi16(q, self.shift), self.m4)
+    }
+
+    /// Q5_K's chunk p: [`Self::chunk`] plus 16 where the element's bit of `qh` (broadcast to
+    /// both halves in `qh2`) is set.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn q5_chunk(&self, x: &BlockQ5K, qh2: __m512i, p: usize) -> __m512i {
+        // SAFETY: same features as this function.
+        let lo = unsafe { self.chunk(&x.qs, p) };
+        let k = _mm512_test_epi8_mask(qh2, self.bit[p]);
+        _mm512_mask_add_epi8(lo, k, lo, self.sixteen)
+    }
+}
+
+/// The body of the multi-column kernels: for four activation columns at a time (a pass of
+/// fewer computes only those; a lone column runs `one`, the one-row kernel), each super-block's codes
+/// unpacked once in element order (`codes`, so the activations load as they are) and its
+/// scales once; per column `vpdpbusd` per chunk, [`super::avx512_iq::scale_pairs`] and the
+/// mins' `vpmaddwd`; the four columns' sums reduced at once ([`super::sums4`]) and the
+/// reference's float combine `dy·(d·isc) − dy·(dmin·imin)` and running sums in four f32
+/// lanes, one per column: the same IEEE operations per lane as the one-row kernel's scalar
+/// ones, so the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+unsafe fn k_multi<B: KBlock>(
+    k: &KCols,
+    w: &[u8],
+    acts: &[&[u8]],
+    out: &mut [f32],
+    codes: impl Fn(&B) -> [__m512i; 4],
+    one: impl Fn(&[u8]) -> f32,
+) {
+    let xs = view::<B>(w);
+    let z = _mm512_setzero_si512();
+    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+        if acts.len() == 1 {
+            // a lone column: the one-row kernel (the same bits) costs less than a pass
+            out[0] = one(acts[0]);
+            continue;
+        }
+        let ys: [&[BlockQ8K]; 4] =
+            std::array::from_fn(|c| view::<BlockQ8K>(acts[c.min(acts.len() - 1)]));
+        let nb = ys.iter().fold(xs.len(), |n, y| n.min(y.len()));
+        let mut s = _mm_setzero_ps();
+        for (b, x) in xs[..nb].iter().enumerate() {
+            let cr = codes(x);
+            let u = unpack_scales(x.packed());
+            // SAFETY: `u` is 16 bytes (unaligned load).
+            let s16 = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(u.as_ptr().cast()) });
+            let sc = k
+                .pick
+                .map(|t| _mm512_permutexvar_epi16(t, _mm512_castsi256_si512(s16)));
+            let mv = _mm256_permutexvar_epi16(k.mins, s16);
+            let mut acc = [z; 4];
+            let mut mins = [z; 4];
+            let mut dy = [0f32; 4];
+            // a pass of fewer than four columns leaves the other lanes 0 (not stored)
+            for c in 0..acts.len() {
+                let y = &ys[c][b];
+                let d: [__m512i; 4] = std::array::from_fn(|p| {
+                    // SAFETY: activation bytes 64p..64p + 64 (unaligned load).
+                    let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+                    _mm512_dpbusd_epi32(z, cr[p], yv)
+                });
+                acc[c] = super::avx512_iq::scale_pairs(z, &d, &sc);
+                // SAFETY: the 32 `bsums` bytes (unaligned load).
+                let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+                mins[c] = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, mv));
+                dy[c] = y.d();
+            }
+            // lane c: column c's sums (exact)
+            let isc = super::sums4(acc[0], acc[1], acc[2], acc[3]);
+            let imin = super::sums4(mins[0], mins[1], mins[2], mins[3]);
+            let (d, dmin) = x.scales();
+            let (d, dmin) = (_mm_set1_ps(f16c!(d)), _mm_set1_ps(f16c!(dmin)));
+            // SAFETY: `dy` holds four f32 (unaligned load).
+            let dy = unsafe { _mm_loadu_ps(dy.as_ptr()) };
+            let hi = _mm_mul_ps(dy, _mm_mul_ps(d, _mm_cvtepi32_ps(isc)));
+            let lo = _mm_mul_ps(dy, _mm_mul_ps(dmin, _mm_cvtepi32_ps(imin)));
+            s = _mm_add_ps(s, _mm_sub_ps(hi, lo));
+        }
+        let mut o = [0f32; 4];
+        // SAFETY: `o` holds four f32 (unaligned store).
+        unsafe { _mm_storeu_ps(o.as_mut_ptr(), s) };
+        out.copy_from_slice(&o[..out.len()]);
+    }
+}
+
+/// Q4_K · Q8_K against several activation columns ([`k_multi`]): per column the reference's
+/// bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn dot_q4_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { KCols::new() };
+    // SAFETY: same features as this function (the closure runs inside it).
+    let codes = |x: &BlockQ4K| std::array::from_fn(|p| unsafe { k.chunk(&x.qs, p) });
+    // SAFETY: same features as this function.
+    // SAFETY: same features as this function (the closure runs inside it).
+    let one = |a: &[u8]| unsafe { dot_q4_k_avx512(n, w, a) };
+    // SAFETY: same features as this function.
+    unsafe { k_multi::<BlockQ4K>(&k, w, acts, out, codes, one) };
+}
+
+/// Q5_K · Q8_K against several activation columns ([`k_multi`]): per column the reference's
+/// bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn dot_q5_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { KCols::new() };
+    let codes = |x: &BlockQ5K| {
+        // SAFETY: the 32 `qh` bytes (unaligned load).
+        let qh2 = _mm512_broadcast_i64x4(unsafe { _mm256_loadu_si256(x.qh.as_ptr().cast()) });
+        // SAFETY: same features as this function (the closure runs inside it).
+        std::array::from_fn(|p| unsafe { k.q5_chunk(x, qh2, p) })
+    };
+    // SAFETY: same features as this function.
+    // SAFETY: same features as this function (the closure runs inside it).
+    let one = |a: &[u8]| unsafe { dot_q5_k_avx512(n, w, a) };
+    // SAFETY: same features as this function.
+    unsafe { k_multi::<BlockQ5K>(&k, w, acts, out, codes, one) };
 }

@@ -105,6 +105,8 @@ pub fn multi_available(dtype: DType) -> Vec<(&'static str, MultiDotFn)> {
                 DType::IQ2_XXS_X => Some(avx512_iq::dot_iq2_xxs_x_avx512_multi_entry),
                 DType::Q2_0 => Some(avx512_q8::dot_q2_0_avx512_multi_entry),
                 DType::Q8_0 => Some(avx512_q8::dot_q8_0_avx512_multi_entry),
+                DType::Q4_K => Some(avx512_k::dot_q4_k_avx512_multi_entry),
+                DType::Q5_K => Some(avx512_k::dot_q5_k_avx512_multi_entry),
                 _ => None,
             };
             v.extend(k.map(|k| ("avx512", k)));
