@@ -77,6 +77,12 @@ struct K4 {
     /// 4p + 2 + h in the high half
     bit: [__m512i; 4],
     sixteen: __m512i,
+    /// The multi-column kernels' chunk registers ([`Self::chunk`]): the `vpsrlvw` counts (0
+    /// in the low 256 bits, 4 in the high), the scale picks of chunk pairs
+    /// ([`CHUNK_PAIRS`]) and Q5_K's fifth-bit masks per chunk p (bit 2p low, 2p + 1 high)
+    shift: __m512i,
+    chunk_pick: [__m512i; 2],
+    chunk_bit: [__m512i; 4],
 }
 
 impl K4 {
@@ -98,6 +104,17 @@ impl K4 {
                 )
             }),
             sixteen: _mm512_set1_epi8(16),
+            shift: _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(4)),
+            // SAFETY: each CHUNK_PAIRS row is 64 readable bytes (unaligned load).
+            chunk_pick: CHUNK_PAIRS
+                .each_ref()
+                .map(|t| unsafe { _mm512_loadu_si512(t.as_ptr().cast()) }),
+            chunk_bit: std::array::from_fn(|p| {
+                _mm512_inserti64x4::<1>(
+                    _mm512_set1_epi8((1u8 << (2 * p)) as i8),
+                    _mm256_set1_epi8((1u8 << (2 * p + 1)) as i8),
+                )
+            }),
         }
     }
 
@@ -165,8 +182,14 @@ impl K4 {
     #[inline]
     unsafe fn q5_codes(&self, x: &BlockQ5K, qh2: __m512i, r: usize) -> __m512i {
         // SAFETY: same features as this function.
-        let lo = unsafe { self.codes(&x.qs, r) };
-        let k = _mm512_test_epi8_mask(qh2, self.bit[r]);
+        self.fifth(unsafe { self.codes(&x.qs, r) }, qh2, self.bit[r])
+    }
+
+    /// Q5_K's codes `lo` plus 16 where `qh2`'s bit selected by `bit` is set.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[inline]
+    fn fifth(&self, lo: __m512i, qh2: __m512i, bit: __m512i) -> __m512i {
+        let k = _mm512_test_epi8_mask(qh2, bit);
         _mm512_mask_add_epi8(lo, k, lo, self.sixteen)
     }
 
@@ -337,41 +360,7 @@ unsafe fn dot_q5_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
 /// registers in element order: sub-block 2p in the low half of chunk p, 2p + 1 in the high).
 static CHUNK_PAIRS: [[u16; 32]; 2] = super::avx512_iq::pair_pick(1, 0);
 
-/// The multi-column kernels' constants, in registers.
-struct KCols {
-    m4: __m512i,
-    /// `vpsrlvw` counts: 0 in the low 256 bits, 4 in the high
-    shift: __m512i,
-    pick: [__m512i; 2],
-    /// i16 lane 2j and 2j + 1: min j (as [`K4`]'s)
-    mins: __m256i,
-    /// Q5_K's fifth-bit masks per chunk p: bit 2p in the low half, 2p + 1 in the high
-    bit: [__m512i; 4],
-    sixteen: __m512i,
-}
-
-impl KCols {
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    #[inline]
-    unsafe fn new() -> KCols {
-        KCols {
-            m4: _mm512_set1_epi8(0x0F),
-            shift: _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(4)),
-            // SAFETY: each CHUNK_PAIRS row is 64 readable bytes (unaligned load).
-            pick: CHUNK_PAIRS
-                .each_ref()
-                .map(|t| unsafe { _mm512_loadu_si512(t.as_ptr().cast()) }),
-            mins: _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
-            bit: std::array::from_fn(|p| {
-                _mm512_inserti64x4::<1>(
-                    _mm512_set1_epi8((1u8 << (2 * p)) as i8),
-                    _mm256_set1_epi8((1u8 << (2 * p + 1)) as i8),
-                )
-            }),
-            sixteen: _mm512_set1_epi8(16),
-        }
-    }
-
+impl K4 {
     /// The codes of chunk p (elements 64p..64p + 64) in element order: code bytes
     /// 32p..32p + 32 broadcast to both halves, the low half's low nibbles and the high
     /// half's high nibbles (one `vpsrlvw` and a mask).
@@ -389,9 +378,7 @@ impl KCols {
     #[inline]
     unsafe fn q5_chunk(&self, x: &BlockQ5K, qh2: __m512i, p: usize) -> __m512i {
         // SAFETY: same features as this function.
-        let lo = unsafe { self.chunk(&x.qs, p) };
-        let k = _mm512_test_epi8_mask(qh2, self.bit[p]);
-        _mm512_mask_add_epi8(lo, k, lo, self.sixteen)
+        self.fifth(unsafe { self.chunk(&x.qs, p) }, qh2, self.chunk_bit[p])
     }
 }
 
@@ -406,7 +393,7 @@ impl KCols {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 #[inline]
 unsafe fn k_multi<B: KBlock>(
-    k: &KCols,
+    k: &K4,
     w: &[u8],
     acts: &[&[u8]],
     out: &mut [f32],
@@ -431,7 +418,7 @@ unsafe fn k_multi<B: KBlock>(
             // SAFETY: `u` is 16 bytes (unaligned load).
             let s16 = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(u.as_ptr().cast()) });
             let sc = k
-                .pick
+                .chunk_pick
                 .map(|t| _mm512_permutexvar_epi16(t, _mm512_castsi256_si512(s16)));
             let mv = _mm256_permutexvar_epi16(k.mins, s16);
             let mut acc = [z; 4];
@@ -474,7 +461,7 @@ unsafe fn k_multi<B: KBlock>(
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn dot_q4_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
-    let k = unsafe { KCols::new() };
+    let k = unsafe { K4::new() };
     // SAFETY: same features as this function (the closure runs inside it).
     let codes = |x: &BlockQ4K| std::array::from_fn(|p| unsafe { k.chunk(&x.qs, p) });
     // SAFETY: same features as this function.
@@ -489,7 +476,7 @@ unsafe fn dot_q4_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn dot_q5_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
-    let k = unsafe { KCols::new() };
+    let k = unsafe { K4::new() };
     let codes = |x: &BlockQ5K| {
         // SAFETY: the 32 `qh` bytes (unaligned load).
         let qh2 = _mm512_broadcast_i64x4(unsafe { _mm256_loadu_si256(x.qh.as_ptr().cast()) });
