@@ -165,23 +165,36 @@ static VALUES: [u8; 64] = bytes64!(|e| match e % 16 {
     _ => 0,
 });
 
-/// `vpermw` controls from a register holding the eight 32-element groups' scales (group g's
-/// in word `stride·g + offset`) to the scales of quarter pair q's packed four-element sums
-/// ([`scale_pairs`]): in 128-bit lane j, words 0–3 are quarter 2q's elements 16j..16j + 16
-/// (group 4q + j/2) and words 4–7 quarter 2q + 1's (group 4q + 2 + j/2).
-pub(super) const fn pair_pick(stride: usize, offset: usize) -> [[u16; 32]; 2] {
+/// `vpermw` controls for two registers' packed four-element sums (`vpackssdw` of registers
+/// 2q and 2q + 1: in 128-bit lane j, words 0–3 from register 2q, words 4–7 from 2q + 1):
+/// word w of lane j in pair q takes scale word `cq·q + cw·(w/4) + ch·(j/2) + cl·(j mod 2) +
+/// offset`, the coefficients saying where each layout keeps the scale of those elements.
+pub(super) const fn packed_pick(
+    cq: usize,
+    cw: usize,
+    ch: usize,
+    cl: usize,
+    offset: usize,
+) -> [[u16; 32]; 2] {
     let mut t = [[0u16; 32]; 2];
     let mut q = 0;
     while q < 2 {
         let mut i = 0;
         while i < 32 {
             let (j, w) = (i / 8, i % 8);
-            t[q][i] = (stride * (4 * q + 2 * (w / 4) + j / 2) + offset) as u16;
+            t[q][i] = (cq * q + cw * (w / 4) + ch * (j / 2) + cl * (j % 2) + offset) as u16;
             i += 1;
         }
         q += 1;
     }
     t
+}
+
+/// [`packed_pick`] for 64-element quarters in element order with a scale per 32-element
+/// group (group g's in word `stride·g + offset`): lane j of quarter 2q holds group
+/// 4q + j/2, of quarter 2q + 1 group 4q + 2 + j/2 ([`scale_pairs`]).
+pub(super) const fn pair_pick(stride: usize, offset: usize) -> [[u16; 32]; 2] {
+    packed_pick(4 * stride, 2 * stride, stride, 0, offset)
 }
 
 /// [`pair_pick`] for scales in word 4g ([`Iq2Block::ls`]).
@@ -196,10 +209,10 @@ static IQ1_PAIRS: [[u16; 32]; 2] = pair_pick(1, 0);
 /// [`pair_pick`] for scales in dword g ([`Iq1Block::ls32`]).
 static IQ1_DWORD_PAIRS: [[u16; 32]; 2] = pair_pick(2, 0);
 
-/// The two `vpermw` controls of `table` ([`pair_pick`]), in registers.
+/// The two `vpermw` controls of `table` ([`packed_pick`]), in registers.
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn load_pairs(table: &[[u16; 32]; 2]) -> [__m512i; 2] {
+pub(super) fn load_pairs(table: &[[u16; 32]; 2]) -> [__m512i; 2] {
     // SAFETY: each row is 64 readable bytes (unaligned load).
     table
         .each_ref()

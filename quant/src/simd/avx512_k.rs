@@ -52,20 +52,7 @@ fn unpack_scales(q: &[u8; 12]) -> [u32; 4] {
 /// indices for their packed four-element sums (`vpackssdw`): in 128-bit lane j, words 0–3
 /// are register 2q's elements 16j..16j + 16 and words 4–7 register 2q + 1's, which belong
 /// to sub-block 4q + h (j < 2) or 4q + 2 + h (j ≥ 2).
-static PAIR_SCALE: [[u16; 32]; 2] = {
-    let mut t = [[0u16; 32]; 2];
-    let mut q = 0;
-    while q < 2 {
-        let mut i = 0;
-        while i < 32 {
-            let (j, w) = (i / 8, i % 8);
-            t[q][i] = (4 * q + w / 4 + 2 * (j / 2)) as u16;
-            i += 1;
-        }
-        q += 1;
-    }
-    t
-};
+static PAIR_SCALE: [[u16; 32]; 2] = super::avx512_iq::packed_pick(4, 1, 2, 0, 0);
 
 /// The constants of the kernels, in registers.
 struct K4 {
@@ -91,10 +78,7 @@ impl K4 {
     unsafe fn new() -> K4 {
         K4 {
             m4: _mm512_set1_epi8(0x0F),
-            // SAFETY: each PAIR_SCALE row is 64 readable bytes (unaligned load).
-            pick: std::array::from_fn(|q| unsafe {
-                _mm512_loadu_si512(PAIR_SCALE[q].as_ptr().cast())
-            }),
+            pick: super::avx512_iq::load_pairs(&PAIR_SCALE),
             mins: _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
             bit: std::array::from_fn(|r| {
                 let j = 4 * (r / 2) + r % 2;
@@ -105,10 +89,7 @@ impl K4 {
             }),
             sixteen: _mm512_set1_epi8(16),
             shift: _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(4)),
-            // SAFETY: each CHUNK_PAIRS row is 64 readable bytes (unaligned load).
-            chunk_pick: CHUNK_PAIRS
-                .each_ref()
-                .map(|t| unsafe { _mm512_loadu_si512(t.as_ptr().cast()) }),
+            chunk_pick: super::avx512_iq::load_pairs(&CHUNK_PAIRS),
             chunk_bit: std::array::from_fn(|p| {
                 _mm512_inserti64x4::<1>(
                     _mm512_set1_epi8((1u8 << (2 * p)) as i8),

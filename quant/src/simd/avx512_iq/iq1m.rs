@@ -82,20 +82,7 @@ static M_SCALE_CTRL: [u8; 64] = bytes64!(|b| if b % 2 == 0 {
 
 /// `vpermw` controls from the scale words (word h: s'_h) to quarter pair q's packed sums:
 /// 128-bit lane j holds half 8q + j's four sums then half 8q + 4 + j's.
-static M_PICK: [[u16; 32]; 2] = {
-    let mut t = [[0u16; 32]; 2];
-    let mut q = 0;
-    while q < 2 {
-        let mut i = 0;
-        while i < 32 {
-            let (j, w) = (i / 8, i % 8);
-            t[q][i] = (8 * q + 4 * (w / 4) + j) as u16;
-            i += 1;
-        }
-        q += 1;
-    }
-    t
-};
+static M_PICK: [[u16; 32]; 2] = packed_pick(8, 4, 2, 1, 0);
 
 /// One unpacked IQ1_M super-block.
 struct Iq1mBlock {
