@@ -161,6 +161,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
         DType::IQ1_M,
         DType::Q4_K,
         DType::Q5_K,
+        DType::MXFP4,
         DType::BF16,
         DType::F32,
     ] {

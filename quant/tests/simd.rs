@@ -293,6 +293,7 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         (DType::IQ1_M, DType::Q8_K, 256, 0),
         (DType::Q4_K, DType::Q8_K, 256, 0),
         (DType::Q5_K, DType::Q8_K, 256, 0),
+        (DType::MXFP4, DType::Q8_0, 32, 0),
     ] {
         let kernels = quant::simd::multi_available(wt);
         #[cfg(target_arch = "x86_64")]
@@ -304,15 +305,26 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         for nb in [1usize, 3, 8, 9, 17] {
             let n = blk * nb;
             // IQ1_M has no scale field: its scale is in the scale words' top nibbles
-            // (and the K-quants two, `d` and `dmin`)
+            // (and the K-quants two, `d` and `dmin`; MXFP4's is one E8M0 byte, set below)
             let at: &[usize] = match wt {
-                DType::IQ1_M => &[],
+                DType::IQ1_M | DType::MXFP4 => &[],
                 DType::Q4_K | DType::Q5_K => &[0, 2],
                 _ => &[scale_at],
             };
             let mut w = random_blocks(&mut r, wt, n, at, 0.004);
             if wt == DType::IQ1_M {
                 set_iq1m_scale(&mut w, quant::scalar::f32_to_f16(0.004));
+            }
+            // MXFP4: E8M0 scales 2^-16..2^7 and, in every fifth block, the subnormal codes
+            // 0..2 (random bytes would overflow)
+            if wt == DType::MXFP4 {
+                for (i, blk) in w.chunks_exact_mut(17).enumerate() {
+                    blk[0] = if i % 5 == 4 {
+                        blk[0] % 3
+                    } else {
+                        112 + blk[0] % 24
+                    };
+                }
             }
             for cols in 1..=9usize {
                 let acts: Vec<Vec<u8>> = (0..cols)

@@ -20,6 +20,7 @@ use crate::scalar::e8m0_to_f32_half;
 use std::arch::x86_64::*;
 
 super::entry!(rows dot_mxfp4_avx512_rows_entry => dot_mxfp4_avx512_rows);
+super::entry!(multi dot_mxfp4_avx512_multi_entry => dot_mxfp4_avx512_multi);
 
 /// The MXFP4 values plus 12 (0..=24), so that `vpdpbusd` can take them as unsigned bytes.
 static KVALUES_MXFP4_U12: [u8; 16] = {
@@ -32,18 +33,81 @@ static KVALUES_MXFP4_U12: [u8; 16] = {
     t
 };
 
+/// The kernels' constants, in registers.
+struct Fp4 {
+    table: __m512i,
+    m4: __m512i,
+    twelve: __m512i,
+}
+
+impl Fp4 {
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c"
+    )]
+    #[inline]
+    fn new() -> Fp4 {
+        // SAFETY: the table is 16 bytes (unaligned load).
+        let t = unsafe { _mm_loadu_si128(KVALUES_MXFP4_U12.as_ptr().cast()) };
+        Fp4 {
+            table: _mm512_broadcast_i32x4(t),
+            m4: _mm512_set1_epi8(0x0F),
+            twelve: _mm512_set1_epi8(12),
+        }
+    }
+
+    /// One block's exact 4-element sums in f32, per 128-bit lane: the codes `q` (16 bytes
+    /// per lane) against the activation halves `ylo` (elements 0..15) and `yhi` (16..31) of
+    /// the same lane; `vpdpbusd` starts from −12·Σ₄y, the offset of the stored values.
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c"
+    )]
+    #[inline]
+    fn lanes(&self, q: __m512i, ylo: __m512i, yhi: __m512i) -> (__m512, __m512) {
+        let zero = _mm512_setzero_si512();
+        let neg_lo = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, self.twelve, ylo));
+        let neg_hi = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, self.twelve, yhi));
+        let lo = _mm512_shuffle_epi8(self.table, _mm512_and_si512(q, self.m4));
+        let hi = _mm512_shuffle_epi8(
+            self.table,
+            _mm512_and_si512(_mm512_srli_epi16(q, 4), self.m4),
+        );
+        (
+            _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_lo, lo, ylo)),
+            _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_hi, hi, yhi)),
+        )
+    }
+}
+
+/// The reference's eight lane sums `acc1[k] + acc2[k]` of 128-bit lane `g` from the two
+/// accumulator pairs (even and odd blocks; low half: lanes 0..3, high half: 4..7).
+fn lane_sums(lanes: &[[[f32; 16]; 2]; 2], g: usize) -> [f32; 8] {
+    std::array::from_fn(|k| {
+        let (h, e) = (k / 4, 4 * g + k % 4);
+        lanes[0][h][e] + lanes[1][h][e]
+    })
+}
+
+/// Stores the accumulators for [`lane_sums`].
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn store_acc(acc: &[[__m512; 2]; 2]) -> [[[f32; 16]; 2]; 2] {
+    let mut lanes = [[[0f32; 16]; 2]; 2];
+    for (lp, ap) in lanes.iter_mut().zip(acc) {
+        for (l, a) in lp.iter_mut().zip(ap) {
+            // SAFETY: `l` holds 16 f32 (unaligned store).
+            unsafe { _mm512_storeu_ps(l.as_mut_ptr(), *a) };
+        }
+    }
+    lanes
+}
+
 /// MXFP4 · Q8_0 for several weight rows against one activation row, four rows per pass (see
 /// the module docs). A pass of fewer than four rows repeats its first row in the other lanes
 /// and does not store them. Per row the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
-    // SAFETY: the table has 16 bytes (unaligned load).
-    let table =
-        _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(KVALUES_MXFP4_U12.as_ptr().cast()) });
-    let m4 = _mm512_set1_epi8(0x0F);
-    let twelve = _mm512_set1_epi8(12);
-    let zero = _mm512_setzero_si512();
+    let k4 = Fp4::new();
     // 128-bit lane r of the four per-row scales: lane r's four floats are d_r
     let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     // block k of a group of eight: lane 4r..4r+3 takes row r's scale from [`dx8`]'s pair
@@ -87,8 +151,6 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
                     _mm512_broadcast_i32x4(_mm_loadu_si128(y.qs[16..].as_ptr().cast())),
                 )
             };
-            let neg_lo = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, twelve, ylo));
-            let neg_hi = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, twelve, yhi));
             // SAFETY: 16 code bytes per weight block (unaligned loads).
             let q = unsafe {
                 let q = _mm512_castsi128_si512(_mm_loadu_si128(xs[0][b].qs.as_ptr().cast()));
@@ -96,10 +158,7 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
                 let q = _mm512_inserti32x4::<2>(q, _mm_loadu_si128(xs[2][b].qs.as_ptr().cast()));
                 _mm512_inserti32x4::<3>(q, _mm_loadu_si128(xs[3][b].qs.as_ptr().cast()))
             };
-            let lo = _mm512_shuffle_epi8(table, _mm512_and_si512(q, m4));
-            let hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
-            let l_lo = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_lo, lo, ylo));
-            let l_hi = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_hi, hi, yhi));
+            let (l_lo, l_hi) = k4.lanes(q, ylo, yhi);
             let dy = f16c!(y.d);
             // d_r = dy·2^(e−128): the reference's one f32 product either way
             let d = if b < grouped {
@@ -120,20 +179,9 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
             *a_lo = _mm512_fmadd_ps(d, l_lo, *a_lo);
             *a_hi = _mm512_fmadd_ps(d, l_hi, *a_hi);
         }
-        let mut lanes = [[[0f32; 16]; 2]; 2];
-        for (lp, ap) in lanes.iter_mut().zip(&acc) {
-            for (l, a) in lp.iter_mut().zip(ap) {
-                // SAFETY: `l` has room for 16 f32 (unaligned store).
-                unsafe { _mm512_storeu_ps(l.as_mut_ptr(), *a) };
-            }
-        }
+        let lanes = store_acc(&acc);
         for (r, o) in out.iter_mut().enumerate() {
-            // reference lane k: half k / 4, element 4r + k % 4 of that half's register
-            let sum: [f32; 8] = std::array::from_fn(|k| {
-                let (h, e) = (k / 4, 4 * r + k % 4);
-                lanes[0][h][e] + lanes[1][h][e]
-            });
-            let mut s = crate::dot::hsum8(&sum);
+            let mut s = crate::dot::hsum8(&lane_sums(&lanes, r));
             if nb % 2 == 1 {
                 s += crate::dot::mxfp4_block(&xs[r][nb - 1], &ys[nb - 1]);
             }
@@ -181,4 +229,81 @@ unsafe fn dx8(xs: &[&[BlockMXFP4]; 4], g: usize) -> [__m512; 2] {
         _mm512_castsi512_ps(_mm512_mask_blend_epi32(m, normal, small))
     };
     [pair(e[0], e[1]), pair(e[2], e[3])]
+}
+
+/// MXFP4 · Q8_0 against several activation columns, four per pass: the multi-row kernel
+/// with rows and columns swapped. A block's 16 code bytes are broadcast to the four 128-bit
+/// lanes and unpacked once; lane c holds column c's activation halves, so each lane is
+/// column c's exact 4-element sums of the reference, and `d = dx·dy_c` per lane (the
+/// reference's one product). The two accumulators, their lane sums, `hsum8` and the scalar
+/// last odd block are the reference's: per column its bits. A pass of two or three columns
+/// repeats its first column in the other lanes and does not store them; a lone column runs
+/// the one-row kernel.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn dot_mxfp4_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let xs = view::<BlockMXFP4>(w);
+    let k4 = Fp4::new();
+    // 128-bit lane c of the four per-column scales: lane c's four floats are dy_c
+    let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    // a lone column: the one-row kernel (the same bits) costs less than a four-lane pass
+    // (its AVX2/FMA/F16C features are among this function's)
+    let one = super::avx2_q8::dot_mxfp4_avx2_entry;
+    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+        if acts.len() == 1 {
+            out[0] = one(n, w, acts[0]);
+            continue;
+        }
+        let ys: [&[BlockQ8_0]; 4] =
+            std::array::from_fn(|c| view::<BlockQ8_0>(acts[c.min(acts.len() - 1)]));
+        let nb = ys.iter().fold(xs.len(), |n, y| n.min(y.len()));
+        let mut acc = [[_mm512_setzero_ps(); 2]; 2];
+        let paired = nb / 2 * 2;
+        for (b, x) in xs[..paired].iter().enumerate() {
+            // SAFETY: 16 code bytes per weight block, 32 per activation block (unaligned
+            // loads).
+            let (q, ylo, yhi) = unsafe {
+                let half = |o: usize| {
+                    let v =
+                        _mm512_castsi128_si512(_mm_loadu_si128(ys[0][b].qs[o..].as_ptr().cast()));
+                    let v = _mm512_inserti32x4::<1>(
+                        v,
+                        _mm_loadu_si128(ys[1][b].qs[o..].as_ptr().cast()),
+                    );
+                    let v = _mm512_inserti32x4::<2>(
+                        v,
+                        _mm_loadu_si128(ys[2][b].qs[o..].as_ptr().cast()),
+                    );
+                    _mm512_inserti32x4::<3>(v, _mm_loadu_si128(ys[3][b].qs[o..].as_ptr().cast()))
+                };
+                (
+                    _mm512_broadcast_i32x4(_mm_loadu_si128(x.qs.as_ptr().cast())),
+                    half(0),
+                    half(16),
+                )
+            };
+            let (l_lo, l_hi) = k4.lanes(q, ylo, yhi);
+            let hy = [ys[0][b].d, ys[1][b].d, ys[2][b].d, ys[3][b].d];
+            let hq = hy
+                .iter()
+                .rev()
+                .fold(0u64, |v, h| v << 16 | u64::from(u16::from_le_bytes(*h)));
+            let dy4 = _mm_cvtph_ps(_mm_cvtsi64_si128(hq as i64));
+            // d_c = dy_c·2^(e−128): the reference's one f32 product
+            let d = _mm512_mul_ps(
+                _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(dy4)),
+                _mm512_set1_ps(e8m0_to_f32_half(x.e)),
+            );
+            let [a_lo, a_hi] = &mut acc[b % 2];
+            *a_lo = _mm512_fmadd_ps(d, l_lo, *a_lo);
+            *a_hi = _mm512_fmadd_ps(d, l_hi, *a_hi);
+        }
+        let lanes = store_acc(&acc);
+        for (c, o) in out.iter_mut().enumerate() {
+            let mut s = crate::dot::hsum8(&lane_sums(&lanes, c));
+            if nb % 2 == 1 {
+                s += crate::dot::mxfp4_block(&xs[nb - 1], &ys[c][nb - 1]);
+            }
+            *o = s;
+        }
+    }
 }
