@@ -1,4 +1,6 @@
-//! AVX-512 multi-row MXFP4 · Q8_0 kernel (decode's matvec for FP4 experts).
+//! AVX-512 multi-row and multi-column MXFP4 · Q8_0 kernels (decode's matvec and prompt
+//! chunks for FP4 experts; the multi-column kernel swaps the roles of rows and columns, see
+//! [`dot_mxfp4_avx512_multi`]).
 //!
 //! Four weight rows share one 512-bit register: 128-bit lane r holds row r's 16 code bytes
 //! of the current block. One mask gives the low nibbles (elements 0..15), a shift and a mask
