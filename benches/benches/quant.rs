@@ -162,6 +162,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
         DType::Q4_K,
         DType::Q5_K,
         DType::MXFP4,
+        DType::Q6_K,
         DType::BF16,
         DType::F32,
     ] {

@@ -294,6 +294,7 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         (DType::Q4_K, DType::Q8_K, 256, 0),
         (DType::Q5_K, DType::Q8_K, 256, 0),
         (DType::MXFP4, DType::Q8_0, 32, 0),
+        (DType::Q6_K, DType::Q8_K, 256, 208),
     ] {
         let kernels = quant::simd::multi_available(wt);
         #[cfg(target_arch = "x86_64")]

@@ -17,7 +17,7 @@ use crate::blocks::{view, BlockQ2_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 use bytemuck::Zeroable;
 use std::arch::x86_64::*;
 
-entry!(multi dot_q2_0_avx512_multi_entry => dot_q2_0_avx512_multi, dot_q8_0_avx512_multi_entry => dot_q8_0_avx512_multi);
+entry!(multi dot_q2_0_avx512_multi_entry => dot_q2_0_avx512_multi, dot_q8_0_avx512_multi_entry => dot_q8_0_avx512_multi, dot_q6_k_avx512_multi_entry => dot_q6_k_avx512_multi);
 entry!(rows dot_q8_0_avx512_rows_entry => dot_q8_0_avx512_rows, dot_q2_0_avx512_rows_entry => dot_q2_0_avx512_rows, dot_q6_k_avx512_rows_entry => dot_q6_k_avx512_rows);
 
 entry!(
@@ -619,11 +619,35 @@ impl Q6k {
         }
     }
 
+    /// The unsigned 6-bit codes of half h (elements 128h..128h + 128) as two registers in
+    /// element order: the 64 `ql` bytes give the low nibbles of both, the 32 `qh` bytes
+    /// (broadcast to both halves of a register, shifted per half by `vpsrlvw`) the high bits.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn codes(&self, x: &BlockQ6K, h: usize) -> [__m512i; 2] {
+        let (m4, m3) = (self.m4, self.m3);
+        // SAFETY: 64 `ql` and 32 `qh` bytes of this half (unaligned).
+        let (ql, qh) = unsafe {
+            (
+                _mm512_loadu_si512(x.ql.as_ptr().add(64 * h).cast()),
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(x.qh.as_ptr().add(32 * h).cast())),
+            )
+        };
+        let hi =
+            |sh: __m512i| _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh), m3), 4);
+        [
+            _mm512_or_si512(_mm512_and_si512(ql, m4), hi(self.sh01)),
+            _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                hi(self.sh23),
+            ),
+        ]
+    }
+
     /// One super-block's `dy·f32(dx)·Σ` (the reference's float product).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
     #[inline]
     unsafe fn block(&self, x: &BlockQ6K, y: &BlockQ8K) -> f32 {
-        let (m4, m3) = (self.m4, self.m3);
         // SAFETY: 16 scale bytes and the 32 bsum bytes of the blocks (unaligned loads).
         let (sc, bs) = unsafe {
             (
@@ -634,22 +658,15 @@ impl Q6k {
         let sc512 = _mm512_castsi256_si512(sc);
         let mut acc = _mm512_setzero_si512();
         for h in 0..2 {
-            // SAFETY: 64 `ql`, 32 `qh` and 128 activation bytes of this half (unaligned).
-            let (ql, qh, y0, y1) = unsafe {
+            // SAFETY: 128 activation bytes of this half (unaligned).
+            let (y0, y1) = unsafe {
                 (
-                    _mm512_loadu_si512(x.ql.as_ptr().add(64 * h).cast()),
-                    _mm512_broadcast_i64x4(_mm256_loadu_si256(x.qh.as_ptr().add(32 * h).cast())),
                     _mm512_loadu_si512(y.qs.as_ptr().add(128 * h).cast()),
                     _mm512_loadu_si512(y.qs.as_ptr().add(128 * h + 64).cast()),
                 )
             };
-            let hi =
-                |sh: __m512i| _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh), m3), 4);
-            let u01 = _mm512_or_si512(_mm512_and_si512(ql, m4), hi(self.sh01));
-            let u23 = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                hi(self.sh23),
-            );
+            // SAFETY: same features as this function.
+            let [u01, u23] = unsafe { self.codes(x, h) };
             let s01 = _mm512_permutexvar_epi16(self.pick[2 * h], sc512);
             let s23 = _mm512_permutexvar_epi16(self.pick[2 * h + 1], sc512);
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u01, y0), s01);
@@ -665,6 +682,80 @@ impl Q6k {
         };
         let isc = _mm512_reduce_add_epi32(acc) - 32 * off;
         y.d() * f16c!(x.d) * isc as f32
+    }
+}
+
+/// [`super::avx512_iq::packed_pick`] for Q6_K's 16 sub-block scales (words 0..16): in the
+/// packed sums of half h's two code registers, lane j of register 2h is sub-block 8h + j,
+/// of register 2h + 1 sub-block 8h + 4 + j.
+static Q6_PAIRS: [[u16; 32]; 2] = super::avx512_iq::packed_pick(8, 4, 2, 1, 0);
+
+/// Q6_K · Q8_K against several activation columns, four per pass (prompt chunks, experts
+/// with several tokens): each super-block's codes ([`Q6k::codes`]) and scales are unpacked
+/// once; per column one `vpdpbusd` per code register (|Σ| ≤ 4·63·128, so two registers'
+/// sums pack to words), [`super::avx512_iq::scale_pairs`] and the offset term Σ scale·bsum
+/// (`vpmaddwd`); the four columns' sums are reduced at once ([`super::sums4`]) and the
+/// reference's `dy·f32(dx)·(Σ − 32·off)` runs in four f32 lanes, one per column, with the
+/// running sums: per column the reference's bits. A pass of two or three columns leaves the
+/// other lanes 0 and does not store them; a lone column runs the one-row kernel.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn dot_q6_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { Q6k::new() };
+    let pick = super::avx512_iq::load_pairs(&Q6_PAIRS);
+    let xs = view::<BlockQ6K>(w);
+    let z = _mm512_setzero_si512();
+    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+        if acts.len() == 1 {
+            // SAFETY: same features as this function.
+            out[0] = unsafe { dot_q6_k_avx512(n, w, acts[0]) };
+            continue;
+        }
+        let ys: [&[BlockQ8K]; 4] =
+            std::array::from_fn(|c| view::<BlockQ8K>(acts[c.min(acts.len() - 1)]));
+        let nb = ys.iter().fold(xs.len(), |n, y| n.min(y.len()));
+        let mut s = _mm_setzero_ps();
+        for (b, x) in xs[..nb].iter().enumerate() {
+            // SAFETY: same features as this function.
+            let cr = unsafe { [k.codes(x, 0), k.codes(x, 1)] };
+            // SAFETY: the 16 scale bytes (unaligned load).
+            let sc = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(x.scales.as_ptr().cast()) });
+            let sv = pick.map(|t| _mm512_permutexvar_epi16(t, _mm512_castsi256_si512(sc)));
+            let mut acc = [z; 4];
+            let mut off = [z; 4];
+            let mut dy = [0f32; 4];
+            for c in 0..acts.len() {
+                let y = &ys[c][b];
+                let d: [__m512i; 4] = std::array::from_fn(|r| {
+                    // SAFETY: activation bytes 64r..64r + 64 (unaligned load).
+                    let yv = unsafe { _mm512_loadu_si512(y.qs[64 * r..].as_ptr().cast()) };
+                    _mm512_dpbusd_epi32(z, cr[r / 2][r % 2], yv)
+                });
+                // per half h, registers 2h and 2h + 1 form one pair
+                let a0 = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(d[0], d[1]), sv[0]);
+                acc[c] = _mm512_dpwssd_epi32(a0, _mm512_packs_epi32(d[2], d[3]), sv[1]);
+                // SAFETY: the 32 `bsums` bytes (unaligned load).
+                let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+                off[c] = _mm512_zextsi256_si512(_mm256_madd_epi16(sc, bs));
+                dy[c] = y.d();
+            }
+            // lane c: column c's Σ − 32·off (exact)
+            let isc = _mm_sub_epi32(
+                super::sums4(acc[0], acc[1], acc[2], acc[3]),
+                _mm_slli_epi32(super::sums4(off[0], off[1], off[2], off[3]), 5),
+            );
+            // SAFETY: `dy` holds four f32 (unaligned load).
+            let dy = unsafe { _mm_loadu_ps(dy.as_ptr()) };
+            let p = _mm_mul_ps(
+                _mm_mul_ps(dy, _mm_set1_ps(f16c!(x.d))),
+                _mm_cvtepi32_ps(isc),
+            );
+            s = _mm_add_ps(s, p);
+        }
+        let mut o = [0f32; 4];
+        // SAFETY: `o` holds four f32 (unaligned store).
+        unsafe { _mm_storeu_ps(o.as_mut_ptr(), s) };
+        out.copy_from_slice(&o[..out.len()]);
     }
 }
 

@@ -108,6 +108,7 @@ pub fn multi_available(dtype: DType) -> Vec<(&'static str, MultiDotFn)> {
                 DType::Q4_K => Some(avx512_k::dot_q4_k_avx512_multi_entry),
                 DType::Q5_K => Some(avx512_k::dot_q5_k_avx512_multi_entry),
                 DType::MXFP4 => Some(avx512_mxfp4::dot_mxfp4_avx512_multi_entry),
+                DType::Q6_K => Some(avx512_q8::dot_q6_k_avx512_multi_entry),
                 _ => None,
             };
             v.extend(k.map(|k| ("avx512", k)));
