@@ -363,6 +363,33 @@ impl K4 {
     }
 }
 
+/// One column's integer sums against a super-block unpacked in element order (`cr`: four
+/// 64-element code registers, codes ≤ 63 so that four-element sums fit in 16 bits): Σ
+/// scale·Σ code·y by `vpdpbusd` per register and [`super::avx512_iq::scale_pairs`] with the
+/// pairs' scales `sc`, and the `bsums` against the per-entry coefficients `m` (`vpmaddwd`,
+/// 8 lanes): the K-quants' and Q6_K's multi-column step.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+pub(super) fn column_sums(
+    cr: &[__m512i; 4],
+    y: &BlockQ8K,
+    sc: &[__m512i; 2],
+    m: __m256i,
+) -> (__m512i, __m512i) {
+    let z = _mm512_setzero_si512();
+    let d: [__m512i; 4] = std::array::from_fn(|p| {
+        // SAFETY: activation bytes 64p..64p + 64 (unaligned load).
+        let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+        _mm512_dpbusd_epi32(z, cr[p], yv)
+    });
+    // SAFETY: the 32 `bsums` bytes (unaligned load).
+    let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+    (
+        super::avx512_iq::scale_pairs(z, &d, sc),
+        _mm512_zextsi256_si512(_mm256_madd_epi16(bs, m)),
+    )
+}
+
 /// The body of the multi-column kernels: for four activation columns at a time (a pass of
 /// fewer computes only those; a lone column runs `one`, the one-row kernel), each super-block's codes
 /// unpacked once in element order (`codes`, so the activations load as they are) and its
@@ -408,15 +435,7 @@ unsafe fn k_multi<B: KBlock>(
             // a pass of fewer than four columns leaves the other lanes 0 (not stored)
             for c in 0..acts.len() {
                 let y = &ys[c][b];
-                let d: [__m512i; 4] = std::array::from_fn(|p| {
-                    // SAFETY: activation bytes 64p..64p + 64 (unaligned load).
-                    let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-                    _mm512_dpbusd_epi32(z, cr[p], yv)
-                });
-                acc[c] = super::avx512_iq::scale_pairs(z, &d, &sc);
-                // SAFETY: the 32 `bsums` bytes (unaligned load).
-                let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
-                mins[c] = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, mv));
+                (acc[c], mins[c]) = column_sums(&cr, y, &sc, mv);
                 dy[c] = y.d();
             }
             // lane c: column c's sums (exact)

@@ -717,7 +717,8 @@ unsafe fn dot_q6_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
         let mut s = _mm_setzero_ps();
         for (b, x) in xs[..nb].iter().enumerate() {
             // SAFETY: same features as this function.
-            let cr = unsafe { [k.codes(x, 0), k.codes(x, 1)] };
+            let [[c0, c1], [c2, c3]] = unsafe { [k.codes(x, 0), k.codes(x, 1)] };
+            let cr = [c0, c1, c2, c3];
             // SAFETY: the 16 scale bytes (unaligned load).
             let sc = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(x.scales.as_ptr().cast()) });
             let sv = pick.map(|t| _mm512_permutexvar_epi16(t, _mm512_castsi256_si512(sc)));
@@ -726,17 +727,7 @@ unsafe fn dot_q6_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
             let mut dy = [0f32; 4];
             for c in 0..acts.len() {
                 let y = &ys[c][b];
-                let d: [__m512i; 4] = std::array::from_fn(|r| {
-                    // SAFETY: activation bytes 64r..64r + 64 (unaligned load).
-                    let yv = unsafe { _mm512_loadu_si512(y.qs[64 * r..].as_ptr().cast()) };
-                    _mm512_dpbusd_epi32(z, cr[r / 2][r % 2], yv)
-                });
-                // per half h, registers 2h and 2h + 1 form one pair
-                let a0 = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(d[0], d[1]), sv[0]);
-                acc[c] = _mm512_dpwssd_epi32(a0, _mm512_packs_epi32(d[2], d[3]), sv[1]);
-                // SAFETY: the 32 `bsums` bytes (unaligned load).
-                let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
-                off[c] = _mm512_zextsi256_si512(_mm256_madd_epi16(sc, bs));
+                (acc[c], off[c]) = super::avx512_k::column_sums(&cr, y, &sv, sc);
                 dy[c] = y.d();
             }
             // lane c: column c's Σ − 32·off (exact)
