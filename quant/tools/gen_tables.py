@@ -31,6 +31,9 @@ def grid_u64(cls):
 
 def emit(name, doc, vals, ty, per_line):
     print(f"/// {doc}")
+    # rustfmt would put every u64 literal on a line of its own (they exceed its short-element
+    # threshold), turning the 2048-entry IQ1 grid alone into 2048 lines
+    print("#[rustfmt::skip]")
     print(f"pub static {name}: [{ty}; {len(vals)}] = [")
     w = 18 if ty == "u64" else 4
     for i in range(0, len(vals), per_line):
