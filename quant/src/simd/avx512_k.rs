@@ -291,17 +291,31 @@ unsafe fn rows4<B: KBlock>(
     }
 }
 
+/// The body of the one-row kernels: per super-block `sums` ([`K4::sums`] of that type) and
+/// the reference's scalar float combine, added in block order.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+unsafe fn one_row<B: KBlock>(
+    w: &[u8],
+    a: &[u8],
+    sums: impl Fn(&B, &[__m512i; 4], &BlockQ8K) -> (__m512i, __m256i),
+) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<B>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let (d, dmin) = x.scales();
+        // SAFETY: same features as this function (twice).
+        s += unsafe { K4::combine(d, dmin, sums(x, &ky(y), y), y.d()) };
+    }
+    s
+}
+
 /// Q4_K · Q8_K with AVX-512, one row (see the module docs): the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn dot_q4_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { K4::new() };
-    let mut s = 0f32;
-    for (x, y) in view::<BlockQ4K>(w).iter().zip(view::<BlockQ8K>(a)) {
-        // SAFETY: same features as this function.
-        s += unsafe { K4::combine(x.d, x.dmin, k.q4(x, &ky(y), y), y.d()) };
-    }
-    s
+    // SAFETY: same features as this function (twice).
+    unsafe { one_row(w, a, |x, ky, y| k.q4(x, ky, y)) }
 }
 
 /// Q5_K · Q8_K with AVX-512, one row (see the module docs): the reference's bits.
@@ -309,12 +323,8 @@ unsafe fn dot_q4_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 unsafe fn dot_q5_k_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { K4::new() };
-    let mut s = 0f32;
-    for (x, y) in view::<BlockQ5K>(w).iter().zip(view::<BlockQ8K>(a)) {
-        // SAFETY: same features as this function.
-        s += unsafe { K4::combine(x.d, x.dmin, k.q5(x, &ky(y), y), y.d()) };
-    }
-    s
+    // SAFETY: same features as this function (twice).
+    unsafe { one_row(w, a, |x, ky, y| k.q5(x, ky, y)) }
 }
 
 /// Q4_K · Q8_K, four rows per pass ([`rows4`]), each stream prefetched ahead. Per row the
