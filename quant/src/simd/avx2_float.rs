@@ -179,7 +179,7 @@ macro_rules! rows_pass {
 }
 
 /// The smallest element count any of `rows` and `a` holds (`size` bytes per element).
-fn common_len(n: usize, rows: &[&[u8]], a: &[u8], size: usize) -> usize {
+pub(super) fn common_len(n: usize, rows: &[&[u8]], a: &[u8], size: usize) -> usize {
     rows.iter()
         .fold(n.min(a.len() / size), |m, w| m.min(w.len() / size))
 }

@@ -9,7 +9,7 @@
 //! `FATHOM_FORCE_SCALAR=1` forces the reference everywhere (for bisecting).
 //!
 //! Files: `avx2_q8` (types dotted with Q8_0 activations), `avx2_k` (K-quants · Q8_K),
-//! `avx2_iq` (IQ grids · Q8_K), `avx2_float` (F32, F16, BF16), `avx512_iq` / `avx512_q8` /
+//! `avx2_iq` (IQ grids · Q8_K), `avx2_float` / `avx512_float` (F32, F16, BF16), `avx512_iq` / `avx512_q8` /
 //! `avx512_mxfp4` / `avx512_k` (AVX-512 VBMI/VNNI kernels; `avx512_iq::has_features` is their shared
 //! feature check);
 //! `tile_q8`, `tile_q2`, `tile_grid`, `tile_float` the register-tiled prompt-chunk GEMMs and
@@ -26,6 +26,8 @@ mod avx2_iq;
 mod avx2_k;
 #[cfg(target_arch = "x86_64")]
 mod avx2_q8;
+#[cfg(target_arch = "x86_64")]
+mod avx512_float;
 #[cfg(target_arch = "x86_64")]
 mod avx512_iq;
 #[cfg(target_arch = "x86_64")]
@@ -172,6 +174,15 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
             };
             v.extend(k.map(|k| ("avx512", k)));
         }
+        if has_avx512_float() {
+            let k: Option<RowsDotFn> = match dtype {
+                DType::F32 => Some(avx512_float::dot_f32_avx512_rows_entry),
+                DType::F16 => Some(avx512_float::dot_f16_avx512_rows_entry),
+                DType::BF16 => Some(avx512_float::dot_bf16_avx512_rows_entry),
+                _ => None,
+            };
+            v.extend(k.map(|k| ("avx512", k)));
+        }
         if has_avx2_fma() {
             let k: Option<RowsDotFn> = match dtype {
                 DType::Q8_0 => Some(avx2_q8::dot_q8_0_avx2_rows_entry),
@@ -231,6 +242,15 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
                 _ => {}
             }
         }
+        if has_avx512_float() {
+            let k: Option<DotFn> = match dtype {
+                DType::F32 => Some(avx512_float::dot_f32_avx512_entry),
+                DType::F16 => Some(avx512_float::dot_f16_avx512_entry),
+                DType::BF16 => Some(avx512_float::dot_bf16_avx512_entry),
+                _ => None,
+            };
+            v.extend(k.map(|k| ("avx512", k)));
+        }
         if has_avx2_fma() {
             let k: Option<DotFn> = match dtype {
                 DType::F32 => Some(avx2_float::dot_f32_avx2_entry),
@@ -276,6 +296,12 @@ pub fn gathers_slow() -> bool {
             &vendor == b"AuthenticAMD"
         }
     })
+}
+
+/// AVX-512 F and DQ are present (the AVX-512 float kernels' features).
+#[cfg(target_arch = "x86_64")]
+fn has_avx512_float() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq")
 }
 
 /// AVX2, FMA and F16C are present (the AVX2 tier's features).
