@@ -166,7 +166,8 @@ fn accumulate_rows<const R: usize>(
     }
 }
 
-/// Runs `$body!(R)` for the row count `$r` (1..=4) of a multi-row float kernel pass.
+/// Runs `$body!(R)` for the row count `$r` (1..=4) of a multi-row float kernel pass (also
+/// `avx512_float`'s).
 macro_rules! rows_pass {
     ($r:expr, $body:ident) => {
         match $r {
@@ -177,6 +178,7 @@ macro_rules! rows_pass {
         }
     };
 }
+pub(super) use rows_pass;
 
 /// The smallest element count any of `rows` and `a` holds (`size` bytes per element).
 pub(super) fn common_len(n: usize, rows: &[&[u8]], a: &[u8], size: usize) -> usize {

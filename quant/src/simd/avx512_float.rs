@@ -76,18 +76,6 @@ fn accumulate_rows<const R: usize>(
     }
 }
 
-/// Runs `$body!(R)` for the row count `$r` (1..=4) of a multi-row float kernel pass.
-macro_rules! rows_pass {
-    ($r:expr, $body:ident) => {
-        match $r {
-            1 => $body!(1),
-            2 => $body!(2),
-            3 => $body!(3),
-            _ => $body!(4),
-        }
-    };
-}
-
 /// Sixteen 16-bit values at element `i` of `p`.
 #[inline(always)]
 fn load_u16x16(p: *const u8, i: usize) -> __m256i {
@@ -95,88 +83,71 @@ fn load_u16x16(p: *const u8, i: usize) -> __m256i {
     unsafe { _mm256_loadu_si256(p.add(2 * i).cast()) }
 }
 
+/// Little-endian 16-bit element `j` of `b` as f32, through `from_bits` (F16, BF16).
+fn half_at(b: &[u8], j: usize, from_bits: fn(u16) -> f32) -> f32 {
+    from_bits(u16::from_le_bytes([b[2 * j], b[2 * j + 1]]))
+}
+
 /// Little-endian f32 element `j` of `b`.
 fn f32_at(b: &[u8], j: usize) -> f32 {
     f32::from_le_bytes([b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3]])
 }
 
-/// Little-endian 16-bit element `j` of `b`.
-fn u16_at(b: &[u8], j: usize) -> u16 {
-    u16::from_le_bytes([b[2 * j], b[2 * j + 1]])
-}
-
-/// BF16 → f32 for sixteen values (a 16-bit left shift each).
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn widen_bf16(v: __m256i) -> __m512 {
-    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(v)))
+/// The multi-row kernel body for elements of `size` bytes: four rows per pass of
+/// [`accumulate_rows`], `load(p, i)` giving sixteen f32 values from element `i` of a row or
+/// the activation (`p` its first byte; i + 16 ≤ n), `elem` one value for the tail.
+#[inline(always)]
+fn rows_kernel(
+    n: usize,
+    (rows, a, out): (&[&[u8]], &[u8], &mut [f32]),
+    size: usize,
+    load: impl Fn(*const u8, usize) -> __m512,
+    elem: impl Fn(&[u8], usize) -> f32,
+) {
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let n = super::avx2_float::common_len(n, rows, a, size);
+        macro_rules! pass {
+            ($r:literal) => {
+                accumulate_rows::<$r>(
+                    n,
+                    (rows, size),
+                    |r, i| load(rows[r].as_ptr(), i),
+                    |i| load(a.as_ptr(), i),
+                    |r, j| elem(rows[r], j) * elem(a, j),
+                    out,
+                )
+            };
+        }
+        super::avx2_float::rows_pass!(rows.len(), pass);
+    }
 }
 
 /// F32 · F32 for several weight rows, four per pass.
 #[target_feature(enable = "avx512f,avx512dq")]
 unsafe fn dot_f32_avx512_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let n = super::avx2_float::common_len(n, rows, a, 4);
-        macro_rules! pass {
-            ($r:literal) => {
-                accumulate_rows::<$r>(
-                    n,
-                    (rows, 4),
-                    // SAFETY: i + 16 ≤ n elements lie inside every row (unaligned loads).
-                    |r, i| unsafe { _mm512_loadu_ps(rows[r].as_ptr().cast::<f32>().add(i)) },
-                    // SAFETY: as above, for the activation.
-                    |i| unsafe { _mm512_loadu_ps(a.as_ptr().cast::<f32>().add(i)) },
-                    |r, j| f32_at(rows[r], j) * f32_at(a, j),
-                    out,
-                )
-            };
-        }
-        rows_pass!(rows.len(), pass);
-    }
+    // SAFETY: `rows_kernel` loads elements i..i + 16 of a row or activation of ≥ i + 16
+    // elements only (unaligned load).
+    let load = |p: *const u8, i| unsafe { _mm512_loadu_ps(p.cast::<f32>().add(i)) };
+    rows_kernel(n, (rows, a, out), 4, load, f32_at);
 }
 
 /// F16 · F16 for several weight rows, four per pass.
 #[target_feature(enable = "avx512f,avx512dq")]
 unsafe fn dot_f16_avx512_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    let h = |b: &[u8], j: usize| crate::scalar::f16_to_f32(u16_at(b, j));
-    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let n = super::avx2_float::common_len(n, rows, a, 2);
-        macro_rules! pass {
-            ($r:literal) => {
-                accumulate_rows::<$r>(
-                    n,
-                    (rows, 2),
-                    |r, i| _mm512_cvtph_ps(load_u16x16(rows[r].as_ptr(), i)),
-                    |i| _mm512_cvtph_ps(load_u16x16(a.as_ptr(), i)),
-                    |r, j| h(rows[r], j) * h(a, j),
-                    out,
-                )
-            };
-        }
-        rows_pass!(rows.len(), pass);
-    }
+    let load = |p, i| _mm512_cvtph_ps(load_u16x16(p, i));
+    let elem = |b: &[u8], j| half_at(b, j, crate::scalar::f16_to_f32);
+    rows_kernel(n, (rows, a, out), 2, load, elem);
 }
 
-/// BF16 · BF16 for several weight rows, four per pass.
+/// BF16 · BF16 for several weight rows, four per pass (bf16 → f32 is a 16-bit left shift).
 #[target_feature(enable = "avx512f,avx512dq")]
 unsafe fn dot_bf16_avx512_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    let h = |b: &[u8], j: usize| crate::scalar::bf16_to_f32(u16_at(b, j));
-    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let n = super::avx2_float::common_len(n, rows, a, 2);
-        macro_rules! pass {
-            ($r:literal) => {
-                accumulate_rows::<$r>(
-                    n,
-                    (rows, 2),
-                    |r, i| widen_bf16(load_u16x16(rows[r].as_ptr(), i)),
-                    |i| widen_bf16(load_u16x16(a.as_ptr(), i)),
-                    |r, j| h(rows[r], j) * h(a, j),
-                    out,
-                )
-            };
-        }
-        rows_pass!(rows.len(), pass);
-    }
+    let load = |p, i| {
+        let v = _mm512_cvtepu16_epi32(load_u16x16(p, i));
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(v))
+    };
+    let elem = |b: &[u8], j| half_at(b, j, crate::scalar::bf16_to_f32);
+    rows_kernel(n, (rows, a, out), 2, load, elem);
 }
 
 /// F32 · F32: the multi-row pass for one row.
