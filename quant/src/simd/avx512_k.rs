@@ -373,41 +373,85 @@ impl K4 {
     }
 }
 
-/// One column's integer sums against a super-block unpacked in element order (`cr`: four
-/// 64-element code registers, codes ≤ 63 so that four-element sums fit in 16 bits): Σ
-/// scale·Σ code·y by `vpdpbusd` per register and [`super::avx512_iq::scale_pairs`] with the
-/// pairs' scales `sc`, and the `bsums` against the per-entry coefficients `m` (`vpmaddwd`,
-/// 8 lanes): the K-quants' and Q6_K's multi-column step.
+/// The four columns' integer sums against a super-block unpacked in element order (`cr`:
+/// four 64-element code registers, codes ≤ 63 so that four-element sums fit in 16 bits),
+/// for the columns `c < cnt` of `ys` (the others stay 0): per column Σ scale·Σ code·y by
+/// `vpdpbusd` per register and [`super::avx512_iq::scale_pairs`] with the pairs' scales `sc`,
+/// and the `bsums` against the per-entry coefficients `m` (`vpmaddwd`, 8 lanes); reduced at
+/// once ([`super::sums4`]). Lane c of the three results: column c's scaled sum, its `bsums`
+/// term, and its `dy`. The K-quants' and Q6_K's multi-column step.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 #[inline]
 pub(super) fn column_sums(
     cr: &[__m512i; 4],
-    y: &BlockQ8K,
+    ys: &[&BlockQ8K; 4],
+    cnt: usize,
     sc: &[__m512i; 2],
     m: __m256i,
-) -> (__m512i, __m512i) {
+) -> (__m128i, __m128i, __m128) {
     let z = _mm512_setzero_si512();
-    let d: [__m512i; 4] = std::array::from_fn(|p| {
-        // SAFETY: activation bytes 64p..64p + 64 (unaligned load).
-        let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-        _mm512_dpbusd_epi32(z, cr[p], yv)
-    });
-    // SAFETY: the 32 `bsums` bytes (unaligned load).
-    let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+    let (mut acc, mut bsum, mut dy) = ([z; 4], [z; 4], [0f32; 4]);
+    for c in 0..cnt {
+        let y = ys[c];
+        let d: [__m512i; 4] = std::array::from_fn(|p| {
+            // SAFETY: activation bytes 64p..64p + 64 (unaligned load).
+            let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+            _mm512_dpbusd_epi32(z, cr[p], yv)
+        });
+        // SAFETY: the 32 `bsums` bytes (unaligned load).
+        let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+        acc[c] = super::avx512_iq::scale_pairs(z, &d, sc);
+        bsum[c] = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, m));
+        dy[c] = y.d();
+    }
     (
-        super::avx512_iq::scale_pairs(z, &d, sc),
-        _mm512_zextsi256_si512(_mm256_madd_epi16(bs, m)),
+        super::sums4(acc[0], acc[1], acc[2], acc[3]),
+        super::sums4(bsum[0], bsum[1], bsum[2], bsum[3]),
+        // SAFETY: `dy` holds four f32 (unaligned load).
+        unsafe { _mm_loadu_ps(dy.as_ptr()) },
     )
 }
 
-/// The body of the multi-column kernels: for four activation columns at a time (a pass of
-/// fewer computes only those; a lone column runs `one`, the one-row kernel), each super-block's codes
+/// The column loop of the K-quant and Q6_K multi-column kernels: four activation columns
+/// per pass (a pass of fewer computes only those; a lone column runs `one`, the one-row
+/// kernel: the same bits for less than a pass), and per super-block `block(x, ys, cnt)`, the
+/// columns' products in four f32 lanes (lane c: column c), added in block order to the
+/// running sums.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+pub(super) fn column_passes<B: bytemuck::Pod>(
+    w: &[u8],
+    acts: &[&[u8]],
+    out: &mut [f32],
+    one: impl Fn(&[u8]) -> f32,
+    block: impl Fn(&B, &[&BlockQ8K; 4], usize) -> __m128,
+) {
+    let xs = view::<B>(w);
+    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+        if acts.len() == 1 {
+            out[0] = one(acts[0]);
+            continue;
+        }
+        let ys: [&[BlockQ8K]; 4] =
+            std::array::from_fn(|c| view::<BlockQ8K>(acts[c.min(acts.len() - 1)]));
+        let nb = ys.iter().fold(xs.len(), |n, y| n.min(y.len()));
+        let mut s = _mm_setzero_ps();
+        for (b, x) in xs[..nb].iter().enumerate() {
+            s = _mm_add_ps(s, block(x, &ys.map(|y| &y[b]), acts.len()));
+        }
+        let mut o = [0f32; 4];
+        // SAFETY: `o` holds four f32 (unaligned store).
+        unsafe { _mm_storeu_ps(o.as_mut_ptr(), s) };
+        out.copy_from_slice(&o[..out.len()]);
+    }
+}
+
+/// The body of the multi-column kernels ([`column_passes`]): each super-block's codes
 /// unpacked once in element order (`codes`, so the activations load as they are) and its
 /// scales once; per column `vpdpbusd` per chunk, [`super::avx512_iq::scale_pairs`] and the
-/// mins' `vpmaddwd`; the four columns' sums reduced at once ([`super::sums4`]) and the
-/// reference's float combine `dy·(d·isc) − dy·(dmin·imin)` and running sums in four f32
-/// lanes, one per column: the same IEEE operations per lane as the one-row kernel's scalar
-/// ones, so the reference's bits.
+/// mins' `vpmaddwd` ([`column_sums`]); the reference's float combine `dy·(d·isc) −
+/// dy·(dmin·imin)` and running sums in four f32 lanes, one per column: the same IEEE
+/// operations per lane as the one-row kernel's scalar ones, so the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 #[inline]
 unsafe fn k_multi<B: KBlock>(
@@ -418,52 +462,23 @@ unsafe fn k_multi<B: KBlock>(
     codes: impl Fn(&B) -> [__m512i; 4],
     one: impl Fn(&[u8]) -> f32,
 ) {
-    let xs = view::<B>(w);
-    let z = _mm512_setzero_si512();
-    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
-        if acts.len() == 1 {
-            // a lone column: the one-row kernel (the same bits) costs less than a pass
-            out[0] = one(acts[0]);
-            continue;
-        }
-        let ys: [&[BlockQ8K]; 4] =
-            std::array::from_fn(|c| view::<BlockQ8K>(acts[c.min(acts.len() - 1)]));
-        let nb = ys.iter().fold(xs.len(), |n, y| n.min(y.len()));
-        let mut s = _mm_setzero_ps();
-        for (b, x) in xs[..nb].iter().enumerate() {
-            let cr = codes(x);
-            let u = unpack_scales(x.packed());
-            // SAFETY: `u` is 16 bytes (unaligned load).
-            let s16 = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(u.as_ptr().cast()) });
-            let sc = k
-                .chunk_pick
-                .map(|t| _mm512_permutexvar_epi16(t, _mm512_castsi256_si512(s16)));
-            let mv = _mm256_permutexvar_epi16(k.mins, s16);
-            let mut acc = [z; 4];
-            let mut mins = [z; 4];
-            let mut dy = [0f32; 4];
-            // a pass of fewer than four columns leaves the other lanes 0 (not stored)
-            for c in 0..acts.len() {
-                let y = &ys[c][b];
-                (acc[c], mins[c]) = column_sums(&cr, y, &sc, mv);
-                dy[c] = y.d();
-            }
-            // lane c: column c's sums (exact)
-            let isc = super::sums4(acc[0], acc[1], acc[2], acc[3]);
-            let imin = super::sums4(mins[0], mins[1], mins[2], mins[3]);
-            let (d, dmin) = x.scales();
-            let (d, dmin) = (_mm_set1_ps(f16c!(d)), _mm_set1_ps(f16c!(dmin)));
-            // SAFETY: `dy` holds four f32 (unaligned load).
-            let dy = unsafe { _mm_loadu_ps(dy.as_ptr()) };
-            let hi = _mm_mul_ps(dy, _mm_mul_ps(d, _mm_cvtepi32_ps(isc)));
-            let lo = _mm_mul_ps(dy, _mm_mul_ps(dmin, _mm_cvtepi32_ps(imin)));
-            s = _mm_add_ps(s, _mm_sub_ps(hi, lo));
-        }
-        let mut o = [0f32; 4];
-        // SAFETY: `o` holds four f32 (unaligned store).
-        unsafe { _mm_storeu_ps(o.as_mut_ptr(), s) };
-        out.copy_from_slice(&o[..out.len()]);
-    }
+    column_passes(w, acts, out, one, |x: &B, ys, cnt| {
+        let cr = codes(x);
+        let u = unpack_scales(x.packed());
+        // SAFETY: `u` is 16 bytes (unaligned load).
+        let s16 = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(u.as_ptr().cast()) });
+        let sc = k
+            .chunk_pick
+            .map(|t| _mm512_permutexvar_epi16(t, _mm512_castsi256_si512(s16)));
+        let mv = _mm256_permutexvar_epi16(k.mins, s16);
+        // lane c: column c's sums (exact)
+        let (isc, imin, dy) = column_sums(&cr, ys, cnt, &sc, mv);
+        let (d, dmin) = x.scales();
+        let (d, dmin) = (_mm_set1_ps(f16c!(d)), _mm_set1_ps(f16c!(dmin)));
+        let hi = _mm_mul_ps(dy, _mm_mul_ps(d, _mm_cvtepi32_ps(isc)));
+        let lo = _mm_mul_ps(dy, _mm_mul_ps(dmin, _mm_cvtepi32_ps(imin)));
+        _mm_sub_ps(hi, lo)
+    });
 }
 
 /// Q4_K · Q8_K against several activation columns ([`k_multi`]): per column the reference's

@@ -703,51 +703,22 @@ unsafe fn dot_q6_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
     // SAFETY: same features as this function.
     let k = unsafe { Q6k::new() };
     let pick = super::avx512_iq::load_pairs(&Q6_PAIRS);
-    let xs = view::<BlockQ6K>(w);
-    let z = _mm512_setzero_si512();
-    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
-        if acts.len() == 1 {
-            // SAFETY: same features as this function.
-            out[0] = unsafe { dot_q6_k_avx512(n, w, acts[0]) };
-            continue;
-        }
-        let ys: [&[BlockQ8K]; 4] =
-            std::array::from_fn(|c| view::<BlockQ8K>(acts[c.min(acts.len() - 1)]));
-        let nb = ys.iter().fold(xs.len(), |n, y| n.min(y.len()));
-        let mut s = _mm_setzero_ps();
-        for (b, x) in xs[..nb].iter().enumerate() {
-            // SAFETY: same features as this function.
-            let [[c0, c1], [c2, c3]] = unsafe { [k.codes(x, 0), k.codes(x, 1)] };
-            let cr = [c0, c1, c2, c3];
-            // SAFETY: the 16 scale bytes (unaligned load).
-            let sc = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(x.scales.as_ptr().cast()) });
-            let sv = pick.map(|t| _mm512_permutexvar_epi16(t, _mm512_castsi256_si512(sc)));
-            let mut acc = [z; 4];
-            let mut off = [z; 4];
-            let mut dy = [0f32; 4];
-            for c in 0..acts.len() {
-                let y = &ys[c][b];
-                (acc[c], off[c]) = super::avx512_k::column_sums(&cr, y, &sv, sc);
-                dy[c] = y.d();
-            }
-            // lane c: column c's Σ − 32·off (exact)
-            let isc = _mm_sub_epi32(
-                super::sums4(acc[0], acc[1], acc[2], acc[3]),
-                _mm_slli_epi32(super::sums4(off[0], off[1], off[2], off[3]), 5),
-            );
-            // SAFETY: `dy` holds four f32 (unaligned load).
-            let dy = unsafe { _mm_loadu_ps(dy.as_ptr()) };
-            let p = _mm_mul_ps(
-                _mm_mul_ps(dy, _mm_set1_ps(f16c!(x.d))),
-                _mm_cvtepi32_ps(isc),
-            );
-            s = _mm_add_ps(s, p);
-        }
-        let mut o = [0f32; 4];
-        // SAFETY: `o` holds four f32 (unaligned store).
-        unsafe { _mm_storeu_ps(o.as_mut_ptr(), s) };
-        out.copy_from_slice(&o[..out.len()]);
-    }
+    // SAFETY: same features as this function (the closure runs inside it).
+    let one = |a: &[u8]| unsafe { dot_q6_k_avx512(n, w, a) };
+    super::avx512_k::column_passes(w, acts, out, one, |x: &BlockQ6K, ys, cnt| {
+        // SAFETY: same features as this function.
+        let [[c0, c1], [c2, c3]] = unsafe { [k.codes(x, 0), k.codes(x, 1)] };
+        // SAFETY: the 16 scale bytes (unaligned load).
+        let sc = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(x.scales.as_ptr().cast()) });
+        let sv = pick.map(|t| _mm512_permutexvar_epi16(t, _mm512_castsi256_si512(sc)));
+        let (acc, off, dy) = super::avx512_k::column_sums(&[c0, c1, c2, c3], ys, cnt, &sv, sc);
+        // lane c: column c's Σ − 32·off (exact)
+        let isc = _mm_sub_epi32(acc, _mm_slli_epi32(off, 5));
+        _mm_mul_ps(
+            _mm_mul_ps(dy, _mm_set1_ps(f16c!(x.d))),
+            _mm_cvtepi32_ps(isc),
+        )
+    });
 }
 
 /// Whether the activation quantizers may use AVX-512: AVX-512F/BW and F16C present and
