@@ -32,6 +32,7 @@ const TYPES: &[DType] = &[
     DType::IQ1_S_X,
     DType::IQ2_XXS_X,
     DType::IQ1_M,
+    DType::IQ1_M_X,
     DType::IQ4_XS,
 ];
 
@@ -52,11 +53,13 @@ fn weights(t: DType) -> Vec<u8> {
         }
         for blk in w.chunks_exact_mut(t.type_size()) {
             match t {
-                DType::IQ1_M => {
+                DType::IQ1_M | DType::IQ1_M_X => {
+                    // the scale words are the block's last eight bytes
+                    let hi = t.type_size() - 7;
                     for i in 0..4 {
-                        blk[49 + 2 * i] &= 0x0F;
+                        blk[hi + 2 * i] &= 0x0F;
                     }
-                    blk[49 + 6] |= 0x20; // f16 0x2000-ish: small positive scale
+                    blk[hi + 6] |= 0x20; // f16 0x2000-ish: small positive scale
                 }
                 DType::Q2_K => {
                     blk[80..82].copy_from_slice(&0x211eu16.to_le_bytes());
@@ -159,6 +162,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
         DType::IQ1_S_X,
         DType::IQ2_XXS_X,
         DType::IQ1_M,
+        DType::IQ1_M_X,
         DType::Q4_K,
         DType::Q5_K,
         DType::MXFP4,

@@ -1,5 +1,6 @@
-//! `--repack iq1_s,iq2_xxs`: the IQ1_S (IQ2_XXS) tensors of a GGUF are converted once at
-//! load into IQ1_S_X (IQ2_XXS_X), fathom's lossless repacked layouts, and a session over them
+//! `--repack iq1_s,iq2_xxs,iq1_m`: the IQ1_S (IQ2_XXS, IQ1_M) tensors of a GGUF are converted
+//! once at load into IQ1_S_X (IQ2_XXS_X, IQ1_M_X), fathom's lossless repacked layouts, and a
+//! session over them
 //! gives the plain session's logits bit for bit — prefill (the tiled expert GEMM, the dense
 //! rows kernels) and decode (the one-column and multi-row kernels) alike.
 
@@ -41,10 +42,17 @@ fn expected_for(from: DType, to: DType) -> DType {
 const IQ1: Repack = Repack {
     iq1_s: true,
     iq2_xxs: false,
+    iq1_m: false,
 };
 const IQ2: Repack = Repack {
     iq1_s: false,
     iq2_xxs: true,
+    iq1_m: false,
+};
+const IQ1M: Repack = Repack {
+    iq1_s: false,
+    iq2_xxs: false,
+    iq1_m: true,
 };
 
 #[test]
@@ -53,9 +61,10 @@ fn repack_parses_and_converts_only_iq1_s() {
     assert!(Repack::parse("IQ1_S").unwrap().iq1_s);
     assert!(Repack::parse(" iq1_s , none").unwrap().iq1_s);
     assert_eq!(Repack::parse("iq2_xxs").unwrap(), IQ2);
+    assert_eq!(Repack::parse("IQ1_M").unwrap(), IQ1M);
     assert_eq!(
         Repack::parse("all").unwrap(),
-        Repack::parse("iq1_s,IQ2_XXS").unwrap()
+        Repack::parse("iq1_s,IQ2_XXS,iq1_m").unwrap()
     );
     let e = Repack::parse("q4_k").unwrap_err();
     assert!(e.contains("q4_k"), "{e}");
@@ -66,6 +75,12 @@ fn repack_parses_and_converts_only_iq1_s() {
         expected_for(DType::IQ2_XXS, DType::IQ2_XXS_X)
     );
     assert_eq!(IQ2.target(DType::IQ1_S), None);
+    assert_eq!(IQ2.target(DType::IQ1_M), None);
+    assert_eq!(
+        IQ1M.target(DType::IQ1_M).unwrap_or(DType::IQ1_M),
+        expected_for(DType::IQ1_M, DType::IQ1_M_X)
+    );
+    assert_eq!(IQ1M.target(DType::IQ1_S), None);
     assert_eq!(r.target(DType::Q8_0), None);
     assert_eq!(r.target(DType::IQ1_S).unwrap_or(DType::IQ1_S), expected());
     assert_eq!(Repack::default().target(DType::IQ1_S), None);
@@ -123,6 +138,22 @@ fn an_iq2_xxs_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
         expected_for(DType::IQ2_XXS, DType::IQ2_XXS_X)
     );
     session_matches("IQ2_XXS", IQ2);
+}
+
+#[test]
+fn an_iq1_m_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
+    let (f, _) = model_of("IQ1_M");
+    let mut w = GgufWeights::with_repack(f.clone(), IQ1M);
+    let mut g = Graph::new();
+    let name = "blk.0.ffn_gate_exps.weight";
+    assert_eq!(f.tensor(name).unwrap().dtype, DType::IQ1_M);
+    let id = w.try_get(&mut g, name).unwrap().unwrap();
+    let want = expected_for(DType::IQ1_M, DType::IQ1_M_X);
+    assert_eq!(g.node(id).desc.dtype, want);
+    if want == DType::IQ1_M_X {
+        assert_eq!(IQ1M.loaded_bytes(DType::IQ1_M, 560), 760);
+    }
+    session_matches("IQ1_M", IQ1M);
 }
 
 fn session_matches(quant: &str, repack: Repack) {

@@ -556,6 +556,7 @@ impl CpuKernel for MulMat {
             DType::IQ1_S_X,
             DType::IQ2_XXS_X,
             DType::IQ1_M,
+            DType::IQ1_M_X,
             DType::IQ4_XS,
         ];
         for t in types {

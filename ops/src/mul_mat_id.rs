@@ -540,6 +540,8 @@ impl CpuKernel for MulMatId {
             DType::Q8_0,
             DType::Q4_K,
             DType::IQ2_XXS,
+            DType::IQ1_M,
+            DType::IQ1_M_X,
             DType::MXFP4,
             DType::F32,
             DType::BF16,

@@ -94,6 +94,13 @@ BlockIQ1M, 56, { /// low 8 bits of grid indices
  qs: [u8; 32], /// high index bits and delta signs
  qh: [u8; 16], /// 4 little-endian u16: 3-bit scales and the f16 super-scale's nibbles
  scales: [u8; 8] });
+block!(/// IQ1_M_X: IQ1_M repacked at load time (fathom's own layout, never in a GGUF; see
+/// [`crate::codec::repack`]): 256 elements (76 bytes).
+BlockIQ1MX, 76, { /// 2-bit level codes l = v + 1: byte i, bits 2p..2p+2 hold element 64p + i
+ qs: [u8; 64], /// delta signs, little-endian u32: bit k set makes sub-group k's (elements
+ /// 8k..8k+8) delta −1/8
+ sg: [u8; 4], /// IQ1_M's `scales`, unchanged (3-bit scales, the f16 super-scale's nibbles)
+ scales: [u8; 8] });
 block!(/// IQ4_XS: 256 elements, non-linear 4-bit codes (136 bytes).
 BlockIQ4XS, 136, { /// scale (f16)
  d: [u8; 2], /// high 2 bits of the 6-bit scales (u16)

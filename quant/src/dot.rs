@@ -6,15 +6,19 @@
 //! `1e-5 · Σ|w·x|`). Fast kernels are tested against these functions.
 
 use crate::blocks::{
-    le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ1SX, BlockIQ2XS, BlockIQ2XXS, BlockIQ2XXSX,
-    BlockIQ4XS,
+    le_u16, view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XS, BlockIQ2XXS,
+    BlockIQ2XXSX, BlockIQ4XS,
 };
 use crate::blocks::{BlockMXFP4, BlockQ1_0, BlockQ2K, BlockQ2_0, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::blocks::{BlockQ8K, BlockQ8_0};
-use crate::codec::iquants::{grid_byte, iq1m_d, iq1m_index, iq1m_scales, iq4xs_scale};
+use crate::codec::iquants::{
+    grid_byte, iq1m_d, iq1m_d_of, iq1m_index, iq1m_scales, iq1m_scales_of, iq4xs_scale,
+};
 use crate::codec::kquants::{q6k_codes, scale_min_k4};
 use crate::codec::lowbit::{q1_0_bit, q2_0_code};
-use crate::codec::repack::{iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value};
+use crate::codec::repack::{
+    iq1mx_code, iq1mx_neg, iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value,
+};
 use crate::grids::{
     IQ1S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL, KVALUES_MXFP4,
 };
@@ -400,6 +404,31 @@ pub fn dot_iq1_m(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             }
         }
         s += iq1m_d(x) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+    }
+    s
+}
+
+/// IQ1_M_X · Q8_K: [`dot_iq1_m`]'s integer sums and float combine on the repacked values, so
+/// a repacked row gives its IQ1_M row's bits.
+pub fn dot_iq1_m_x(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ1MX>(w).iter().zip(view::<BlockQ8K>(a)) {
+        let (mut sumi, mut sumi1) = (0i32, 0i32);
+        for g in 0..8 {
+            let (s1, s2) = iq1m_scales_of(&x.scales, g);
+            let ls = [(2 * s1 + 1) as i32, (2 * s2 + 1) as i32];
+            for k in 0..4 {
+                let e0 = 32 * g + 8 * k;
+                let (mut grid, mut sum8) = (0i32, 0i32);
+                for e in e0..e0 + 8 {
+                    grid += (iq1mx_code(x, e) as i32 - 1) * y.qs[e] as i32;
+                    sum8 += y.qs[e] as i32;
+                }
+                sumi += ls[k / 2] * grid;
+                sumi1 += ls[k / 2] * if iq1mx_neg(x, 4 * g + k) { -sum8 } else { sum8 };
+            }
+        }
+        s += iq1m_d_of(&x.scales) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
     }
     s
 }

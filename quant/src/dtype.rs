@@ -171,6 +171,9 @@ type_table! {
     IQ2_XXS_X = 1020, "iq2_xxs_x", 256, 102, dot: Q8_K,
         deq: Some(codec::repack::dequant_iq2_xxs_x), q: None, qa: None,
         vd: Some(dot::dot_iq2_xxs_x);
+    IQ1_M_X = 1021, "iq1_m_x", 256, 76, dot: Q8_K,
+        deq: Some(codec::repack::dequant_iq1_m_x), q: None, qa: None,
+        vd: Some(dot::dot_iq1_m_x);
 }
 
 impl DType {

@@ -1,14 +1,14 @@
 //! The load-time repacked layouts against the formats they are made from (IQ1_S_X from
-//! IQ1_S, IQ2_XXS_X from IQ2_XXS): each repack is lossless, so on every random source row
-//! (every grid index, sign index, scale and delta sign) the repacked row dequantizes to the
-//! same bits, its reference dot gives the source's reference dot's bits, and its tile
-//! expansion is the source's byte for byte.
+//! IQ1_S, IQ2_XXS_X from IQ2_XXS, IQ1_M_X from IQ1_M): each repack is lossless, so on every
+//! random source row (every grid index, sign index, scale and delta sign) the repacked row
+//! dequantizes to the same bits, its reference dot gives the source's reference dot's bits,
+//! and its tile expansion (IQ1_S_X, IQ2_XXS_X) is the source's byte for byte.
 
 mod common;
 
 use common::{q8k, rng};
 use fathom_quant as quant;
-use quant::codec::repack::{repack_iq1_s_x, repack_iq2_xxs_x};
+use quant::codec::repack::{repack_iq1_m_x, repack_iq1_s_x, repack_iq2_xxs_x};
 use quant::simd::tile_grid::{
     expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes,
 };
@@ -118,13 +118,60 @@ fn the_iq2_xxs_repack_is_lossless() {
 }
 
 #[test]
+fn the_iq1_m_repack_is_lossless() {
+    let mut r = rng(0x1d3);
+    for nb in [1usize, 2, 7, 16] {
+        let n = 256 * nb;
+        // random IQ1_M blocks (every grid index, delta sign and 3-bit scale) with a finite
+        // f16 super-scale in the top nibbles of the four scale words (the last eight bytes)
+        let mut w: Vec<u8> = (0..56 * nb).map(|_| r() as u8).collect();
+        for blk in w.chunks_exact_mut(56) {
+            let d = quant::scalar::f32_to_f16(0.003 + (r() % 100) as f32 * 1e-4);
+            for i in 0..4 {
+                let at = 48 + 2 * i + 1;
+                blk[at] = (blk[at] & 0x0F) | (((d >> (4 * i)) as u8 & 0xF) << 4);
+            }
+        }
+        let mut x = vec![0u8; bytes_for(DType::IQ1_M_X, n).unwrap()];
+        repack_iq1_m_x(&w, &mut x);
+        for (blk, src) in x.chunks_exact(76).zip(w.chunks_exact(56)) {
+            for &b in &blk[..64] {
+                for p in 0..4 {
+                    assert!((b >> (2 * p)) & 3 <= 2, "code 3 in a repacked block");
+                }
+            }
+            assert_eq!(blk[68..], src[48..], "the scale words are kept as they are");
+        }
+        let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
+        dequantize_row(DType::IQ1_M, &w, &mut a).unwrap();
+        dequantize_row(DType::IQ1_M_X, &x, &mut b).unwrap();
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(p.to_bits(), q.to_bits(), "n={n} element {i}: {p} vs {q}");
+        }
+        for scale in [0.5f32, 2.0, 1e4] {
+            let q = q8k(&mut r, n, scale);
+            let want = quant::vec_dot(DType::IQ1_M, n, &w, &q).unwrap();
+            let got = quant::vec_dot(DType::IQ1_M_X, n, &x, &q).unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "n={n}: {got} vs {want}");
+            // the reference dots themselves, not only the fastest kernels
+            let (rw, rx) = (
+                DType::IQ1_M.info().vec_dot.unwrap(),
+                DType::IQ1_M_X.info().vec_dot.unwrap(),
+            );
+            assert_eq!(rw(n, &w, &q).to_bits(), rx(n, &x, &q).to_bits(), "n={n}");
+        }
+    }
+}
+
+#[test]
 fn a_repacked_type_is_not_a_gguf_type() {
-    for t in [DType::IQ1_S_X, DType::IQ2_XXS_X] {
+    for t in [DType::IQ1_S_X, DType::IQ2_XXS_X, DType::IQ1_M_X] {
         assert!(!t.is_gguf());
         assert!(DType::from_gguf_id(t.gguf_id()).is_err());
         assert_eq!(t.info().dot_type, Some(DType::Q8_K));
     }
     assert_eq!(DType::IQ2_XXS_X.type_size(), 102);
+    assert_eq!(DType::IQ1_M_X.type_size(), 76);
     assert!(!DType::IQ1_S_X.is_gguf());
     assert!(DType::IQ1_S.is_gguf());
     assert!(DType::from_gguf_id(DType::IQ1_S_X.gguf_id()).is_err());

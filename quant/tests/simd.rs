@@ -220,13 +220,14 @@ fn iq2_xxs_x_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
-/// Writes the f16 super-scale `bits` into every IQ1_M block of `w`: it lives in the top
-/// nibbles of the four u16 scale words.
-fn set_iq1m_scale(w: &mut [u8], bits: u16) {
-    for blk in w.chunks_exact_mut(56) {
+/// Writes the f16 super-scale `bits` into every IQ1_M (or IQ1_M_X) block of `w`: it lives in
+/// the top nibbles of the four u16 scale words, the block's last eight bytes in both layouts.
+fn set_iq1m_scale(w: &mut [u8], t: DType, bits: u16) {
+    let size = t.type_size();
+    for blk in w.chunks_exact_mut(size) {
         for i in 0..4 {
-            blk[48 + 2 * i + 1] =
-                (blk[48 + 2 * i + 1] & 0x0F) | (((bits >> (4 * i)) as u8 & 0xF) << 4);
+            let at = size - 8 + 2 * i + 1;
+            blk[at] = (blk[at] & 0x0F) | (((bits >> (4 * i)) as u8 & 0xF) << 4);
         }
     }
 }
@@ -238,9 +239,29 @@ fn iq1_m_kernels_match_the_reference_bit_for_bit() {
     for nb in 1..=12usize {
         let n = 256 * nb;
         let mut w = random_blocks(&mut r, DType::IQ1_M, n, &[], 0.0);
-        set_iq1m_scale(&mut w, bits);
+        set_iq1m_scale(&mut w, DType::IQ1_M, bits);
         let x = activations(&mut r, n, 2.0);
         assert_kernels_match(DType::IQ1_M, DType::Q8_K, &w, &x);
+    }
+}
+
+/// IQ1_M_X: random bytes (every code 0..=3, every delta sign and scale), and repacked IQ1_M
+/// rows.
+#[test]
+fn iq1_m_x_kernels_match_the_reference_bit_for_bit() {
+    let mut r = rng(0x1319);
+    let bits = quant::scalar::f32_to_f16(0.004);
+    for nb in 1..=12usize {
+        let n = 256 * nb;
+        let mut w = random_blocks(&mut r, DType::IQ1_M_X, n, &[], 0.0);
+        set_iq1m_scale(&mut w, DType::IQ1_M_X, bits);
+        let x = activations(&mut r, n, 2.0);
+        assert_kernels_match(DType::IQ1_M_X, DType::Q8_K, &w, &x);
+        let mut src = random_blocks(&mut r, DType::IQ1_M, n, &[], 0.0);
+        set_iq1m_scale(&mut src, DType::IQ1_M, bits);
+        let mut w = vec![0u8; bytes_for(DType::IQ1_M_X, n).unwrap()];
+        quant::codec::repack::repack_iq1_m_x(&src, &mut w);
+        assert_kernels_match(DType::IQ1_M_X, DType::Q8_K, &w, &x);
     }
 }
 
@@ -291,6 +312,7 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         (DType::IQ2_XXS_X, DType::Q8_K, 256, 0),
         (DType::Q2_0, DType::Q8_0, 64, 0),
         (DType::IQ1_M, DType::Q8_K, 256, 0),
+        (DType::IQ1_M_X, DType::Q8_K, 256, 0),
         (DType::Q4_K, DType::Q8_K, 256, 0),
         (DType::Q5_K, DType::Q8_K, 256, 0),
         (DType::MXFP4, DType::Q8_0, 32, 0),
@@ -305,16 +327,16 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         let reference = wt.info().vec_dot.unwrap();
         for nb in [1usize, 3, 8, 9, 17] {
             let n = blk * nb;
-            // IQ1_M has no scale field: its scale is in the scale words' top nibbles
+            // IQ1_M(_X) has no scale field: its scale is in the scale words' top nibbles
             // (and the K-quants two, `d` and `dmin`; MXFP4's is one E8M0 byte, set below)
             let at: &[usize] = match wt {
-                DType::IQ1_M | DType::MXFP4 => &[],
+                DType::IQ1_M | DType::IQ1_M_X | DType::MXFP4 => &[],
                 DType::Q4_K | DType::Q5_K => &[0, 2],
                 _ => &[scale_at],
             };
             let mut w = random_blocks(&mut r, wt, n, at, 0.004);
-            if wt == DType::IQ1_M {
-                set_iq1m_scale(&mut w, quant::scalar::f32_to_f16(0.004));
+            if matches!(wt, DType::IQ1_M | DType::IQ1_M_X) {
+                set_iq1m_scale(&mut w, wt, quant::scalar::f32_to_f16(0.004));
             }
             // MXFP4: E8M0 scales 2^-16..2^7 and, in every fifth block, the subnormal codes
             // 0..2 (random bytes would overflow)
@@ -397,6 +419,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
         (DType::Q4_K, DType::Q8_K, 256, &[0, 2]),
         (DType::MXFP4, DType::Q8_0, 32, &[]),
         (DType::IQ1_M, DType::Q8_K, 256, &[]),
+        (DType::IQ1_M_X, DType::Q8_K, 256, &[]),
     ] {
         let kernels = quant::simd::rows_available(wt);
         #[cfg(target_arch = "x86_64")]
@@ -431,8 +454,8 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
                                 };
                             }
                         }
-                        if wt == DType::IQ1_M {
-                            set_iq1m_scale(&mut w, quant::scalar::f32_to_f16(0.004));
+                        if matches!(wt, DType::IQ1_M | DType::IQ1_M_X) {
+                            set_iq1m_scale(&mut w, wt, quant::scalar::f32_to_f16(0.004));
                         }
                         w
                     })

@@ -72,7 +72,7 @@ fn every_gguf_id_0_to_42() {
         .copied()
         .filter(|t| !t.is_gguf())
         .collect();
-    assert_eq!(internal, [DType::IQ1_S_X, DType::IQ2_XXS_X]);
+    assert_eq!(internal, [DType::IQ1_S_X, DType::IQ2_XXS_X, DType::IQ1_M_X]);
     assert_eq!(DType::ALL.len(), GGML.len() + internal.len());
     for t in internal {
         assert!(t.gguf_id() >= DType::FIRST_INTERNAL_ID);
@@ -81,7 +81,7 @@ fn every_gguf_id_0_to_42() {
             Err(QuantError::UnknownTypeId(t.gguf_id()))
         );
     }
-    for id in [43, 44, 100, 1000, 1019, u32::MAX] {
+    for id in [43, 44, 100, 1000, 1019, 1021, u32::MAX] {
         let e = DType::from_gguf_id(id).unwrap_err();
         assert_eq!(e, QuantError::UnknownTypeId(id));
         assert!(e.to_string().contains(&id.to_string()));
@@ -167,14 +167,17 @@ fn random_blocks(t: DType, nb: usize, rng: &mut Rng) -> Vec<u8> {
                 b[0] = 120 + (rng.next() % 10) as u8;
                 &[]
             }
-            DType::IQ1_M => {
-                // keep the f16 nibbles (top 4 bits of each scale word) a small normal number
+            DType::IQ1_M | DType::IQ1_M_X => {
+                // keep the f16 nibbles (top 4 bits of each scale word, the block's last eight
+                // bytes) a small normal number
                 let d = small_f16(rng);
                 let d = u16::from_le_bytes(d);
+                let at = t.type_size() - 8;
                 for i in 0..4 {
-                    let w = u16::from_le_bytes([b[48 + 2 * i], b[49 + 2 * i]]) & 0x0FFF;
+                    let o = at + 2 * i;
+                    let w = u16::from_le_bytes([b[o], b[o + 1]]) & 0x0FFF;
                     let w = w | (((d >> (4 * i)) & 0xF) << 12);
-                    b[48 + 2 * i..50 + 2 * i].copy_from_slice(&w.to_le_bytes());
+                    b[o..o + 2].copy_from_slice(&w.to_le_bytes());
                 }
                 &[]
             }
@@ -203,6 +206,7 @@ fn reference_dots_match_f64_on_random_inputs() {
         DType::IQ2_XS,
         DType::IQ1_S,
         DType::IQ1_M,
+        DType::IQ1_M_X,
         DType::IQ4_XS,
         DType::F16,
         DType::BF16,

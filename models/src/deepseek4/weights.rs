@@ -1,7 +1,8 @@
 //! Weight providers for the forward graph: tensors of a GGUF file used **in place** from the
 //! memory map (no copy), with llama.cpp's names and GGUF shapes — or, where [`Repack`] asks
 //! for it, converted once at load into one of fathom's faster layouts (IQ1_S → IQ1_S_X,
-//! IQ2_XXS → IQ2_XXS_X, see `quant::codec::repack`), held in memory beside the map.
+//! IQ2_XXS → IQ2_XXS_X, IQ1_M → IQ1_M_X, see `quant::codec::repack`), held in memory beside
+//! the map.
 
 use super::forward::{ForwardError, Weights};
 use crate::gguf::GgufFile;
@@ -12,29 +13,33 @@ use std::sync::Arc;
 
 /// Which tensor types [`GgufWeights`] converts at load into a repacked layout. Off by
 /// default: a repacked tensor is a copy in anonymous memory (IQ1_S_X: 1.4× the IQ1_S bytes,
-/// IQ2_XXS_X 1.55× the IQ2_XXS bytes) instead of pages of the file's map.
+/// IQ2_XXS_X 1.55× the IQ2_XXS bytes, IQ1_M_X 1.36× the IQ1_M bytes) instead of pages of the
+/// file's map.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Repack {
     /// IQ1_S → IQ1_S_X (lossless; its decode matvec needs no grid lookups).
     pub iq1_s: bool,
     /// IQ2_XXS → IQ2_XXS_X (lossless; no grid or sign-table lookups).
     pub iq2_xxs: bool,
+    /// IQ1_M → IQ1_M_X (lossless; no grid lookups).
+    pub iq1_m: bool,
 }
 
 impl Repack {
-    /// Parses a comma-separated list of source types (`iq1_s`, `iq2_xxs`, `all` for both),
-    /// or `none`.
+    /// Parses a comma-separated list of source types (`iq1_s`, `iq2_xxs`, `iq1_m`, `all` for
+    /// the three), or `none`.
     pub fn parse(s: &str) -> Result<Repack, String> {
         let mut r = Repack::default();
         for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             match t.to_ascii_lowercase().as_str() {
                 "iq1_s" => r.iq1_s = true,
                 "iq2_xxs" => r.iq2_xxs = true,
-                "all" => (r.iq1_s, r.iq2_xxs) = (true, true),
+                "iq1_m" => r.iq1_m = true,
+                "all" => (r.iq1_s, r.iq2_xxs, r.iq1_m) = (true, true, true),
                 "none" => {}
                 other => {
                     return Err(format!(
-                        "cannot repack '{other}' (known: iq1_s, iq2_xxs, all, none)"
+                        "cannot repack '{other}' (known: iq1_s, iq2_xxs, iq1_m, all, none)"
                     ))
                 }
             }
@@ -51,6 +56,7 @@ impl Repack {
             DType::IQ2_XXS if self.iq2_xxs && has_kernel(DType::IQ2_XXS_X) => {
                 Some(DType::IQ2_XXS_X)
             }
+            DType::IQ1_M if self.iq1_m && has_kernel(DType::IQ1_M_X) => Some(DType::IQ1_M_X),
             _ => None,
         }
     }
@@ -70,6 +76,7 @@ fn repack(from: DType, to: DType, src: &[u8]) -> Result<Vec<u8>, String> {
     let convert: fn(&[u8], &mut [u8]) = match (from, to) {
         (DType::IQ1_S, DType::IQ1_S_X) => quant::codec::repack::repack_iq1_s_x,
         (DType::IQ2_XXS, DType::IQ2_XXS_X) => quant::codec::repack::repack_iq2_xxs_x,
+        (DType::IQ1_M, DType::IQ1_M_X) => quant::codec::repack::repack_iq1_m_x,
         _ => return Err(format!("no repack from {from:?} to {to:?}")),
     };
     let (bs, bd) = (from.type_size(), to.type_size());

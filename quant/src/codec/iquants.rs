@@ -97,7 +97,13 @@ pub fn dequant_iq1_s(src: &[u8], dst: &mut [f32]) {
 /// The f16 super-scale of an IQ1_M block, spread over the top nibbles of its scale words.
 #[inline]
 pub fn iq1m_d(b: &BlockIQ1M) -> f32 {
-    let sc = |i| le_u16(&b.scales, i);
+    iq1m_d_of(&b.scales)
+}
+
+/// [`iq1m_d`] from the scale words alone (IQ1_M's and IQ1_M_X's `scales`).
+#[inline]
+pub fn iq1m_d_of(scales: &[u8; 8]) -> f32 {
+    let sc = |i| le_u16(scales, i);
     let bits = (sc(0) >> 12) | ((sc(1) >> 8) & 0x00F0) | ((sc(2) >> 4) & 0x0F00) | (sc(3) & 0xF000);
     f16_to_f32(bits)
 }
@@ -113,7 +119,13 @@ pub fn iq1m_index(b: &BlockIQ1M, g: usize, k: usize) -> (usize, f32) {
 /// IQ1_M 3-bit scales of group `g`: (first 16 elements, last 16).
 #[inline]
 pub fn iq1m_scales(b: &BlockIQ1M, g: usize) -> (u16, u16) {
-    let w = le_u16(&b.scales, g / 2);
+    iq1m_scales_of(&b.scales, g)
+}
+
+/// [`iq1m_scales`] from the scale words alone (IQ1_M's and IQ1_M_X's `scales`).
+#[inline]
+pub fn iq1m_scales_of(scales: &[u8; 8], g: usize) -> (u16, u16) {
+    let w = le_u16(scales, g / 2);
     let t = 6 * (g % 2);
     ((w >> t) & 7, (w >> (t + 3)) & 7)
 }

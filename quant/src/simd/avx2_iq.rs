@@ -1,5 +1,5 @@
 //! AVX2 kernels for the grid (I-)quants against Q8_K activations: IQ2_XXS, IQ1_S, IQ1_M, and
-//! the repacked IQ1_S_X and IQ2_XXS_X (no grid: their level codes are stored, see
+//! the repacked IQ1_S_X, IQ2_XXS_X and IQ1_M_X (no grid: their level codes are stored, see
 //! `codec::repack`).
 //!
 //! Per 32-element group the four 8-byte grid rows are gathered with scalar loads into one
@@ -12,10 +12,10 @@
 
 use super::{entry, f16c, hsum_i32};
 use crate::blocks::{
-    le_u16, view, BlockIQ1M, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K,
+    le_u16, view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K,
 };
-use crate::codec::iquants::iq1m_scales;
-use crate::codec::repack::{iq1sx_group, iq2xx_scale, IQ2X_LEVELS};
+use crate::codec::iquants::{iq1m_scales, iq1m_scales_of};
+use crate::codec::repack::{iq1mx_neg, iq1sx_group, iq2xx_scale, IQ2X_LEVELS};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use std::arch::x86_64::*;
 
@@ -24,6 +24,7 @@ entry!(
     dot_iq1_s_avx2_entry => dot_iq1_s_avx2,
     dot_iq1_s_x_avx2_entry => dot_iq1_s_x_avx2,
     dot_iq1_m_avx2_entry => dot_iq1_m_avx2,
+    dot_iq1_m_x_avx2_entry => dot_iq1_m_x_avx2,
     dot_iq2_xxs_x_avx2_entry => dot_iq2_xxs_x_avx2,
 );
 
@@ -261,6 +262,51 @@ unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         // SAFETY: AVX2 is enabled for this function.
         let (sumi, sumi1) = unsafe { (hsum_i32(acc), hsum_i32(acc1)) };
         // the f16 super-scale from the top nibbles of the four scale words (as `iq1m_d`)
+        let sc = |i| le_u16(&x.scales, i);
+        let bits =
+            (sc(0) >> 12) | ((sc(1) >> 8) & 0x00F0) | ((sc(2) >> 4) & 0x0F00) | (sc(3) & 0xF000);
+        s += f16c!(bits.to_le_bytes()) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
+    }
+    s
+}
+
+/// IQ1_M_X · Q8_K with AVX2: [`dot_iq1_s_x_avx2`]'s codes (a shift and a mask, Σ l·y by
+/// `vpmaddubsw`, the −1 of the offset from the block sums) with IQ1_M's scales per 16
+/// elements and its delta term Σ ±y per 8 elements ([`dot_iq1_m_avx2`]'s `vpsignb`). Exact
+/// integers and the reference's float combine: IQ1_M's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq1_m_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let (m3, ones8) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
+    const PLUS: u64 = 0x0101_0101_0101_0101;
+    const MINUS: u64 = u64::MAX;
+    let mut s = 0f32;
+    for (x, y) in view::<BlockIQ1MX>(w).iter().zip(view::<BlockQ8K>(a)) {
+        // SAFETY: 64 code bytes (two unaligned loads of 32).
+        let q = unsafe {
+            [
+                _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
+            ]
+        };
+        let (mut acc, mut acc1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        let mut off = 0i32;
+        for g in 0..8 {
+            let (s1, s2) = iq1m_scales_of(&x.scales, g);
+            let (l1, l2) = ((2 * s1 + 1) as i16, (2 * s2 + 1) as i16);
+            // i16 lane i covers elements 2i, 2i+1: lanes 0..8 are the first 16 elements
+            let ls = _mm256_set_m128i(_mm_set1_epi16(l2), _mm_set1_epi16(l1));
+            let (p, h) = (g / 2, g % 2);
+            let lv = _mm256_and_si256(_mm256_srl_epi16(q[h], _mm_cvtsi32_si128(2 * p as i32)), m3);
+            let yv = y32!(y, g);
+            let dm = |k: usize| if iq1mx_neg(x, 4 * g + k) { MINUS } else { PLUS };
+            let delta = rows4!(dm(0), dm(1), dm(2), dm(3));
+            let dy = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, delta));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lv, yv), ls));
+            acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(dy, ls));
+            off += l1 as i32 * y.bsum(2 * g) as i32 + l2 as i32 * y.bsum(2 * g + 1) as i32;
+        }
+        // SAFETY: AVX2 is enabled for this function.
+        let (sumi, sumi1) = unsafe { (hsum_i32(acc) - off, hsum_i32(acc1)) };
         let sc = |i| le_u16(&x.scales, i);
         let bits =
             (sc(0) >> 12) | ((sc(1) >> 8) & 0x00F0) | ((sc(2) >> 4) & 0x0F00) | (sc(3) & 0xF000);

@@ -22,7 +22,8 @@
 //! shuffle-port operations per super-block, 1.3–1.5× faster measured; the multi-column
 //! kernels amortise the in-register lookup over their columns.
 //!
-//! The repacked IQ2_XXS_X's kernels are in the child module `iq2x`, IQ1_M's in `iq1m`.
+//! The repacked IQ2_XXS_X's kernels are in the child module `iq2x`, IQ1_M's and the repacked
+//! IQ1_M_X's in `iq1m`.
 
 use super::{entry, f16c, fold_pairs, sums4, tree4};
 use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K};
@@ -1443,6 +1444,7 @@ unsafe fn expand_iq1<B: Iq1Layout>(w: &[u8], out: &mut [u8]) {
 mod iq1m;
 pub(super) use iq1m::{
     dot_iq1_m_avx512_entry, dot_iq1_m_avx512_multi_entry, dot_iq1_m_avx512_rows_entry,
+    dot_iq1_m_x_avx512_entry, dot_iq1_m_x_avx512_multi_entry, dot_iq1_m_x_avx512_rows_entry,
 };
 mod iq2x;
 pub(super) use iq2x::{

@@ -103,6 +103,7 @@ pub fn multi_available(dtype: DType) -> Vec<(&'static str, MultiDotFn)> {
                 DType::IQ2_XXS => Some(avx512_iq::dot_iq2_xxs_avx512_multi_entry),
                 DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_multi_entry),
                 DType::IQ1_M => Some(avx512_iq::dot_iq1_m_avx512_multi_entry),
+                DType::IQ1_M_X => Some(avx512_iq::dot_iq1_m_x_avx512_multi_entry),
                 DType::IQ1_S_X => Some(avx512_iq::dot_iq1_s_x_avx512_multi_entry),
                 DType::IQ2_XXS_X => Some(avx512_iq::dot_iq2_xxs_x_avx512_multi_entry),
                 DType::Q2_0 => Some(avx512_q8::dot_q2_0_avx512_multi_entry),
@@ -165,6 +166,7 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
                 DType::Q6_K => Some(avx512_q8::dot_q6_k_avx512_rows_entry),
                 DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_rows_entry),
                 DType::IQ1_M => Some(avx512_iq::dot_iq1_m_avx512_rows_entry),
+                DType::IQ1_M_X => Some(avx512_iq::dot_iq1_m_x_avx512_rows_entry),
                 DType::IQ1_S_X => Some(avx512_iq::dot_iq1_s_x_avx512_rows_entry),
                 DType::IQ2_XXS_X => Some(avx512_iq::dot_iq2_xxs_x_avx512_rows_entry),
                 DType::MXFP4 => Some(avx512_mxfp4::dot_mxfp4_avx512_rows_entry),
@@ -235,6 +237,7 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
                 DType::Q6_K => v.push(("avx512", avx512_q8::dot_q6_k_avx512_entry)),
                 DType::IQ1_S => v.push(("avx512", avx512_iq::dot_iq1_s_avx512_entry)),
                 DType::IQ1_M => v.push(("avx512", avx512_iq::dot_iq1_m_avx512_entry)),
+                DType::IQ1_M_X => v.push(("avx512", avx512_iq::dot_iq1_m_x_avx512_entry)),
                 DType::IQ1_S_X => v.push(("avx512", avx512_iq::dot_iq1_s_x_avx512_entry)),
                 DType::IQ2_XXS_X => v.push(("avx512", avx512_iq::dot_iq2_xxs_x_avx512_entry)),
                 DType::Q4_K => v.push(("avx512", avx512_k::dot_q4_k_avx512_entry)),
@@ -267,6 +270,7 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
                 DType::IQ1_S_X => Some(avx2_iq::dot_iq1_s_x_avx2_entry),
                 DType::IQ2_XXS_X => Some(avx2_iq::dot_iq2_xxs_x_avx2_entry),
                 DType::IQ1_M => Some(avx2_iq::dot_iq1_m_avx2_entry),
+                DType::IQ1_M_X => Some(avx2_iq::dot_iq1_m_x_avx2_entry),
                 _ => None,
             };
             v.extend(k.map(|k| ("avx2", k)));

@@ -37,6 +37,7 @@ pub const ALL: &[DType] = &[
     DType::IQ1_S,
     DType::IQ1_S_X,
     DType::IQ1_M,
+    DType::IQ1_M_X,
 ];
 
 /// Parses `--matvec`'s list (type names as GGUF spells them, or `all`).
@@ -76,6 +77,11 @@ fn weights(t: DType, rows: usize) -> Result<Vec<u8>> {
         DType::IQ2_XXS_X => {
             let mut w = vec![0u8; bytes(t)?];
             quant::codec::repack::repack_iq2_xxs_x(&gen(DType::IQ2_XXS)?, &mut w);
+            w
+        }
+        DType::IQ1_M_X => {
+            let mut w = vec![0u8; bytes(t)?];
+            quant::codec::repack::repack_iq1_m_x(&gen(DType::IQ1_M)?, &mut w);
             w
         }
         _ => gen(t)?,

@@ -92,8 +92,9 @@ pub struct Args {
     #[arg(long, num_args = 0..=1, default_missing_value = "/tmp/dsv4_moe_cfg.bin")]
     moe_config: Option<PathBuf>,
     /// Convert these tensor types at load into fathom's faster layouts (comma separated:
-    /// `iq1_s` → IQ1_S_X, 1.4× that type's memory; `iq2_xxs` → IQ2_XXS_X, 1.55×; `all`;
-    /// `none`). Lossless; only where this CPU has the layout's SIMD kernel.
+    /// `iq1_s` → IQ1_S_X, 1.4× that type's memory; `iq2_xxs` → IQ2_XXS_X, 1.55×; `iq1_m` →
+    /// IQ1_M_X, 1.36×; `all`; `none`). Lossless; only where this CPU has the layout's SIMD
+    /// kernel.
     #[arg(long, default_value = "none", value_parser = parse_repack)]
     repack: models::deepseek4::Repack,
 }

@@ -24,13 +24,20 @@
 //!
 //! |T| ≤ 256·9·128·15 < 2²⁴, so f32(T)·0.125 is exactly sumi + sumi1/8, as the reference's
 //! `sumi + 0.125·sumi1` is: with the reference's float combine, the reference's bits.
+//!
+//! The repacked IQ1_M_X (`codec::repack`) keeps the level codes l = v + 1 in place of the
+//! grid indices and the 32 delta signs as one u32, so its kernels form W + 9 = 8·l + 2 − 2·[σ
+//! < 0] without a lookup: per quarter one 16-bit shift that puts the codes at bits 3–4, one
+//! `vpternlogd` ((c ∧ 0x18) ∨ 2), and the sign step above with the signs cut from the
+//! broadcast u32. Everything after the weights (scales, sums, float combine) is shared
+//! ([`Iq1mLayout`]), so IQ1_M_X gets IQ1_M's bits.
 
 use super::*;
-use crate::blocks::BlockIQ1M;
+use crate::blocks::{BlockIQ1M, BlockIQ1MX};
 
-entry!(rows dot_iq1_m_avx512_rows_entry => dot_iq1_m_avx512_rows);
-entry!(multi dot_iq1_m_avx512_multi_entry => dot_iq1_m_avx512_multi);
-entry!(dot_iq1_m_avx512_entry => dot_iq1_m_avx512);
+entry!(rows dot_iq1_m_avx512_rows_entry => dot_iq1_m_avx512_rows, dot_iq1_m_x_avx512_rows_entry => dot_iq1_m_x_avx512_rows);
+entry!(multi dot_iq1_m_avx512_multi_entry => dot_iq1_m_avx512_multi, dot_iq1_m_x_avx512_multi_entry => dot_iq1_m_x_avx512_multi);
+entry!(dot_iq1_m_avx512_entry => dot_iq1_m_avx512, dot_iq1_m_x_avx512_entry => dot_iq1_m_x_avx512);
 
 /// `IQ1S_GRID[i]` as eight bytes 8·(v + 1) + 2 (v = −1 → 2, 0 → 10, +1 → 18), element `j` in
 /// byte j: the unsigned weight W + 9 of an element whose delta is positive.
@@ -70,6 +77,16 @@ static M_SIGN: [[u8; 64]; 2] = [
     bytes64!(|b| (32 + 4 * (b / 8) + 2) as u8),
 ];
 
+/// `vpmultishiftqb` controls per quarter p on IQ1_M_X's delta signs (the u32 broadcast to
+/// both halves of every qword): every byte of qword j takes bits 8p + j − 1.. (rotating, so
+/// quarter 0's first qword takes bit 63, then bit 0), putting sub-group 8p + j's sign at bit 1.
+static MX_SIGN: [[u8; 64]; 4] = [
+    bytes64!(|b| ((b / 8 + 63) % 64) as u8),
+    bytes64!(|b| (8 + b / 8 - 1) as u8),
+    bytes64!(|b| (16 + b / 8 - 1) as u8),
+    bytes64!(|b| (24 + b / 8 - 1) as u8),
+];
+
 /// `vpmultishiftqb` control on the broadcast scale qword: the low byte of word w takes the
 /// bits from one below half h = w mod 16's 3-bit scale (at bit 16·(h/4) + 3·(h mod 4)), so
 /// the scale sits at bits 1–3 (the rotation wraps half 0's to bit 63); high bytes unused.
@@ -98,8 +115,32 @@ struct Iq1mBlock {
 struct Iq1mDot {
     hi: __m512i,
     sign: [__m512i; 2],
+    xsign: [__m512i; 4],
     sctrl: __m512i,
     pick: [__m512i; 2],
+}
+
+/// The two IQ1_M layouts ([`BlockIQ1M`] and its repacked [`BlockIQ1MX`]) the kernels share:
+/// they differ only in how the unsigned weights W + 9 are formed.
+trait Iq1mLayout: bytemuck::Pod {
+    /// `true` for IQ1_M_X.
+    const REPACKED: bool;
+    /// The eight scale bytes (the 3-bit scales and the f16 super-scale's nibbles).
+    fn scales(&self) -> [u8; 8];
+}
+
+impl Iq1mLayout for BlockIQ1M {
+    const REPACKED: bool = false;
+    fn scales(&self) -> [u8; 8] {
+        self.scales
+    }
+}
+
+impl Iq1mLayout for BlockIQ1MX {
+    const REPACKED: bool = true;
+    fn scales(&self) -> [u8; 8] {
+        self.scales
+    }
 }
 
 impl Iq1mDot {
@@ -114,16 +155,69 @@ impl Iq1mDot {
         Iq1mDot {
             hi: ld(M_HI_BITS.as_ptr()),
             sign: std::array::from_fn(|s| ld(M_SIGN[s].as_ptr())),
+            xsign: std::array::from_fn(|p| ld(MX_SIGN[p].as_ptr())),
             sctrl: ld(M_SCALE_CTRL.as_ptr()),
             pick: std::array::from_fn(|q| ld(M_PICK[q].as_ptr().cast())),
         }
     }
 
-    /// Unpacks one super-block (exact): its unsigned weights W + 9 per quarter and its
-    /// scale words (see the module docs).
+    /// Unpacks one super-block of either layout (exact): its unsigned weights W + 9 per
+    /// quarter and its scale words (see the module docs).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
     #[inline]
-    unsafe fn unpack(&self, x: &BlockIQ1M) -> Iq1mBlock {
+    unsafe fn unpack<B: Iq1mLayout>(&self, x: &B) -> Iq1mBlock {
+        // `cast_ref` is to the block's own type (the branch not taken is removed at compile
+        // time)
+        let w9 = if B::REPACKED {
+            // SAFETY: same features as this function.
+            unsafe { self.weights_x(bytemuck::cast_ref(x)) }
+        } else {
+            // SAFETY: same features as this function.
+            unsafe { self.weights(bytemuck::cast_ref(x)) }
+        };
+        // word h (and h + 16): s'_h = 2·s_h + 1
+        let sc = _mm512_set1_epi64(i64::from_le_bytes(x.scales()));
+        let wv = _mm512_ternarylogic_epi32::<0xEA>(
+            _mm512_multishift_epi64_epi8(self.sctrl, sc),
+            _mm512_set1_epi16(0xE),
+            _mm512_set1_epi16(1),
+        );
+        Iq1mBlock {
+            w9,
+            wv,
+            pairs: std::array::from_fn(|q| _mm512_permutexvar_epi16(self.pick[q], wv)),
+        }
+    }
+
+    /// IQ1_M_X's unsigned weights W + 9 per quarter: the codes shifted to bits 3–4, masked,
+    /// 2 added, and the sign step (see the module docs).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn weights_x(&self, x: &BlockIQ1MX) -> [__m512i; 4] {
+        // SAFETY: 64 code bytes (unaligned load).
+        let c = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
+        // quarter p's codes at bits 2p..2p+2 of every byte, moved to bits 3–4
+        let at3 = [
+            _mm512_slli_epi16::<3>(c),
+            _mm512_slli_epi16::<1>(c),
+            _mm512_srli_epi16::<1>(c),
+            _mm512_srli_epi16::<3>(c),
+        ];
+        let sg = _mm512_set1_epi32(i32::from_le_bytes(x.sg));
+        let (m18, two) = (_mm512_set1_epi8(0x18), _mm512_set1_epi8(2));
+        std::array::from_fn(|p| {
+            // 8·l + 2, then ⊕ (sign bit at bit 1)
+            let t = _mm512_ternarylogic_epi32::<0xEA>(at3[p], m18, two);
+            let signs = _mm512_multishift_epi64_epi8(self.xsign[p], sg);
+            _mm512_ternarylogic_epi64::<0x78>(t, signs, two)
+        })
+    }
+
+    /// IQ1_M's unsigned weights W + 9 per quarter: the gathered grid rows and the sign step
+    /// (see the module docs).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[inline]
+    unsafe fn weights(&self, x: &BlockIQ1M) -> [__m512i; 4] {
         let qh = |i: usize| {
             let b: [u8; 8] = x.qh[8 * i..8 * i + 8].try_into().unwrap();
             _mm512_set1_epi64(i64::from_le_bytes(b))
@@ -154,23 +248,11 @@ impl Iq1mDot {
             ]
         };
         let two = _mm512_set1_epi8(2);
-        let w9 = std::array::from_fn(|p| {
+        std::array::from_fn(|p| {
             let signs = _mm512_multishift_epi64_epi8(self.sign[p % 2], if p < 2 { h0 } else { h1 });
             // W + 9 = level byte ⊕ (sign bit at bit 1)
             _mm512_ternarylogic_epi64::<0x78>(lv[p], signs, two)
-        });
-        // word h (and h + 16): s'_h = 2·s_h + 1
-        let sc = _mm512_set1_epi64(i64::from_le_bytes(x.scales));
-        let wv = _mm512_ternarylogic_epi32::<0xEA>(
-            _mm512_multishift_epi64_epi8(self.sctrl, sc),
-            _mm512_set1_epi16(0xE),
-            _mm512_set1_epi16(1),
-        );
-        Iq1mBlock {
-            w9,
-            wv,
-            pairs: std::array::from_fn(|q| _mm512_permutexvar_epi16(self.pick[q], wv)),
-        }
+        })
     }
 
     /// An unpacked super-block's T = 8·sumi + sumi1 against `y`, spread over the lanes of
@@ -193,13 +275,13 @@ impl Iq1mDot {
     /// The products `f32(d)·dy·(T/8)` of four super-blocks of `xs · ys`, one per lane.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
     #[inline]
-    unsafe fn group(&self, xs: &[BlockIQ1M; 4], ys: &[BlockQ8K; 4]) -> __m128 {
+    unsafe fn group<B: Iq1mLayout>(&self, xs: &[B; 4], ys: &[BlockQ8K; 4]) -> __m128 {
         let mut z = [_mm512_setzero_si512(); 4];
         let mut hd = [0u16; 4];
         let mut dy = [0f32; 4];
         for (k, zk) in z.iter_mut().enumerate() {
             let (x, y) = (&xs[k], &ys[k]);
-            hd[k] = super_scale(u64::from_le_bytes(x.scales));
+            hd[k] = super_scale(u64::from_le_bytes(x.scales()));
             dy[k] = y.d();
             // SAFETY: same features as this function.
             *zk = unsafe { Self::sums(&self.unpack(x), y) };
@@ -231,15 +313,49 @@ unsafe fn dot_iq1_m_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
     grid_rows!(k, BlockIQ1M, rows, a, out, 1.0);
 }
 
+/// IQ1_M_X · Q8_K with AVX-512, one column: [`dot_iq1_m_avx512`] with the weights shifted out
+/// of the stored codes instead of gathered (IQ1_M's bits).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_m_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq1mDot::new() };
+    grid_one!(k, BlockIQ1MX, w, a)
+}
+
+/// IQ1_M_X · Q8_K for several weight rows against one activation row, four rows per pass
+/// ([`dot_iq1_m_avx512_rows`] on the repacked layout): each row gets the one-row kernel's
+/// bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    let k = unsafe { Iq1mDot::new() };
+    grid_rows!(k, BlockIQ1MX, rows, a, out, 1.0);
+}
+
 /// IQ1_M · Q8_K against up to eight activation columns per pass (prompt chunks, MoE experts
 /// with several tokens): each super-block is unpacked once ([`Iq1mDot::unpack`]: the
 /// gathers, signs and scales) and its sums formed per column; each column's float combine
 /// is the reference's, so it gets the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
-unsafe fn dot_iq1_m_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+unsafe fn dot_iq1_m_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { iq1m_multi::<BlockIQ1M>(n, w, acts, out) }
+}
+
+/// IQ1_M_X · Q8_K against up to eight activation columns per pass: [`dot_iq1_m_avx512_multi`]
+/// on the repacked layout (IQ1_M's bits).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn dot_iq1_m_x_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { iq1m_multi::<BlockIQ1MX>(n, w, acts, out) }
+}
+
+/// The multi-column kernel's body for either IQ1_M layout.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+unsafe fn iq1m_multi<B: Iq1mLayout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
-    let xs = view::<BlockIQ1M>(w);
+    let xs = view::<B>(w);
     for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
         for (y, a) in ys.iter_mut().zip(acts) {
@@ -250,7 +366,7 @@ unsafe fn dot_iq1_m_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
         for (bi, x) in xs.iter().enumerate() {
             // SAFETY: same features as this function.
             let b = unsafe { k.unpack(x) };
-            let sc = u64::from_le_bytes(x.scales);
+            let sc = u64::from_le_bytes(x.scales());
             let dx = f16c!(super_scale(sc).to_le_bytes());
             for (c, y) in ys.iter().enumerate() {
                 let y = &y[bi];
