@@ -382,6 +382,8 @@ const COLS: usize = 8;
 /// Output column `n` (weight row `wr`) for the activation rows `js`, up to [`COLS`] per
 /// multi-column kernel call: `dst[j][n] = dot(wr, act(j))`, or 0 where `masked(j)` (a
 /// masked row is not read for that activation; it is not read at all if every one masks it).
+/// The calls are split by [`quant::simd::column_split`]: no call has a single column unless
+/// only one activation is unmasked (nine columns are 7 + 2, not 8 + 1).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn dot_row_columns<'q>(
     multi: quant::simd::MultiDotFn,
@@ -393,8 +395,9 @@ pub(crate) fn dot_row_columns<'q>(
     masked: impl Fn(usize) -> bool,
     dst: &TensorMut,
 ) {
-    let mut cols = [0usize; COLS];
-    let mut acts: [&[u8]; COLS] = [&[]; COLS];
+    // up to two calls' worth are held back, so that the last ones can be split evenly
+    let mut cols = [0usize; 2 * COLS];
+    let mut acts: [&[u8]; 2 * COLS] = [&[]; 2 * COLS];
     let mut m = 0;
     let flush = |cols: &[usize], acts: &[&[u8]]| {
         let mut out = [0f32; COLS];
@@ -408,16 +411,19 @@ pub(crate) fn dot_row_columns<'q>(
             dst.row_range_f32_mut(j, n..n + 1)[0] = 0.0;
             continue;
         }
+        if m == 2 * COLS {
+            // a full call, with a full one still held back
+            flush(&cols[..COLS], &acts[..COLS]);
+            cols.copy_within(COLS.., 0);
+            acts.copy_within(COLS.., 0);
+            m = COLS;
+        }
         cols[m] = j;
         acts[m] = act(j);
         m += 1;
-        if m == COLS {
-            flush(&cols, &acts);
-            m = 0;
-        }
     }
-    if m > 0 {
-        flush(&cols[..m], &acts[..m]);
+    for r in quant::simd::column_split(m, COLS) {
+        flush(&cols[r.clone()], &acts[r]);
     }
 }
 
@@ -601,7 +607,59 @@ impl CpuKernel for MulMat {
 
 #[cfg(test)]
 mod tests {
-    use super::{chunk_rows, matvec_chunk, quarter_order, CHUNK};
+    use super::{chunk_rows, dot_row_columns, matvec_chunk, quarter_order, CHUNK};
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// The column counts of the fake multi-column kernel's calls on this thread.
+        static CALLS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A multi-column kernel that records its column count and writes `100·call + c`.
+    fn fake_multi(_k: usize, _w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+        CALLS.with(|c| {
+            let mut c = c.borrow_mut();
+            for (i, (o, a)) in out.iter_mut().zip(acts).enumerate() {
+                *o = (100 * c.len() + i) as f32 + a[0] as f32 * 1000.0;
+            }
+            c.push(acts.len());
+        });
+    }
+
+    /// `dot_row_columns` hands the multi-column kernel passes of two to eight columns (one
+    /// only when a single activation is unmasked), as few as `div_ceil(8)`, and writes each
+    /// output to its own row (masked rows 0).
+    #[test]
+    fn row_columns_are_split_without_single_columns() {
+        let acts: Vec<[u8; 1]> = (0..40u8).map(|j| [j % 7]).collect();
+        for n in 1..=40usize {
+            for mask_every in [0usize, 3, 5] {
+                let masked = |j: usize| mask_every > 0 && j % mask_every == 1;
+                let live = (0..n).filter(|&j| !masked(j)).count();
+                let desc = graph::TensorDesc::f32(&[1, n]).unwrap();
+                let mut bytes = vec![0xFFu8; 4 * n];
+                let dst = crate::tensor::TensorMut::new(desc, &mut bytes);
+                CALLS.with(|c| c.borrow_mut().clear());
+                dot_row_columns(fake_multi, 32, &[], 0, 0..n, |j| &acts[j][..], masked, &dst);
+                let calls = CALLS.with(|c| c.borrow().clone());
+                assert_eq!(calls.iter().sum::<usize>(), live, "n={n}");
+                assert_eq!(calls.len(), live.div_ceil(8), "n={n} {calls:?}");
+                assert!(calls.iter().all(|&c| c <= 8), "n={n} {calls:?}");
+                if live >= 2 {
+                    assert!(calls.iter().all(|&c| c >= 2), "n={n} {calls:?}");
+                }
+                // every live row got a value of its own activation, masked rows 0
+                for (j, a) in acts[..n].iter().enumerate() {
+                    let v = dst.row_range_f32_mut(j, 0..1)[0];
+                    if masked(j) {
+                        assert_eq!(v, 0.0);
+                    } else {
+                        assert_eq!((v / 1000.0).floor() as u8, a[0], "n={n} row {j}");
+                    }
+                }
+            }
+        }
+    }
 
     /// Prompt chunks and big matvecs keep 16-row chunks; small matvecs get down to four rows
     /// so that every thread has work; never below four. Multi-row matvec chunks start from

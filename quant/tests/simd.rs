@@ -376,6 +376,41 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
+/// `column_split`: in order, covering every column once, at most `max` per pass, as few
+/// passes as `div_ceil(max)`, and no pass of one column unless there is one column.
+#[test]
+fn column_split_never_leaves_a_single_column() {
+    use quant::simd::column_split;
+    for max in [3usize, 4, 8] {
+        for n in 0..=40usize {
+            let passes: Vec<_> = column_split(n, max).collect();
+            let mut at = 0;
+            for r in &passes {
+                assert_eq!(r.start, at, "max={max} n={n}");
+                assert!(
+                    !r.is_empty() && r.len() <= max,
+                    "max={max} n={n} {passes:?}"
+                );
+                at = r.end;
+            }
+            assert_eq!(at, n);
+            assert_eq!(passes.len(), n.div_ceil(max), "max={max} n={n}");
+            if n >= 2 {
+                assert!(
+                    passes.iter().all(|r| r.len() >= 2),
+                    "max={max} n={n} {passes:?}"
+                );
+            }
+        }
+    }
+    let lens = |n, max| column_split(n, max).map(|r| r.len()).collect::<Vec<_>>();
+    assert_eq!(lens(5, 4), [3, 2]);
+    assert_eq!(lens(9, 4), [4, 3, 2]);
+    assert_eq!(lens(9, 8), [7, 2]);
+    assert_eq!(lens(8, 4), [4, 4]);
+    assert_eq!(lens(1, 4), [1]);
+}
+
 /// Every multi-row kernel in `kernels` gives each of the rows `ws` (against activation `a`)
 /// the bits of `want`.
 fn assert_rows_match(

@@ -128,7 +128,8 @@ unsafe fn dot_q8_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 unsafe fn dot_q8_0_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let xs = view::<BlockQ8_0>(w);
     let ones = _mm256_set1_epi16(1);
-    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+    for r in crate::simd::column_split(acts.len(), 4) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
         let mut ys: [&[BlockQ8_0]; 4] = [&[]; 4];
         for (y, a) in ys.iter_mut().zip(acts) {
             *y = view::<BlockQ8_0>(a);

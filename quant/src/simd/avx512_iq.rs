@@ -894,7 +894,8 @@ unsafe fn iq1_multi<B: Iq1Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
     let un = unsafe { Iq1Unpack::new() };
     let pick = load_pairs(&IQ1_DWORD_PAIRS);
     let xs = view::<B>(w);
-    for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
+    for r in crate::simd::column_split(acts.len(), COLS) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
         for (y, a) in ys.iter_mut().zip(acts) {
             *y = view::<BlockQ8K>(a);
@@ -1258,7 +1259,8 @@ unsafe fn iq2_multi<B: Iq2Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
     let un = unsafe { Iq2Unpack::new() };
     let pick = load_pairs(&IQ2_PAIRS);
     let xs = view::<B>(w);
-    for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
+    for r in crate::simd::column_split(acts.len(), COLS) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
         for (y, a) in ys.iter_mut().zip(acts) {
             *y = view::<BlockQ8K>(a);

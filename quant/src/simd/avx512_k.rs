@@ -412,9 +412,10 @@ pub(super) fn column_sums(
     )
 }
 
-/// The column loop of the K-quant and Q6_K multi-column kernels: four activation columns
-/// per pass (a pass of fewer computes only those; a lone column runs `one`, the one-row
-/// kernel: the same bits for less than a pass), and per super-block `block(x, ys, cnt)`, the
+/// The column loop of the K-quant and Q6_K multi-column kernels: up to four activation
+/// columns per pass, split by [`crate::simd::column_split`] (so 5 → 3 + 2; a pass of fewer
+/// than four computes only those; a call of one column runs `one`, the one-row kernel: the
+/// same bits for less than a pass), and per super-block `block(x, ys, cnt)`, the
 /// columns' products in four f32 lanes (lane c: column c), added in block order to the
 /// running sums.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
@@ -427,7 +428,8 @@ pub(super) fn column_passes<B: bytemuck::Pod>(
     block: impl Fn(&B, &[&BlockQ8K; 4], usize) -> __m128,
 ) {
     let xs = view::<B>(w);
-    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+    for r in crate::simd::column_split(acts.len(), 4) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
         if acts.len() == 1 {
             out[0] = one(acts[0]);
             continue;

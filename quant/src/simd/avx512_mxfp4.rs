@@ -238,19 +238,22 @@ unsafe fn dx8(xs: &[&[BlockMXFP4]; 4], g: usize) -> [__m512; 2] {
 /// lanes and unpacked once; lane c holds column c's activation halves, so each lane is
 /// column c's exact 4-element sums of the reference, and `d = dx·dy_c` per lane (the
 /// reference's one product). The two accumulators, their lane sums, `hsum8` and the scalar
-/// last odd block are the reference's: per column its bits. A pass of two or three columns
-/// repeats its first column in the other lanes and does not store them; a lone column runs
-/// the one-row kernel.
+/// last odd block are the reference's: per column its bits. Passes are split by
+/// [`crate::simd::column_split`] (5 → 3 + 2); a pass of two or three columns repeats its
+/// first column in the other lanes and does not store them; a call of one column runs the
+/// one-row kernel.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let xs = view::<BlockMXFP4>(w);
     let k4 = Fp4::new();
     // 128-bit lane c of the four per-column scales: lane c's four floats are dy_c
     let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    // a lone column: the one-row kernel (the same bits) costs less than a four-lane pass
+    // a call of one column: the one-row kernel (the same bits) costs less than a four-lane
+    // pass
     // (its AVX2/FMA/F16C features are among this function's)
     let one = super::avx2_q8::dot_mxfp4_avx2_entry;
-    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+    for r in crate::simd::column_split(acts.len(), 4) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
         if acts.len() == 1 {
             out[0] = one(n, w, acts[0]);
             continue;

@@ -342,7 +342,8 @@ unsafe fn dot_q8_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
         // SAFETY: 64 readable bytes (unaligned load).
         unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
     });
-    for (acts, out) in acts.chunks(8).zip(out.chunks_mut(8)) {
+    for r in crate::simd::column_split(acts.len(), 8) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
         let pairs = acts.len().div_ceil(2);
         let mut ys: [&[BlockQ8_0]; 8] = [&[]; 8];
         for (y, a) in ys.iter_mut().zip(acts) {
@@ -696,8 +697,9 @@ static Q6_PAIRS: [[u16; 32]; 2] = super::avx512_iq::packed_pick(8, 4, 2, 1, 0);
 /// sums pack to words), [`super::avx512_iq::scale_pairs`] and the offset term Σ scale·bsum
 /// (`vpmaddwd`); the four columns' sums are reduced at once ([`super::sums4`]) and the
 /// reference's `dy·f32(dx)·(Σ − 32·off)` runs in four f32 lanes, one per column, with the
-/// running sums: per column the reference's bits. A pass of two or three columns leaves the
-/// other lanes 0 and does not store them; a lone column runs the one-row kernel.
+/// running sums: per column the reference's bits. Passes come from `column_split` (5 → 3 +
+/// 2); a pass of two or three columns leaves the other lanes 0 and does not store them; a
+/// call of one column runs the one-row kernel.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_q6_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.

@@ -442,6 +442,32 @@ unsafe fn hsum_i32(v: std::arch::x86_64::__m256i) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
+/// Splits `n` activation columns into passes of at most `max` (≥ 3) columns, in order, with
+/// no pass of a single column unless `n` is 1: where one column would be left over, the
+/// pass before it gives up a column (for `max` 4: 5 → 3 + 2, 9 → 4 + 3 + 2; for 8: 9 → 7 +
+/// 2). So a multi-column kernel's passes are {max, …, 3, 2} — every unpacked block serves
+/// at least two columns — and there are as few passes as `n.div_ceil(max)`.
+///
+/// # Panics
+/// If `max` < 3 (a caller's bug: 3 columns cannot be split into passes of 2 without a 1).
+pub fn column_split(n: usize, max: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    assert!(max >= 3, "column_split: passes of at most {max} columns");
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let rem = n - start;
+        if rem == 0 {
+            return None;
+        }
+        let take = if rem == max + 1 {
+            max - 1
+        } else {
+            rem.min(max)
+        };
+        start += take;
+        Some(start - take..start)
+    })
+}
+
 /// Up to four weight rows of a multi-row kernel pass viewed as blocks of `B`, and the
 /// fewest blocks any of them holds (at most `cap`, the activation's).
 #[cfg(target_arch = "x86_64")]

@@ -356,7 +356,8 @@ unsafe fn iq1m_multi<B: Iq1mLayout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &m
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
     let xs = view::<B>(w);
-    for (acts, out) in acts.chunks(COLS).zip(out.chunks_mut(COLS)) {
+    for r in crate::simd::column_split(acts.len(), COLS) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
         for (y, a) in ys.iter_mut().zip(acts) {
             *y = view::<BlockQ8K>(a);
