@@ -127,33 +127,32 @@ fn a_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
 
 #[test]
 fn an_iq2_xxs_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
-    let (f, _) = model_of("IQ2_XXS");
-    let mut w = GgufWeights::with_repack(f.clone(), IQ2);
-    let mut g = Graph::new();
-    let name = "blk.0.ffn_gate_exps.weight";
-    assert_eq!(f.tensor(name).unwrap().dtype, DType::IQ2_XXS);
-    let id = w.try_get(&mut g, name).unwrap().unwrap();
-    assert_eq!(
-        g.node(id).desc.dtype,
-        expected_for(DType::IQ2_XXS, DType::IQ2_XXS_X)
-    );
+    assert_expert_repacked("IQ2_XXS", IQ2, DType::IQ2_XXS, DType::IQ2_XXS_X);
     session_matches("IQ2_XXS", IQ2);
 }
 
 #[test]
 fn an_iq1_m_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
-    let (f, _) = model_of("IQ1_M");
-    let mut w = GgufWeights::with_repack(f.clone(), IQ1M);
-    let mut g = Graph::new();
-    let name = "blk.0.ffn_gate_exps.weight";
-    assert_eq!(f.tensor(name).unwrap().dtype, DType::IQ1_M);
-    let id = w.try_get(&mut g, name).unwrap().unwrap();
-    let want = expected_for(DType::IQ1_M, DType::IQ1_M_X);
-    assert_eq!(g.node(id).desc.dtype, want);
+    let want = assert_expert_repacked("IQ1_M", IQ1M, DType::IQ1_M, DType::IQ1_M_X);
     if want == DType::IQ1_M_X {
         assert_eq!(IQ1M.loaded_bytes(DType::IQ1_M, 560), 760);
     }
     session_matches("IQ1_M", IQ1M);
+}
+
+/// The tiny `quant` GGUF's first expert tensor is of type `from` in the file and, loaded
+/// with `repack`, of the type this CPU repacks it to (`to` where it has the kernel); that
+/// type.
+fn assert_expert_repacked(quant: &str, repack: Repack, from: DType, to: DType) -> DType {
+    let (f, _) = model_of(quant);
+    let mut w = GgufWeights::with_repack(f.clone(), repack);
+    let mut g = Graph::new();
+    let name = "blk.0.ffn_gate_exps.weight";
+    assert_eq!(f.tensor(name).unwrap().dtype, from);
+    let id = w.try_get(&mut g, name).unwrap().unwrap();
+    let want = expected_for(from, to);
+    assert_eq!(g.node(id).desc.dtype, want, "{quant}");
+    want
 }
 
 fn session_matches(quant: &str, repack: Repack) {

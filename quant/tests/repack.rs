@@ -48,11 +48,7 @@ fn the_repack_is_lossless() {
         assert_eq!(x.len(), bytes_for(DType::IQ1_S_X, n).unwrap());
         // every level code of a repacked block is 0..=2 (v = −1, 0, +1)
         for blk in x.chunks_exact(70) {
-            for &b in &blk[6..] {
-                for p in 0..4 {
-                    assert!((b >> (2 * p)) & 3 <= 2, "code 3 in a repacked block");
-                }
-            }
+            assert_codes_at_most_2(&blk[6..]);
         }
         let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
         dequantize_row(DType::IQ1_S, &w, &mut a).unwrap();
@@ -77,6 +73,54 @@ fn the_repack_is_lossless() {
     }
 }
 
+/// Every 2-bit level code in `codes` (a repacked block's code bytes) is 0..=2 (code 3 never
+/// comes out of a repack).
+fn assert_codes_at_most_2(codes: &[u8]) {
+    for &b in codes {
+        for p in 0..4 {
+            assert!((b >> (2 * p)) & 3 <= 2, "code 3 in a repacked block");
+        }
+    }
+}
+
+/// The repacked row `x` (of `to`) dequantizes to the bits of the source row `w` (of `from`),
+/// and on Q8_K activations of several scales its dot — the fastest kernel's and the
+/// reference's — is the source's.
+fn assert_same_values_and_dots(
+    r: &mut impl FnMut() -> u64,
+    (from, w): (DType, &[u8]),
+    (to, x): (DType, &[u8]),
+    n: usize,
+) {
+    let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
+    dequantize_row(from, w, &mut a).unwrap();
+    dequantize_row(to, x, &mut b).unwrap();
+    for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(
+            p.to_bits(),
+            q.to_bits(),
+            "{to:?} n={n} element {i}: {p} vs {q}"
+        );
+    }
+    for scale in [0.5f32, 2.0, 1e4] {
+        let q = q8k(r, n, scale);
+        let want = quant::vec_dot(from, n, w, &q).unwrap();
+        let got = quant::vec_dot(to, n, x, &q).unwrap();
+        assert_eq!(
+            got.to_bits(),
+            want.to_bits(),
+            "{to:?} n={n}: {got} vs {want}"
+        );
+        // the reference dots themselves, not only the fastest kernels
+        let (rw, rx) = (from.info().vec_dot.unwrap(), to.info().vec_dot.unwrap());
+        assert_eq!(
+            rw(n, w, &q).to_bits(),
+            rx(n, x, &q).to_bits(),
+            "{to:?} n={n}"
+        );
+    }
+}
+
 #[test]
 fn the_iq2_xxs_repack_is_lossless() {
     let mut r = rng(0x2f7);
@@ -86,30 +130,9 @@ fn the_iq2_xxs_repack_is_lossless() {
         let mut x = vec![0u8; bytes_for(DType::IQ2_XXS_X, n).unwrap()];
         repack_iq2_xxs_x(&w, &mut x);
         for blk in x.chunks_exact(102) {
-            for &b in &blk[6..70] {
-                for p in 0..4 {
-                    assert!((b >> (2 * p)) & 3 <= 2, "code 3 in a repacked block");
-                }
-            }
+            assert_codes_at_most_2(&blk[6..70]);
         }
-        let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
-        dequantize_row(DType::IQ2_XXS, &w, &mut a).unwrap();
-        dequantize_row(DType::IQ2_XXS_X, &x, &mut b).unwrap();
-        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-            assert_eq!(p.to_bits(), q.to_bits(), "n={n} element {i}: {p} vs {q}");
-        }
-        for scale in [0.5f32, 2.0, 1e4] {
-            let q = q8k(&mut r, n, scale);
-            let want = quant::vec_dot(DType::IQ2_XXS, n, &w, &q).unwrap();
-            let got = quant::vec_dot(DType::IQ2_XXS_X, n, &x, &q).unwrap();
-            assert_eq!(got.to_bits(), want.to_bits(), "n={n}: {got} vs {want}");
-            // the reference dots themselves, not only the fastest kernels
-            let (rw, rx) = (
-                DType::IQ2_XXS.info().vec_dot.unwrap(),
-                DType::IQ2_XXS_X.info().vec_dot.unwrap(),
-            );
-            assert_eq!(rw(n, &w, &q).to_bits(), rx(n, &x, &q).to_bits(), "n={n}");
-        }
+        assert_same_values_and_dots(&mut r, (DType::IQ2_XXS, &w), (DType::IQ2_XXS_X, &x), n);
         let (mut e1, mut e2) = (vec![0u8; expanded_bytes(n)], vec![0u8; expanded_bytes(n)]);
         expand_iq2_xxs(&w, &mut e1);
         expand_iq2_xxs_x(&x, &mut e2);
@@ -135,31 +158,10 @@ fn the_iq1_m_repack_is_lossless() {
         let mut x = vec![0u8; bytes_for(DType::IQ1_M_X, n).unwrap()];
         repack_iq1_m_x(&w, &mut x);
         for (blk, src) in x.chunks_exact(76).zip(w.chunks_exact(56)) {
-            for &b in &blk[..64] {
-                for p in 0..4 {
-                    assert!((b >> (2 * p)) & 3 <= 2, "code 3 in a repacked block");
-                }
-            }
+            assert_codes_at_most_2(&blk[..64]);
             assert_eq!(blk[68..], src[48..], "the scale words are kept as they are");
         }
-        let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
-        dequantize_row(DType::IQ1_M, &w, &mut a).unwrap();
-        dequantize_row(DType::IQ1_M_X, &x, &mut b).unwrap();
-        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-            assert_eq!(p.to_bits(), q.to_bits(), "n={n} element {i}: {p} vs {q}");
-        }
-        for scale in [0.5f32, 2.0, 1e4] {
-            let q = q8k(&mut r, n, scale);
-            let want = quant::vec_dot(DType::IQ1_M, n, &w, &q).unwrap();
-            let got = quant::vec_dot(DType::IQ1_M_X, n, &x, &q).unwrap();
-            assert_eq!(got.to_bits(), want.to_bits(), "n={n}: {got} vs {want}");
-            // the reference dots themselves, not only the fastest kernels
-            let (rw, rx) = (
-                DType::IQ1_M.info().vec_dot.unwrap(),
-                DType::IQ1_M_X.info().vec_dot.unwrap(),
-            );
-            assert_eq!(rw(n, &w, &q).to_bits(), rx(n, &x, &q).to_bits(), "n={n}");
-        }
+        assert_same_values_and_dots(&mut r, (DType::IQ1_M, &w), (DType::IQ1_M_X, &x), n);
     }
 }
 
