@@ -1,6 +1,6 @@
-//! `fathom logits --repack iq1_s` (`iq2_xxs`) writes the same bytes as without it (the
-//! repacks are lossless and every kernel returns its reference's bits), in batch and
-//! incremental mode, on the tiny IQ1_S (IQ2_XXS) model.
+//! `fathom logits --repack iq1_s` (`iq2_xxs`, `iq1_m`) writes the same bytes as without it
+//! (the repacks are lossless and every kernel returns its reference's bits), in batch and
+//! incremental mode, on the tiny IQ1_S (IQ2_XXS, IQ1_M) model.
 
 use std::process::Command;
 
@@ -28,7 +28,11 @@ fn logits(quant: &str, mode: &str, repack: &str, out: &std::path::Path) {
 fn repacked_logits_are_the_same_bytes() {
     let dir = std::env::temp_dir().join(format!("fathom-logits-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (quant, repack) in [("IQ1_S", "iq1_s"), ("IQ2_XXS", "iq2_xxs")] {
+    for (quant, repack) in [
+        ("IQ1_S", "iq1_s"),
+        ("IQ2_XXS", "iq2_xxs"),
+        ("IQ1_M", "iq1_m"),
+    ] {
         for mode in ["batch", "incremental"] {
             let (a, b) = (
                 dir.join(format!("{quant}-{mode}-plain")),
