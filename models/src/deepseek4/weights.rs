@@ -73,10 +73,8 @@ impl Repack {
 /// Converts `src` (whole blocks of `from`) into `to`'s layout, on all cores. The copy is
 /// allocated fallibly: a machine without room for it gets an error, not an abort.
 fn repack(from: DType, to: DType, src: &[u8]) -> Result<Vec<u8>, String> {
-    let convert: fn(&[u8], &mut [u8]) = match (from, to) {
-        (DType::IQ1_S, DType::IQ1_S_X) => quant::codec::repack::repack_iq1_s_x,
-        (DType::IQ2_XXS, DType::IQ2_XXS_X) => quant::codec::repack::repack_iq2_xxs_x,
-        (DType::IQ1_M, DType::IQ1_M_X) => quant::codec::repack::repack_iq1_m_x,
+    let convert = match quant::codec::repack::repack_source(to) {
+        Some((source, convert)) if source == from => convert,
         _ => return Err(format!("no repack from {from:?} to {to:?}")),
     };
     let (bs, bd) = (from.type_size(), to.type_size());

@@ -103,9 +103,16 @@ pub fn iq1m_d(b: &BlockIQ1M) -> f32 {
 /// [`iq1m_d`] from the scale words alone (IQ1_M's and IQ1_M_X's `scales`).
 #[inline]
 pub fn iq1m_d_of(scales: &[u8; 8]) -> f32 {
-    let sc = |i| le_u16(scales, i);
-    let bits = (sc(0) >> 12) | ((sc(1) >> 8) & 0x00F0) | ((sc(2) >> 4) & 0x0F00) | (sc(3) & 0xF000);
-    f16_to_f32(bits)
+    f16_to_f32(iq1m_d_bits(scales))
+}
+
+/// The f16 bits of the super-scale in IQ1_M's (and IQ1_M_X's) four little-endian scale
+/// words: the top nibble of word i is bits 4i..4i+4 (the reference and every kernel read it
+/// here).
+#[inline]
+pub fn iq1m_d_bits(scales: &[u8; 8]) -> u16 {
+    let sc = u64::from_le_bytes(*scales);
+    ((sc >> 12) & 0xF | (sc >> 24) & 0xF0 | (sc >> 36) & 0xF00 | (sc >> 48) & 0xF000) as u16
 }
 
 /// IQ1_M grid index and delta of sub-group `k` (8 elements) of group `g`.

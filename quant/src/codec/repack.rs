@@ -40,6 +40,22 @@ use crate::blocks::{
 use crate::codec::iquants::{iq1m_d_of, iq1m_index, iq1m_scales_of, IQ1_DELTA};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use crate::scalar::le_f16;
+use crate::DType;
+
+/// A load-time repack: converts whole blocks of its source type (`src`) into its layout
+/// (`dst`, as many blocks).
+pub type RepackFn = fn(src: &[u8], dst: &mut [u8]);
+
+/// The GGUF type the repacked layout `to` is made from and its converter; `None` for a type
+/// that is not a repacked layout.
+pub fn repack_source(to: DType) -> Option<(DType, RepackFn)> {
+    match to {
+        DType::IQ1_S_X => Some((DType::IQ1_S, repack_iq1_s_x)),
+        DType::IQ2_XXS_X => Some((DType::IQ2_XXS, repack_iq2_xxs_x)),
+        DType::IQ1_M_X => Some((DType::IQ1_M, repack_iq1_m_x)),
+        _ => None,
+    }
+}
 
 /// Bit position of group `g`'s nibble in [`BlockIQ1SX::sc`] (as a little-endian u32).
 #[inline]
@@ -54,10 +70,17 @@ pub fn iq1sx_group(x: &BlockIQ1SX, g: usize) -> (i32, bool) {
     (2 * (nib & 7) as i32 + 1, nib & 8 != 0)
 }
 
+/// The 2-bit level code of element `e` (0..256) in a repacked block's code bytes (byte i,
+/// bits 2p..2p+2 hold element 64p + i; IQ1_S_X, IQ2_XXS_X and IQ1_M_X alike).
+#[inline]
+pub fn level_code(qs: &[u8; 64], e: usize) -> u8 {
+    (qs[e % 64] >> (2 * (e / 64))) & 3
+}
+
 /// The level code l = v + 1 (0..=3; 0..=2 in a repacked block) of element `e` (0..256).
 #[inline]
 pub fn iq1sx_code(x: &BlockIQ1SX, e: usize) -> u8 {
-    (x.qs[e % 64] >> (2 * (e / 64))) & 3
+    level_code(&x.qs, e)
 }
 
 /// Per IQ1_S grid row: byte j holds the level code `v + 1` of its element j.
@@ -171,7 +194,7 @@ pub fn iq2xx_scale(x: &BlockIQ2XXSX, g: usize) -> i32 {
 /// The signed value (±8, ±25, ±43) of element `e` (0..256) of an IQ2_XXS_X block.
 #[inline]
 pub fn iq2xx_value(x: &BlockIQ2XXSX, e: usize) -> i32 {
-    let v = IQ2X_LEVELS[((x.qs[e % 64] >> (2 * (e / 64))) & 3) as usize] as i32;
+    let v = IQ2X_LEVELS[level_code(&x.qs, e) as usize] as i32;
     if x.sg[e / 8] >> (e % 8) & 1 != 0 {
         -v
     } else {
@@ -225,12 +248,6 @@ pub fn dequant_iq2_xxs_x(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// The level code l = v + 1 (0..=2) of element `e` (0..256) of an IQ1_M_X block.
-#[inline]
-pub fn iq1mx_code(x: &BlockIQ1MX, e: usize) -> u8 {
-    (x.qs[e % 64] >> (2 * (e / 64))) & 3
-}
-
 /// `true` where sub-group `k` (elements 8k..8k+8) of an IQ1_M_X block has the delta −1/8.
 #[inline]
 pub fn iq1mx_neg(x: &BlockIQ1MX, k: usize) -> bool {
@@ -279,7 +296,7 @@ pub fn dequant_iq1_m_x(src: &[u8], dst: &mut [f32]) {
                     IQ1_DELTA
                 };
                 for e in 32 * g + 8 * k..32 * g + 8 * k + 8 {
-                    y[e] = dl[k / 2] * ((iq1mx_code(b, e) as i32 - 1) as f32 + delta);
+                    y[e] = dl[k / 2] * ((level_code(&b.qs, e) as i32 - 1) as f32 + delta);
                 }
             }
         }

@@ -14,7 +14,7 @@ use super::{entry, f16c, hsum_i32};
 use crate::blocks::{
     le_u16, view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K,
 };
-use crate::codec::iquants::{iq1m_scales, iq1m_scales_of};
+use crate::codec::iquants::{iq1m_d_bits, iq1m_scales, iq1m_scales_of};
 use crate::codec::repack::{iq1mx_neg, iq1sx_group, iq2xx_scale, IQ2X_LEVELS};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use std::arch::x86_64::*;
@@ -261,10 +261,7 @@ unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         }
         // SAFETY: AVX2 is enabled for this function.
         let (sumi, sumi1) = unsafe { (hsum_i32(acc), hsum_i32(acc1)) };
-        // the f16 super-scale from the top nibbles of the four scale words (as `iq1m_d`)
-        let sc = |i| le_u16(&x.scales, i);
-        let bits =
-            (sc(0) >> 12) | ((sc(1) >> 8) & 0x00F0) | ((sc(2) >> 4) & 0x0F00) | (sc(3) & 0xF000);
+        let bits = iq1m_d_bits(&x.scales);
         s += f16c!(bits.to_le_bytes()) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
     }
     s
@@ -307,9 +304,7 @@ unsafe fn dot_iq1_m_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         }
         // SAFETY: AVX2 is enabled for this function.
         let (sumi, sumi1) = unsafe { (hsum_i32(acc) - off, hsum_i32(acc1)) };
-        let sc = |i| le_u16(&x.scales, i);
-        let bits =
-            (sc(0) >> 12) | ((sc(1) >> 8) & 0x00F0) | ((sc(2) >> 4) & 0x0F00) | (sc(3) & 0xF000);
+        let bits = iq1m_d_bits(&x.scales);
         s += f16c!(bits.to_le_bytes()) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
     }
     s

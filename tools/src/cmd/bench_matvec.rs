@@ -68,23 +68,14 @@ fn weights(t: DType, rows: usize) -> Result<Vec<u8>> {
             .ok_or_else(|| anyhow!("--matvec: cannot generate {t} weights"))
     };
     let bytes = |t: DType| quant::bytes_for(t, rows * K).context("--matvec: weight size");
-    Ok(match t {
-        DType::IQ1_S_X => {
+    // a repacked layout: its source type's random weights, converted
+    Ok(match quant::codec::repack::repack_source(t) {
+        Some((from, convert)) => {
             let mut w = vec![0u8; bytes(t)?];
-            quant::codec::repack::repack_iq1_s_x(&gen(DType::IQ1_S)?, &mut w);
+            convert(&gen(from)?, &mut w);
             w
         }
-        DType::IQ2_XXS_X => {
-            let mut w = vec![0u8; bytes(t)?];
-            quant::codec::repack::repack_iq2_xxs_x(&gen(DType::IQ2_XXS)?, &mut w);
-            w
-        }
-        DType::IQ1_M_X => {
-            let mut w = vec![0u8; bytes(t)?];
-            quant::codec::repack::repack_iq1_m_x(&gen(DType::IQ1_M)?, &mut w);
-            w
-        }
-        _ => gen(t)?,
+        None => gen(t)?,
     })
 }
 

@@ -34,6 +34,7 @@
 
 use super::*;
 use crate::blocks::{BlockIQ1M, BlockIQ1MX};
+use crate::codec::iquants::iq1m_d_bits;
 
 entry!(rows dot_iq1_m_avx512_rows_entry => dot_iq1_m_avx512_rows, dot_iq1_m_x_avx512_rows_entry => dot_iq1_m_x_avx512_rows);
 entry!(multi dot_iq1_m_avx512_multi_entry => dot_iq1_m_avx512_multi, dot_iq1_m_x_avx512_multi_entry => dot_iq1_m_x_avx512_multi);
@@ -281,7 +282,7 @@ impl Iq1mDot {
         let mut dy = [0f32; 4];
         for (k, zk) in z.iter_mut().enumerate() {
             let (x, y) = (&xs[k], &ys[k]);
-            hd[k] = super_scale(u64::from_le_bytes(x.scales()));
+            hd[k] = iq1m_d_bits(&x.scales());
             dy[k] = y.d();
             // SAFETY: same features as this function.
             *zk = unsafe { Self::sums(&self.unpack(x), y) };
@@ -367,8 +368,7 @@ unsafe fn iq1m_multi<B: Iq1mLayout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &m
         for (bi, x) in xs.iter().enumerate() {
             // SAFETY: same features as this function.
             let b = unsafe { k.unpack(x) };
-            let sc = u64::from_le_bytes(x.scales());
-            let dx = f16c!(super_scale(sc).to_le_bytes());
+            let dx = f16c!(iq1m_d_bits(&x.scales()).to_le_bytes());
             for (c, y) in ys.iter().enumerate() {
                 let y = &y[bi];
                 // SAFETY: same features as this function.
@@ -378,10 +378,4 @@ unsafe fn iq1m_multi<B: Iq1mLayout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &m
         }
         out.copy_from_slice(&s[..out.len()]);
     }
-}
-
-/// The f16 bits of an IQ1_M super-block's scale from its four scale words `sc`: the top
-/// nibble of each.
-fn super_scale(sc: u64) -> u16 {
-    ((sc >> 12) & 0xF | (sc >> 24) & 0xF0 | (sc >> 36) & 0xF00 | (sc >> 48) & 0xF000) as u16
 }
