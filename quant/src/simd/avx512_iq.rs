@@ -227,8 +227,8 @@ pub(super) fn load_pairs(table: &[[u16; 32]; 2]) -> [__m512i; 2] {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
 pub(super) fn scale_pairs(acc: __m512i, d: &[__m512i; 4], sc: &[__m512i; 2]) -> __m512i {
-    let acc = _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[0], d[1]), sc[0]);
-    _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[2], d[3]), sc[1])
+    let acc = super::dpwssd(acc, _mm512_packs_epi32(d[0], d[1]), sc[0]);
+    super::dpwssd(acc, _mm512_packs_epi32(d[2], d[3]), sc[1])
 }
 
 /// `$f` (a `group`) on super-blocks `c..c + 4` of `$xs` and `$ys`, or, where fewer than four
@@ -1366,7 +1366,7 @@ unsafe fn expand_iq2<B: Iq2Layout>(w: &[u8], out: &mut [u8]) {
         for p in 0..4 {
             let gs = _mm512_mask_sub_epi8(grid[p], neg[p], _mm512_setzero_si512(), grid[p]);
             let lsv = _mm512_permutexvar_epi16(pick[p], ls);
-            corr = _mm512_dpwssd_epi32(corr, _mm512_maddubs_epi16(ones, gs), lsv);
+            corr = super::dpwssd(corr, _mm512_maddubs_epi16(ones, gs), lsv);
             // SAFETY: `o` is EXPANDED_SB (≥ 256) bytes; quarter p is bytes 64p..64p+64.
             unsafe { _mm512_storeu_si512(o[64 * p..].as_mut_ptr().cast(), gs) };
         }
@@ -1431,7 +1431,7 @@ unsafe fn expand_iq1<B: Iq1Layout>(w: &[u8], out: &mut [u8]) {
         for p in 0..4 {
             let v = _mm512_sub_epi8(lvs[p], ones);
             let lsv = _mm512_permutexvar_epi16(pick[p], ls32);
-            corr = _mm512_dpwssd_epi32(corr, _mm512_maddubs_epi16(ones, v), lsv);
+            corr = super::dpwssd(corr, _mm512_maddubs_epi16(ones, v), lsv);
             // SAFETY: `o` is EXPANDED_SB (≥ 256) bytes; quarter p is bytes 64p..64p+64.
             unsafe { _mm512_storeu_si512(o[64 * p..].as_mut_ptr().cast(), v) };
         }

@@ -122,7 +122,7 @@ impl K4 {
         for q in 0..2 {
             let sc = _mm512_permutexvar_epi16(self.pick[q], s512);
             let pair = _mm512_packs_epi32(d[2 * q], d[2 * q + 1]);
-            acc = _mm512_dpwssd_epi32(acc, pair, sc);
+            acc = super::dpwssd(acc, pair, sc);
         }
         // SAFETY: the 32 `bsums` bytes (unaligned load).
         let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };

@@ -670,8 +670,8 @@ impl Q6k {
             let [u01, u23] = unsafe { self.codes(x, h) };
             let s01 = _mm512_permutexvar_epi16(self.pick[2 * h], sc512);
             let s23 = _mm512_permutexvar_epi16(self.pick[2 * h + 1], sc512);
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u01, y0), s01);
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u23, y1), s23);
+            acc = super::dpwssd(acc, _mm512_maddubs_epi16(u01, y0), s01);
+            acc = super::dpwssd(acc, _mm512_maddubs_epi16(u23, y1), s23);
         }
         // Σ scale·bsum over the 16 sub-blocks
         let off = {

@@ -243,7 +243,7 @@ pub fn tile_fn(dtype: DType) -> Option<TileFn> {
 mod x86 {
     use super::{EXPANDED_SB, TILE_COLS, TILE_ROWS};
     use crate::blocks::{view, BlockQ8K};
-    use crate::simd::{fold_pairs, store_tile, tile_shapes, tree4};
+    use crate::simd::{dpwssd, fold_pairs, store_tile, tile_shapes, tree4};
     use std::arch::x86_64::*;
 
     /// Formats (the `K` parameter of the kernel).
@@ -377,7 +377,7 @@ mod x86 {
                     let yu = unsafe { _mm512_loadu_si512(panel[at..at + 64].as_ptr().cast()) };
                     for r in 0..R {
                         let pairs = _mm512_maddubs_epi16(yu, gs[r]);
-                        acc[r][p] = _mm512_dpwssd_epi32(acc[r][p], pairs, ls[r]);
+                        acc[r][p] = dpwssd(acc[r][p], pairs, ls[r]);
                     }
                 }
             }
