@@ -5,8 +5,9 @@
 //! Each 64-element weight block's 2-bit codes c (0..3, value c − 1) are cut into bytes by
 //! `vpmultishiftqb` once per row, and each 32-element half is broadcast to both halves of a
 //! register so that it lines up with a column pair's activation block in the panel.
-//! `vpdpbusd` forms Σ c·y per 4-element lane, starting from −Σ y (one `vpdpbusd` with ones
-//! per column pair and half, shared by the four rows), which leaves the exact Σ (c − 1)·y.
+//! `vpdpbusd` forms Σ c·y per 4-element lane, starting from −Σ y (the panel's −128·Σ₄y
+//! shifted right by seven, exact; one shift per column pair and half, shared by the four
+//! rows), which leaves the exact Σ (c − 1)·y.
 //! The reference combines each half's integer sum as a scalar —
 //! `s += d·(dy₀·Σ₀ + dy₁·Σ₁)` — so the lane sums are reduced per (row, column, half): four
 //! rows' registers at a time by an unpack tree, leaving four rows of one column per 128-bit
@@ -30,8 +31,7 @@ mod x86 {
     use crate::simd::{f16c, fold_pairs, store_tile, tile_shapes, tree4};
     use std::arch::x86_64::*;
 
-    /// Bytes of one packed pair-block of the panel (see `tile_q8`).
-    const PAIR_BLOCK: usize = 128;
+    use crate::simd::tile_q8::PAIR_BLOCK;
 
     /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count.
     pub(super) fn tile_entry(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]) {
@@ -72,7 +72,6 @@ mod x86 {
         panel: &[u8],
     ) -> [[f32; 4]; TILE_COLS] {
         let zero = _mm512_setzero_si512();
-        let ones = _mm512_set1_epi8(1);
         let m2 = _mm512_set1_epi8(3);
         // SAFETY: CUT has 64 bytes (unaligned load).
         let cut = unsafe { _mm512_loadu_si512(super::super::avx512_q8::CUT.as_ptr().cast()) };
@@ -101,9 +100,14 @@ mod x86 {
                 for (h, isum_h) in isum.iter_mut().enumerate() {
                     let pb = (2 * i + h) * P + p;
                     let at = &panel[pb * PAIR_BLOCK..(pb + 1) * PAIR_BLOCK];
-                    // SAFETY: 64 code bytes at the start of the pair-block (unaligned load).
-                    let y = unsafe { _mm512_loadu_si512(at.as_ptr().cast()) };
-                    let neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, ones, y));
+                    // SAFETY: 64 code bytes at the start of the pair-block and the 64 bytes of
+                    // −128·Σ₄y at 128 (unaligned loads).
+                    let (y, neg) = unsafe {
+                        (
+                            _mm512_loadu_si512(at.as_ptr().cast()),
+                            _mm512_srai_epi32::<7>(_mm512_loadu_si512(at[128..].as_ptr().cast())),
+                        )
+                    };
                     let a: [__m512i; 4] = std::array::from_fn(|r| {
                         if r < R {
                             _mm512_dpbusd_epi32(neg, halves[r][h], y)

@@ -3,14 +3,16 @@
 //!
 //! The activation columns are first packed into a *panel* ([`pack_q8_0_panel`]): for every
 //! block, pairs of columns side by side — 64 code bytes (first column's block, then the
-//! second's) and 16 f32 scales (eight lanes of each) — so that one 512-bit register holds a
-//! block of two columns and lines up with a weight block broadcast to both halves. An odd
-//! last column is paired with itself.
+//! second's), 16 f32 scales (eight lanes of each) and 16 i32 offset terms (below) — so that
+//! one 512-bit register holds a block of two columns and lines up with a weight block
+//! broadcast to both halves. An odd last column is paired with itself.
 //!
 //! `vpdpbusd` multiplies unsigned by signed bytes, so the weight codes are offset by 128
 //! (`x ^ 0x80` = x + 128 as u8) once per block for all columns, and the offset's share,
-//! 128·Σy per 4-element lane, is formed once per column pair and block (a `vpdpbusd` with a
-//! register of 128s) and subtracted by starting the accumulation from its negative. So each
+//! 128·Σy per 4-element lane, is subtracted by starting the accumulation from its negative,
+//! −128·Σ₄y, which the panel holds (formed once when the panel is packed, not once per tile
+//! call: that `vpdpbusd` and subtraction per column pair and block were two of the tile's
+//! eighteen vector operations per pair; `tile_q2` takes −Σ₄y from it by a shift). So each
 //! of the eight lanes holds the exact integer Σ of elements 4k..4k+3, as in the reference,
 //! and each lane's FMA chain (scale product dw·dy, then the fused multiply-add) runs in the
 //! reference's block order: the reference's bits. Per (row, column pair, block) that is one
@@ -29,8 +31,9 @@
 use crate::blocks::{view, BlockQ8_0};
 use crate::scalar::le_f16;
 
-/// Bytes of one packed pair-block: 64 code bytes and 16 f32 scales.
-const PAIR_BLOCK: usize = 128;
+/// Bytes of one packed pair-block: 64 code bytes, 16 f32 scales and 16 i32 offset terms
+/// −128·Σ₄y (lane k of each column: its elements 4k..4k+3).
+pub(crate) const PAIR_BLOCK: usize = 192;
 
 /// Most activation columns in one panel (four pairs).
 pub const TILE_COLS: usize = 8;
@@ -69,8 +72,13 @@ pub fn pack_q8_0_panel(n: usize, acts: &[&[u8]], out: &mut [u8]) {
             *dst = *src as u8;
         }
         let (d0, d1) = (le_f16(y0.d).to_le_bytes(), le_f16(y1.d).to_le_bytes());
-        for (l, dst) in pb[64..].chunks_exact_mut(4).enumerate() {
+        for (l, dst) in pb[64..128].chunks_exact_mut(4).enumerate() {
             dst.copy_from_slice(if l < 8 { &d0 } else { &d1 });
+        }
+        for (l, dst) in pb[128..].chunks_exact_mut(4).enumerate() {
+            let (y, k) = (if l < 8 { y0 } else { y1 }, l % 8);
+            let sum: i32 = y.qs[4 * k..4 * k + 4].iter().map(|&q| i32::from(q)).sum();
+            dst.copy_from_slice(&(-128 * sum).to_le_bytes());
         }
     }
 }
@@ -266,7 +274,6 @@ mod x86 {
         panel: &[u8],
     ) -> [[[f32; 16]; P]; R] {
         let zero = _mm512_setzero_si512();
-        let c80 = _mm512_set1_epi8(0x80u8 as i8);
         let codes: [&[u8]; R] = std::array::from_fn(|r| &xs[r][..32 * nb]);
         let scales: [&[u8]; R] = std::array::from_fn(|r| &xs[r][32 * nb..36 * nb]);
         let mut acc = [[_mm512_setzero_ps(); P]; R];
@@ -281,14 +288,14 @@ mod x86 {
                 dw[r] = _mm512_set1_ps(f32::from_le_bytes([d[0], d[1], d[2], d[3]]));
             }
             let base = &panel[b * P * PAIR_BLOCK..(b + 1) * P * PAIR_BLOCK];
-            block_pairs(&mut acc, &wu, &dw, base, c80);
+            block_pairs(&mut acc, &wu, &dw, base);
         }
         store_lanes(&acc)
     }
 
     /// One block of the tile: for each column pair of `base` (the block's `P` pair-blocks),
-    /// every row's `vpdpbusd` (from −128·Σy), conversion, scale product and FMA into `acc`.
-    /// `wu` are the rows' offset codes broadcast to both halves, `dw` their scales.
+    /// every row's `vpdpbusd` (from the panel's −128·Σy), conversion, scale product and FMA
+    /// into `acc`. `wu` are the rows' offset codes broadcast to both halves, `dw` their scales.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma")]
     #[inline]
     fn block_pairs<const R: usize, const P: usize>(
@@ -296,20 +303,18 @@ mod x86 {
         wu: &[__m512i; R],
         dw: &[__m512; R],
         base: &[u8],
-        c80: __m512i,
     ) {
-        let zero = _mm512_setzero_si512();
         for p in 0..P {
             let pb = &base[p * PAIR_BLOCK..(p + 1) * PAIR_BLOCK];
-            // SAFETY: `pb` is 128 readable bytes: codes at 0..64, scales at 64..128.
-            let (y, dy) = unsafe {
+            // SAFETY: `pb` is 192 readable bytes: codes at 0..64, scales at 64..128, the
+            // offset terms −128·Σ₄y (each row's lane sums start there) at 128..192.
+            let (y, dy, neg) = unsafe {
                 (
                     _mm512_loadu_si512(pb.as_ptr().cast()),
                     _mm512_loadu_ps(pb[64..].as_ptr().cast()),
+                    _mm512_loadu_si512(pb[128..].as_ptr().cast()),
                 )
             };
-            // −128·Σy per lane, so that each row's lane sum starts from it
-            let neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c80, y));
             for r in 0..R {
                 let l = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, wu[r], y));
                 let d = _mm512_mul_ps(dw[r], dy);
@@ -372,7 +377,7 @@ mod x86 {
                 dw[r] = _mm512_cvtph_ps(_mm256_set1_epi16(u16::from_le_bytes(x.d) as i16));
             }
             let base = &panel[b * P * PAIR_BLOCK..(b + 1) * P * PAIR_BLOCK];
-            block_pairs(&mut acc, &wu, &dw, base, c80);
+            block_pairs(&mut acc, &wu, &dw, base);
         }
         store_lanes(&acc)
     }
