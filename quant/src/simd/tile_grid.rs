@@ -342,6 +342,14 @@ mod x86 {
         tile_shapes!(rows.len(), cols.div_ceil(2), go)
     }
 
+    /// Bytes `at..at + 4` of `b`.
+    #[inline]
+    fn four(b: &[u8], at: usize) -> [u8; 4] {
+        let mut v = [0u8; 4];
+        v.copy_from_slice(&b[at..at + 4]);
+        v
+    }
+
     /// The tile's float sums before IQ2_XXS's final ×0.125: `[column][row]` for `R` rows ×
     /// `P` column pairs (see the module docs).
     ///
@@ -358,8 +366,12 @@ mod x86 {
         let zero = _mm512_setzero_si512();
         let mut s = [_mm_setzero_ps(); TILE_COLS];
         for b in 0..nsb {
-            let sb: [&[u8]; R] =
-                std::array::from_fn(|r| &xs[r][b * EXPANDED_SB..(b + 1) * EXPANDED_SB]);
+            // a plain loop: `array::from_fn` here compiled to an out-of-line call per
+            // super-block, which spilled the column sums around it
+            let mut sb: [&[u8]; R] = [&[]; R];
+            for (d, x) in sb.iter_mut().zip(xs) {
+                *d = &x[b * EXPANDED_SB..(b + 1) * EXPANDED_SB];
+            }
             let mut acc = [[zero; P]; R];
             for g in 0..8 {
                 let mut gs = [zero; R];
@@ -381,16 +393,18 @@ mod x86 {
                     }
                 }
             }
+            // one 4-byte load each (indexing the bytes one by one compiled to four loads,
+            // shifts and bounds checks)
             let f32_at = |r: usize| {
                 if r < R {
-                    f32::from_le_bytes([sb[r][288], sb[r][289], sb[r][290], sb[r][291]])
+                    f32::from_le_bytes(four(sb[r], 288))
                 } else {
                     0.0
                 }
             };
             let i32_at = |r: usize| {
                 if r < R {
-                    i32::from_le_bytes([sb[r][292], sb[r][293], sb[r][294], sb[r][295]])
+                    i32::from_le_bytes(four(sb[r], 292))
                 } else {
                     0
                 }
