@@ -131,6 +131,15 @@ pub fn le_u16(b: &[u8], i: usize) -> u16 {
     u16::from_le_bytes([b[2 * i], b[2 * i + 1]])
 }
 
+/// Bytes `at..at + 4` of `b`, as one 4-byte copy (indexing the four bytes one by one
+/// compiles to four loads, shifts and bounds checks).
+#[inline]
+pub(crate) fn le4(b: &[u8], at: usize) -> [u8; 4] {
+    let mut v = [0u8; 4];
+    v.copy_from_slice(&b[at..at + 4]);
+    v
+}
+
 /// View whole blocks of bytes as blocks. Panics only if `bytes.len()` is not a multiple of the
 /// block size, which every caller has already checked (see [`crate::dequantize_row`]).
 #[inline]

@@ -242,7 +242,7 @@ pub fn tile_fn(dtype: DType) -> Option<TileFn> {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{EXPANDED_SB, TILE_COLS, TILE_ROWS};
-    use crate::blocks::{view, BlockQ8K};
+    use crate::blocks::{le4, view, BlockQ8K};
     use crate::simd::{dpwssd, fold_pairs, store_tile, tile_shapes, tree4};
     use std::arch::x86_64::*;
 
@@ -342,14 +342,6 @@ mod x86 {
         tile_shapes!(rows.len(), cols.div_ceil(2), go)
     }
 
-    /// Bytes `at..at + 4` of `b`.
-    #[inline]
-    fn four(b: &[u8], at: usize) -> [u8; 4] {
-        let mut v = [0u8; 4];
-        v.copy_from_slice(&b[at..at + 4]);
-        v
-    }
-
     /// The tile's float sums before IQ2_XXS's final ×0.125: `[column][row]` for `R` rows ×
     /// `P` column pairs (see the module docs).
     ///
@@ -393,18 +385,17 @@ mod x86 {
                     }
                 }
             }
-            // one 4-byte load each (indexing the bytes one by one compiled to four loads,
-            // shifts and bounds checks)
+            // one 4-byte load each (`le4`)
             let f32_at = |r: usize| {
                 if r < R {
-                    f32::from_le_bytes(four(sb[r], 288))
+                    f32::from_le_bytes(le4(sb[r], 288))
                 } else {
                     0.0
                 }
             };
             let i32_at = |r: usize| {
                 if r < R {
-                    i32::from_le_bytes(four(sb[r], 292))
+                    i32::from_le_bytes(le4(sb[r], 292))
                 } else {
                     0
                 }

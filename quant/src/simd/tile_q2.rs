@@ -57,7 +57,7 @@ mod x86 {
 
     /// The f32 at byte `at` of `b`.
     fn f32_at(b: &[u8], at: usize) -> f32 {
-        f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+        f32::from_le_bytes(crate::blocks::le4(b, at))
     }
 
     /// The tile's sums `[column][row]` for `R` rows × `P` column pairs (see the module docs).
