@@ -21,7 +21,7 @@ use quant::simd::tile_float;
 use quant::simd::tile_q8::{
     self, pack_q8_0_panel, panel_bytes, q8_0_tile_fn, ExpandFn, TileFn, TILE_COLS, TILE_ROWS,
 };
-use quant::simd::DOT_ROWS;
+use quant::simd::{DOT_BATCH, DOT_ROWS};
 use quant::DType;
 
 /// Most weight rows per claimed chunk (see [`chunk_rows`]).
@@ -138,9 +138,10 @@ fn quarter_order(len: usize) -> impl Iterator<Item = usize> {
         .chain(DOT_ROWS * q..len)
 }
 
-/// Outputs `out` (weight rows `rows`) of one activation row `qa`, [`DOT_ROWS`] unmasked weight
-/// rows per multi-row kernel call, in [`quarter_order`] (a masked row gives 0 and is not
-/// read). The kernels prefetch each of their four streams a fixed distance ahead
+/// Outputs `out` (weight rows `rows`) of one activation row `qa`: up to [`DOT_BATCH`]
+/// unmasked weight rows per multi-row kernel call (which takes them [`DOT_ROWS`] at a time,
+/// and may prepare its activation side once for all of them), in [`quarter_order`] (a
+/// masked row gives 0 and is not read). The kernels prefetch each of their four streams a fixed distance ahead
 /// (`quant::simd::prefetch_distance`), which carries the stream on into the next row of its
 /// quarter; prefetching the whole next group here at once measured slower (12.0 → 10.5
 /// GiB/s on a 512 MiB node), and no prefetch at all left the hardware prefetchers short of
@@ -155,11 +156,11 @@ pub(crate) fn dot_rows<'w>(
     out: &mut [f32],
 ) {
     let start = rows.start;
-    let mut idx = [0usize; DOT_ROWS];
-    let mut ws: [&[u8]; DOT_ROWS] = [&[]; DOT_ROWS];
+    let mut idx = [0usize; DOT_BATCH];
+    let mut ws: [&[u8]; DOT_BATCH] = [&[]; DOT_BATCH];
     let mut m = 0;
     let flush = |idx: &[usize], ws: &[&[u8]], out: &mut [f32]| {
-        let mut o = [0f32; DOT_ROWS];
+        let mut o = [0f32; DOT_BATCH];
         kernel(k, ws, qa, &mut o[..ws.len()]);
         for (&i, &v) in idx.iter().zip(&o) {
             out[i] = v;
@@ -173,7 +174,7 @@ pub(crate) fn dot_rows<'w>(
         idx[m] = i;
         ws[m] = row(start + i);
         m += 1;
-        if m == DOT_ROWS {
+        if m == DOT_BATCH {
             flush(&idx, &ws, out);
             m = 0;
         }

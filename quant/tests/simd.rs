@@ -506,6 +506,33 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
+/// Callers hand a multi-row kernel up to `DOT_BATCH` rows at once, and kernels that prepare
+/// their activation side once per call (Q2_0: per segment of 128 blocks, for batches of 64
+/// rows) must give every row the reference's bits across segment and batch boundaries.
+#[test]
+fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
+    let mut r = rng(0xba7c4);
+    for (wt, act, blk) in [
+        (DType::Q2_0, DType::Q8_0, 64usize),
+        (DType::Q8_0, DType::Q8_0, 32),
+    ] {
+        let kernels = quant::simd::rows_available(wt);
+        let reference = wt.info().vec_dot.unwrap();
+        for nb in [128usize, 131, 263] {
+            let n = blk * nb;
+            let x = activations(&mut r, n, 2.0);
+            let mut a = vec![0u8; bytes_for(act, n).unwrap()];
+            quantize_activation(act, &x, &mut a).unwrap();
+            let ws: Vec<Vec<u8>> = (0..quant::simd::DOT_BATCH + 6)
+                .map(|_| random_blocks(&mut r, wt, n, &[0], 0.004))
+                .collect();
+            for rows in [1usize, 5, 63, 64, 65, quant::simd::DOT_BATCH + 6] {
+                assert_rows_match(wt, &kernels, n, &ws[..rows], &a, reference);
+            }
+        }
+    }
+}
+
 /// The float multi-row kernels give each row the bits of the one-row kernel of their tier
 /// (which itself is within the reordering bound of the reference): every row count 1..=9
 /// and lengths with every eight- and sixteen-element tail.

@@ -5,12 +5,15 @@
 //! The multi-column kernel (and the `tile_q2` tiles) hold a whole 64-element block in
 //! element order: the 16 code bytes are spread so that qword i holds the 16 code bits of
 //! elements 8i..8i+7, and `vpmultishiftqb` cuts out each element's two bits ([`CUT`]).
-//! The one- and multi-row kernels (decode) instead broadcast each block's code bytes to all
-//! four 128-bit lanes and put the shared activations in the matching lane order once per
-//! group of eight blocks ([`CUT_LANES`]), so a block costs one shuffle-port operation
-//! instead of two. `vpdpbusd` forms Σ c·y (from −Σ y: Σ (c − 1)·y) per 32-element half;
-//! lane sums are reduced for several blocks at once. Exact integer arithmetic and the
-//! reference's float combine: the reference's bits.
+//! The one- and multi-row kernels (decode) work on eight blocks at a time, one block per
+//! qword: two `vpermt2b` and two masked `vpermb` split the eight blocks' code bytes into
+//! two step registers ([`Q2_SPLIT`]) and four `vpmultishiftqb` controls per register
+//! ([`STEP_CUT`]) cut out four elements of each half-block per step. The matching
+//! activations are gathered once per 16-block segment into a transposed layout
+//! ([`Q2Act`]) and reused for every row of a batch of up to [`super::DOT_BATCH`] rows, so a
+//! block costs under one shuffle-port operation and no horizontal reduction.
+//! `vpdpbusd` forms Σ c·y (from −Σ y: Σ (c − 1)·y) per 32-element half. Exact integer
+//! arithmetic and the reference's float combine: the reference's bits.
 
 use super::{entry, f16c, f16x8, tree4};
 use crate::blocks::{view, BlockQ2_0, BlockQ6K, BlockQ8K, BlockQ8_0};
@@ -36,16 +39,42 @@ pub(super) static CUT: [u8; 64] = {
     t
 };
 
-/// `vpmultishiftqb` control of the multi-row Q2_0 kernel, whose 16 code bytes are broadcast
-/// to all four 128-bit lanes: byte b of qword j takes bits 16·(j/2) + 2b of its qword, so
-/// 128-bit lane s holds the codes of elements 8s..8s+7 (from the first code qword) and
-/// 32+8s..32+8s+7 (from the second).
-static CUT_LANES: [u8; 64] = {
-    let mut t = [0u8; 64];
-    let mut e = 0;
-    while e < 64 {
-        t[e] = (16 * (e / 16) + 2 * (e % 8)) as u8;
-        e += 1;
+/// `vpmultishiftqb` controls of the decode kernels, one per step s (0..3) of a step
+/// register: in every qword (one weight block; dword 0 its first half, dword 1 its second),
+/// byte i of dword 0 takes bits 8s + 2i and byte i of dword 1 bits 32 + 8s + 2i. With the
+/// code bytes of [`Q2_SPLIT`] that is the two bits of element 4s + i of each half (step
+/// register 1: element 16 + 4s + i).
+static STEP_CUT: [[u8; 64]; 4] = {
+    let mut t = [[0u8; 64]; 4];
+    let mut s = 0;
+    while s < 4 {
+        let mut e = 0;
+        while e < 64 {
+            t[s][e] = (32 * ((e % 8) / 4) + 8 * s + 2 * (e % 4)) as u8;
+            e += 1;
+        }
+        s += 1;
+    }
+    t
+};
+
+/// Byte indices that gather the code bytes of eight consecutive Q2_0 blocks (144 bytes)
+/// into the two step registers of the decode kernels: register r, qword k holds code bytes
+/// 4r..4r+3 of block k's first half (its bytes 4r..) and then of its second (bytes
+/// 8 + 4r..). Qwords 0–6 index the first 128 bytes (`vpermt2b`); qword 7 indexes the 64
+/// bytes from byte 80 (`vpermb`, which reads the low six bits).
+static Q2_SPLIT: [[u8; 64]; 2] = {
+    let mut t = [[0u8; 64]; 2];
+    let mut r = 0;
+    while r < 2 {
+        let mut e = 0;
+        while e < 64 {
+            let (k, m) = (e / 8, e % 8);
+            let at = 18 * k + 2 + 4 * r + m % 4 + 8 * (m / 4);
+            t[r][e] = if k < 7 { at } else { at - 80 } as u8;
+            e += 1;
+        }
+        r += 1;
     }
     t
 };
@@ -63,101 +92,128 @@ static DX_PICK: [u8; 64] = {
     t
 };
 
-/// The activation side of eight Q2_0 blocks for [`q2_0_eight`], shared by the rows of a
-/// pass: each block's two activation blocks in the lane order of [`CUT_LANES`] (128-bit
-/// lane s: qword s of the first, then qword s of the second), their negated lane sums
-/// −Σ y (each block's `vpdpbusd` starts there), and the sixteen activation scales in f32.
-struct Q2Act8 {
-    yv: [__m512i; 8],
-    nsy: [__m512i; 8],
+/// Groups of eight Q2_0 blocks whose activation side the decode kernels prepare at once
+/// (10 KiB of [`Q2Act`] on the stack: 8192 elements, a whole row of most matrices).
+const Q2_SEG: usize = 16;
+
+/// Weight rows per segment pass of the multi-row Q2_0 kernel: the prepared activations are
+/// used by up to this many rows (callers hand over up to [`super::DOT_BATCH`]).
+const Q2_BATCH: usize = super::DOT_BATCH;
+
+/// The activation side of eight Q2_0 blocks (sixteen Q8_0 blocks) for the decode kernels,
+/// formed once per call and used by every row: lane b of each register belongs to activation
+/// block b, which lines up with half b mod 2 of weight block b / 2. `y[g]` holds code dword
+/// g of each activation block (a transpose of the row), `nsy` the negated sums −Σ y of each
+/// block (every row's `vpdpbusd` chain starts there) and `dy` their scales in f32.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Q2Act {
+    y: [__m512i; 8],
+    nsy: __m512i,
     dy: __m512,
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+/// Gathers the [`Q2Act`] of sixteen activation blocks.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-unsafe fn q2_0_act8(yc: &[BlockQ8_0; 16]) -> Q2Act8 {
-    let (ones, z) = (_mm512_set1_epi8(1), _mm512_setzero_si512());
-    let mix = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
-    let mut hy = [0u16; 16];
-    for (h, y) in hy.iter_mut().zip(yc) {
-        *h = u16::from_le_bytes(y.d);
+unsafe fn q2_0_act(yc: &[BlockQ8_0; 16]) -> Q2Act {
+    let base = yc.as_ptr().cast::<u8>();
+    let lanes = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(size_of::<BlockQ8_0>() as i32),
+    );
+    // SAFETY: every gathered dword lies inside the sixteen blocks (544 bytes): block b's
+    // scale (and first two code bytes) at 34b, its code dword g at 34b + 2 + 4g.
+    let (y, dh): ([__m512i; 8], __m512i) = unsafe {
+        (
+            std::array::from_fn(|g| {
+                let at = _mm512_add_epi32(lanes, _mm512_set1_epi32(2 + 4 * g as i32));
+                _mm512_i32gather_epi32::<1>(at, base.cast())
+            }),
+            _mm512_i32gather_epi32::<1>(lanes, base.cast()),
+        )
+    };
+    let ones = _mm512_set1_epi8(1);
+    let mut sy = _mm512_setzero_si512();
+    for yg in &y {
+        sy = _mm512_dpbusd_epi32(sy, ones, *yg);
     }
-    let yv: [__m512i; 8] = std::array::from_fn(|k| {
-        let (y0, y1) = (&yc[2 * k], &yc[2 * k + 1]);
-        // SAFETY: 32 code bytes per activation block (unaligned loads); the permute reads
-        // only the low four qwords of each.
-        unsafe {
-            _mm512_permutex2var_epi64(
-                _mm512_castsi256_si512(_mm256_loadu_si256(y0.qs.as_ptr().cast())),
-                mix,
-                _mm512_castsi256_si512(_mm256_loadu_si256(y1.qs.as_ptr().cast())),
-            )
-        }
-    });
-    let nsy = std::array::from_fn(|k| _mm512_sub_epi32(z, _mm512_dpbusd_epi32(z, ones, yv[k])));
-    // SAFETY: `hy` holds 16 u16 (unaligned load).
-    let dy = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(hy.as_ptr().cast()) });
-    Q2Act8 { yv, nsy, dy }
+    Q2Act {
+        y,
+        nsy: _mm512_sub_epi32(_mm512_setzero_si512(), sy),
+        dy: _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)),
+    }
 }
 
-/// Eight Q2_0 blocks of one row against their sixteen activation blocks: lanes 2k and 2k + 1
-/// of the result are both block k's product `f32(dx)·(f32(dy0)·Σ₀ + f32(dy1)·Σ₁)`, the
-/// reference's operations. Per block: a broadcast load of the codes, `vpmultishiftqb`, an
-/// AND and `vpdpbusd` (each 32-bit lane: four elements of one half); the eight blocks' lane
-/// sums, which fit in 16 bits, are reduced by `vpackssdw` + `vpmaddwd` pairs and two
-/// levels of 128-bit lane shuffles into their sixteen half sums in block order.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+/// The constant registers of the decode kernels.
+struct Q2Consts {
+    cut: [__m512i; 4],
+    split: [__m512i; 2],
+    dxi: __m512i,
+}
+
+impl Q2Consts {
+    #[target_feature(enable = "avx512f")]
+    fn load() -> Self {
+        // SAFETY: every table has 64 bytes (unaligned loads).
+        unsafe {
+            Self {
+                cut: std::array::from_fn(|s| _mm512_loadu_si512(STEP_CUT[s].as_ptr().cast())),
+                split: std::array::from_fn(|r| _mm512_loadu_si512(Q2_SPLIT[r].as_ptr().cast())),
+                dxi: _mm512_loadu_si512(DX_PICK.as_ptr().cast()),
+            }
+        }
+    }
+}
+
+/// Eight Q2_0 blocks of one row (the 144 bytes at `x`) against their prepared activations:
+/// lanes 2k and 2k + 1 of the result are both block k's product `f32(dx)·(f32(dy0)·Σ₀ +
+/// f32(dy1)·Σ₁)`, the reference's operations. The code bytes are split into two step
+/// registers ([`Q2_SPLIT`]); each of eight steps cuts one 4-element group of every
+/// (block, half) lane out of them (`vpmultishiftqb` + AND) and `vpdpbusd` adds its products
+/// with the step's activation dwords, in two chains, so the 16 lanes end as the exact half
+/// sums Σ (c − 1)·y with no horizontal reduction.
+///
+/// # Safety
+/// The CPU must have the enabled features and `x` must point to 144 readable bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,f16c")]
 #[inline]
-unsafe fn q2_0_eight(x: &[BlockQ2_0; 8], act: &Q2Act8, cut: __m512i, dxi: __m512i) -> __m512 {
+unsafe fn q2_0_group(x: *const u8, act: &Q2Act, k: &Q2Consts) -> __m512 {
     let m3 = _mm512_set1_epi8(3);
-    let v: [__m512i; 8] = std::array::from_fn(|k| {
-        // SAFETY: 16 code bytes per weight block (unaligned load).
-        let q = unsafe { _mm512_broadcast_i32x4(_mm_loadu_si128(x[k].qs.as_ptr().cast())) };
-        let codes = _mm512_and_si512(_mm512_multishift_epi64_epi8(cut, q), m3);
-        _mm512_dpbusd_epi32(act.nsy[k], codes, act.yv[k])
-    });
-    // every lane sum is Σ (c − 1)·y over four elements, |·| ≤ 4·2·128: no saturation
-    let ones16 = _mm512_set1_epi16(1);
-    let pair = |a, b| _mm512_madd_epi16(_mm512_packs_epi32(a, b), ones16);
-    // 128-bit lane L of `pair(a, b)`: [a.h0, a.h1, b.h0, b.h1] over that lane's elements
-    let (m01, m23, m45, m67) = (
-        pair(v[0], v[1]),
-        pair(v[2], v[3]),
-        pair(v[4], v[5]),
-        pair(v[6], v[7]),
-    );
-    let lanes = |a, b| {
-        _mm512_add_epi32(
-            _mm512_shuffle_i64x2::<0x44>(a, b),
-            _mm512_shuffle_i64x2::<0xEE>(a, b),
+    // SAFETY: the caller guarantees bytes 0..144 (the loads cover 0..128 and 80..144).
+    let (l0, l1, l2) = unsafe {
+        (
+            _mm512_loadu_si512(x.cast()),
+            _mm512_loadu_si512(x.add(64).cast()),
+            _mm512_loadu_si512(x.add(80).cast()),
         )
     };
-    let (pq, rs) = (lanes(m01, m23), lanes(m45, m67));
-    // [b0.h0, b0.h1, b1.h0, b1.h1, …, b7.h1]
-    let t = _mm512_add_epi32(
-        _mm512_shuffle_i64x2::<0x88>(pq, rs),
-        _mm512_shuffle_i64x2::<0xDD>(pq, rs),
-    );
+    let step = |r: usize| {
+        let v = _mm512_permutex2var_epi8(l0, k.split[r], l1);
+        _mm512_mask_permutexvar_epi8(v, 0xFF << 56, k.split[r], l2)
+    };
+    let a = [step(0), step(1)];
+    let (mut even, mut odd) = (act.nsy, _mm512_setzero_si512());
+    for g in (0..8).step_by(2) {
+        let c0 = _mm512_and_si512(_mm512_multishift_epi64_epi8(k.cut[g % 4], a[g / 4]), m3);
+        let c1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(k.cut[g % 4 + 1], a[g / 4]), m3);
+        even = _mm512_dpbusd_epi32(even, c0, act.y[g]);
+        odd = _mm512_dpbusd_epi32(odd, c1, act.y[g + 1]);
+    }
+    // every lane is Σ (c − 1)·y over 32 elements, exact in i32
+    let t = _mm512_add_epi32(even, odd);
     let prod = _mm512_mul_ps(act.dy, _mm512_cvtepi32_ps(t));
     let inner = _mm512_add_ps(prod, _mm512_permute_ps::<0b10_11_00_01>(prod));
-    let p = x.as_ptr().cast::<u8>();
-    // SAFETY: the eight blocks are 144 bytes; these loads read the first 128.
-    let (lo, hi) = unsafe {
-        (
-            _mm512_loadu_si512(p.cast()),
-            _mm512_loadu_si512(p.add(64).cast()),
-        )
-    };
     let dx = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi8(
-        lo, dxi, hi,
+        l0, k.dxi, l1,
     )));
     _mm512_mul_ps(dx, inner)
 }
 
-/// Adds the first `cnt` block products of up to four rows' [`q2_0_eight`] results to the
+/// Adds the first `cnt` block products of up to four rows' [`q2_0_group`] results to the
 /// rows' running sums `s` (lane r: row r), block by block in order: the reference's
-/// additions, four rows per `vaddps`. Lanes of rows beyond the pass's (zero, or a repeated
-/// row) are computed and not used.
+/// additions, four rows per `vaddps`. Lanes of rows beyond the pass's (zero) are computed
+/// and not used.
 #[target_feature(enable = "avx512f,avx512dq")]
 #[inline]
 fn add_rows8(s: &mut __m128, w: &[__m512; 4], cnt: usize) {
@@ -181,79 +237,95 @@ fn add_rows8(s: &mut __m128, w: &[__m512; 4], cnt: usize) {
     }
 }
 
-/// The running sums of `R` ≤ 4 Q2_0 rows (lane r: row r; lanes from `R` on stay 0) against
-/// one activation row, over their first `nb` blocks: groups of eight blocks whose activation
-/// side ([`q2_0_act8`]) is formed once for the rows, each row's eight products from
-/// [`q2_0_eight`], added in block order ([`add_rows8`]); the last 1–7 blocks are padded with
-/// zero blocks whose products are not added. Per row the arithmetic is the reference's:
-/// its bits.
+/// Q2_0 · Q8_0 with AVX-512 for one column: the multi-row kernel with one row.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-#[inline]
-unsafe fn q2_0_pass<const R: usize>(xs: &[&[BlockQ2_0]; R], ys: &[BlockQ8_0], nb: usize) -> __m128 {
-    // SAFETY: CUT_LANES and DX_PICK have 64 bytes (unaligned loads).
-    let (cut, dxi) = unsafe {
-        (
-            _mm512_loadu_si512(CUT_LANES.as_ptr().cast()),
-            _mm512_loadu_si512(DX_PICK.as_ptr().cast()),
-        )
-    };
-    let full = nb / 8 * 8;
-    let mut s = _mm_setzero_ps();
-    let pd = super::prefetch_distance();
-    for g in (0..full).step_by(8) {
-        // SAFETY: same features as this function.
-        let act = unsafe { q2_0_act8(ys[2 * g..2 * g + 16].try_into().unwrap()) };
-        let mut w = [_mm512_setzero_ps(); 4];
-        for (x, wr) in xs.iter().zip(w.iter_mut()) {
-            super::prefetch_ahead(x[g..].as_ptr().cast(), 8 * size_of::<BlockQ2_0>(), pd);
-            // SAFETY: same features as this function.
-            *wr = unsafe { q2_0_eight(x[g..g + 8].try_into().unwrap(), &act, cut, dxi) };
-        }
-        add_rows8(&mut s, &w, 8);
-    }
-    if full < nb {
-        let cnt = nb - full;
-        let mut py = [BlockQ8_0::zeroed(); 16];
-        py[..2 * cnt].copy_from_slice(&ys[2 * full..2 * nb]);
-        // SAFETY: same features as this function.
-        let act = unsafe { q2_0_act8(&py) };
-        let mut w = [_mm512_setzero_ps(); 4];
-        for (x, wr) in xs.iter().zip(w.iter_mut()) {
-            let mut px = [BlockQ2_0::zeroed(); 8];
-            px[..cnt].copy_from_slice(&x[full..nb]);
-            // SAFETY: same features as this function.
-            *wr = unsafe { q2_0_eight(&px, &act, cut, dxi) };
-        }
-        add_rows8(&mut s, &w, cnt);
-    }
-    s
-}
-
-/// Q2_0 · Q8_0 with AVX-512, one column: [`q2_0_pass`] for one row (the reference's bits).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-unsafe fn dot_q2_0_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let (xs, ys) = (view::<BlockQ2_0>(w), view::<BlockQ8_0>(a));
-    let nb = xs.len().min(ys.len() / 2);
+unsafe fn dot_q2_0_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut o = [0f32];
     // SAFETY: same features as this function.
-    _mm_cvtss_f32(unsafe { q2_0_pass(&[xs], ys, nb) })
+    unsafe { dot_q2_0_avx512_rows(n, &[w], a, &mut o) };
+    o[0]
 }
 
-/// Q2_0 · Q8_0 for several weight rows against one activation row, four rows per pass of
-/// [`q2_0_pass`]. A pass of fewer than four rows repeats its first row in the other lanes
-/// (so that the four rows' products stay in registers); those lanes are not stored. Per row
-/// the reference's bits.
+/// Q2_0 · Q8_0 for several weight rows against one activation row (decode). The activation
+/// side is prepared once per [`Q2_SEG`] groups of eight blocks ([`q2_0_act`]) and used by
+/// up to [`Q2_BATCH`] rows, four rows per pass: each row's eight-block products from
+/// [`q2_0_group`], added in block order four rows at a time ([`add_rows8`]). The last 1–7
+/// blocks are padded with zero blocks whose products are not added. Per row the arithmetic
+/// is the reference's: its bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,avx2,fma,f16c")]
 unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
-    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let (mut xs, nb) = super::row_views::<BlockQ2_0>(rows, ys.len() / 2);
-        for r in rows.len()..4 {
-            xs[r] = xs[0];
+    let k = Q2Consts::load();
+    let pd = super::prefetch_distance();
+    let zero = Q2Act {
+        y: [_mm512_setzero_si512(); 8],
+        nsy: _mm512_setzero_si512(),
+        dy: _mm512_setzero_ps(),
+    };
+    let mut acts = [zero; Q2_SEG];
+    for (rows, out) in rows.chunks(Q2_BATCH).zip(out.chunks_mut(Q2_BATCH)) {
+        let mut xs: [&[BlockQ2_0]; Q2_BATCH] = [&[]; Q2_BATCH];
+        let mut nb = ys.len() / 2;
+        for (x, w) in xs.iter_mut().zip(rows) {
+            *x = view::<BlockQ2_0>(w);
+            nb = nb.min(x.len());
         }
-        let mut o = [0f32; 4];
-        // SAFETY: same features as this function; `o` holds four f32 (unaligned store).
-        unsafe { _mm_storeu_ps(o.as_mut_ptr(), q2_0_pass(&xs, ys, nb)) };
-        out.copy_from_slice(&o[..out.len()]);
+        let xs = &xs[..rows.len()];
+        let mut s = [_mm_setzero_ps(); Q2_BATCH / 4];
+        let groups = nb.div_ceil(8);
+        for seg in (0..groups).step_by(Q2_SEG) {
+            let segn = (groups - seg).min(Q2_SEG);
+            for (i, act) in acts[..segn].iter_mut().enumerate() {
+                let b = 8 * (seg + i);
+                let mut py = [BlockQ8_0::zeroed(); 16];
+                let yc: &[BlockQ8_0; 16] = match ys.get(2 * b..2 * b + 16) {
+                    Some(yc) if b + 8 <= nb => yc.try_into().unwrap(),
+                    _ => {
+                        py[..2 * (nb - b)].copy_from_slice(&ys[2 * b..2 * nb]);
+                        &py
+                    }
+                };
+                // SAFETY: same features as this function.
+                *act = unsafe { q2_0_act(yc) };
+            }
+            // two passes side by side: two independent chains of block-order additions
+            for (pair, sp) in xs.chunks(8).zip(s.chunks_mut(2)) {
+                for (i, act) in acts[..segn].iter().enumerate() {
+                    let b = 8 * (seg + i);
+                    let cnt = (nb - b).min(8);
+                    for (pass, sp) in pair.chunks(4).zip(sp.iter_mut()) {
+                        let mut w = [_mm512_setzero_ps(); 4];
+                        for (x, wr) in pass.iter().zip(w.iter_mut()) {
+                            let px: [BlockQ2_0; 8];
+                            let p = if cnt == 8 {
+                                super::prefetch_ahead(x[b..].as_ptr().cast(), 144, pd);
+                                x[b..b + 8].as_ptr().cast::<u8>()
+                            } else {
+                                px = std::array::from_fn(|j| match x[b..nb].get(j) {
+                                    Some(blk) => *blk,
+                                    None => BlockQ2_0::zeroed(),
+                                });
+                                px.as_ptr().cast::<u8>()
+                            };
+                            // SAFETY: same features as this function; `p` points to eight
+                            // blocks (144 bytes).
+                            *wr = unsafe { q2_0_group(p, act, &k) };
+                        }
+                        if cnt == 8 {
+                            add_rows8(sp, &w, 8);
+                        } else {
+                            add_rows8(sp, &w, cnt);
+                        }
+                    }
+                }
+            }
+        }
+        for (o, sp) in out.chunks_mut(4).zip(&s) {
+            let mut v = [0f32; 4];
+            // SAFETY: `v` holds four f32 (unaligned store).
+            unsafe { _mm_storeu_ps(v.as_mut_ptr(), *sp) };
+            o.copy_from_slice(&v[..o.len()]);
+        }
     }
 }
 

@@ -132,6 +132,10 @@ pub type RowsDotFn = fn(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]);
 /// Weight rows a [`RowsDotFn`] takes per pass (callers group rows by this many).
 pub const DOT_ROWS: usize = 4;
 
+/// Most weight rows a caller hands a [`RowsDotFn`] at once (a multiple of [`DOT_ROWS`]):
+/// kernels that prepare their activation side once per call (Q2_0) use it for all of them.
+pub const DOT_BATCH: usize = 64;
+
 /// The multi-row kernel for `dtype` on this CPU, if there is one (callers otherwise loop
 /// over [`vec_dot_fn`]).
 pub fn vec_dot_rows_fn(dtype: DType) -> Option<RowsDotFn> {
