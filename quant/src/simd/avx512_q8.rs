@@ -5,13 +5,13 @@
 //! The multi-column kernel (and the `tile_q2` tiles) hold a whole 64-element block in
 //! element order: the 16 code bytes are spread so that qword i holds the 16 code bits of
 //! elements 8i..8i+7, and `vpmultishiftqb` cuts out each element's two bits ([`CUT`]).
-//! The one- and multi-row kernels (decode) work on eight blocks at a time, one block per
-//! qword: two `vpermt2b` and two masked `vpermb` split the eight blocks' code bytes into
-//! two step registers ([`Q2_SPLIT`]) and four `vpmultishiftqb` controls per register
-//! ([`STEP_CUT`]) cut out four elements of each half-block per step. The matching
-//! activations are gathered once per 16-block segment into a transposed layout
-//! ([`Q2Act`]) and reused for every row of a batch of up to [`super::DOT_BATCH`] rows, so a
-//! block costs under one shuffle-port operation and no horizontal reduction.
+//! The one- and multi-row kernels (decode; they also need GFNI) work on eight blocks at a
+//! time, one block per qword: two `vpermt2b` and two masked `vpermb` split the eight
+//! blocks' code bytes into two step registers ([`Q2_SPLIT`]) and one `vgf2p8affineqb` per
+//! step cuts one code out of every byte ([`CODE_PICK`]: shift and mask in one operation).
+//! The matching activations are gathered once per 16-block segment into a transposed
+//! layout ([`Q2Act`]) and reused for every row of a batch of up to [`super::DOT_BATCH`]
+//! rows, so a block costs under one shuffle-port operation and no horizontal reduction.
 //! `vpdpbusd` forms Σ c·y (from −Σ y: Σ (c − 1)·y) per 32-element half. Exact integer
 //! arithmetic and the reference's float combine: the reference's bits.
 
@@ -39,21 +39,38 @@ pub(super) static CUT: [u8; 64] = {
     t
 };
 
-/// `vpmultishiftqb` controls of the decode kernels, one per step s (0..3) of a step
-/// register: in every qword (one weight block; dword 0 its first half, dword 1 its second),
-/// byte i of dword 0 takes bits 8s + 2i and byte i of dword 1 bits 32 + 8s + 2i. With the
-/// code bytes of [`Q2_SPLIT`] that is the two bits of element 4s + i of each half (step
-/// register 1: element 16 + 4s + i).
-static STEP_CUT: [[u8; 64]; 4] = {
+/// Whether the CPU has GFNI, which the Q2_0 decode kernels need besides the AVX-512 tier
+/// (every CPU with AVX-512 VBMI but Cannon Lake has it).
+pub fn has_gfni() -> bool {
+    std::is_x86_feature_detected!("gfni")
+}
+
+/// `vgf2p8affineqb` bit matrices of the decode kernels, one per code position k (0..3):
+/// every byte becomes its code k (bits 2k, 2k + 1 moved to bits 0, 1; the rest cleared).
+/// Matrix byte 7 − i selects the input bits whose parity is output bit i.
+const CODE_PICK: [i64; 4] = {
+    let mut t = [0i64; 4];
+    let mut k = 0;
+    while k < 4 {
+        t[k] = ((1i64 << (2 * k)) << 56) | ((1i64 << (2 * k + 1)) << 48);
+        k += 1;
+    }
+    t
+};
+
+/// `vpermt2b` indices of the activation transpose, one per code position k: destination
+/// byte i of every dword takes byte k of the same dword of the first source (i even) or
+/// the second (i odd).
+static CODE_T: [[u8; 64]; 4] = {
     let mut t = [[0u8; 64]; 4];
-    let mut s = 0;
-    while s < 4 {
+    let mut k = 0;
+    while k < 4 {
         let mut e = 0;
         while e < 64 {
-            t[s][e] = (32 * ((e % 8) / 4) + 8 * s + 2 * (e % 4)) as u8;
+            t[k][e] = (64 * (e % 2) + 4 * (e / 4) + k) as u8;
             e += 1;
         }
-        s += 1;
+        k += 1;
     }
     t
 };
@@ -104,7 +121,9 @@ const Q2_BATCH: usize = super::DOT_BATCH;
 /// formed once per call and used by every row: lane b of each register belongs to activation
 /// block b, which lines up with half b mod 2 of weight block b / 2. `y[g]` holds code dword
 /// g of each activation block (a transpose of the row), `nsy` the negated sums −Σ y of each
-/// block (every row's `vpdpbusd` chain starts there) and `dy` their scales in f32.
+/// block (every row's `vpdpbusd` chain starts there) and `dy` their scales in f32. `y` comes
+/// transposed once more, in the order the weight codes are cut ([`CODE_PICK`]): `y[4r + k]`
+/// byte i of each lane is byte k of its code dword 4r + i (element 16r + 4i + k).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Q2Act {
@@ -114,7 +133,7 @@ struct Q2Act {
 }
 
 /// Gathers the [`Q2Act`] of sixteen activation blocks.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni")]
 #[inline]
 unsafe fn q2_0_act(yc: &[BlockQ8_0; 16]) -> Q2Act {
     let base = yc.as_ptr().cast::<u8>();
@@ -138,8 +157,18 @@ unsafe fn q2_0_act(yc: &[BlockQ8_0; 16]) -> Q2Act {
     for yg in &y {
         sy = _mm512_dpbusd_epi32(sy, ones, *yg);
     }
+    // SAFETY: every table has 64 bytes (unaligned loads).
+    let ct: [__m512i; 4] =
+        std::array::from_fn(|k| unsafe { _mm512_loadu_si512(CODE_T[k].as_ptr().cast()) });
+    // bytes 0, 1 of each dword from dwords 4r, 4r + 1; bytes 2, 3 from 4r + 2, 4r + 3
+    let yt = std::array::from_fn(|j| {
+        let (r, k) = (j / 4, j % 4);
+        let lo = _mm512_permutex2var_epi8(y[4 * r], ct[k], y[4 * r + 1]);
+        let hi = _mm512_permutex2var_epi8(y[4 * r + 2], ct[k], y[4 * r + 3]);
+        _mm512_mask_blend_epi16(0xAAAA_AAAA, lo, hi)
+    });
     Q2Act {
-        y,
+        y: yt,
         nsy: _mm512_sub_epi32(_mm512_setzero_si512(), sy),
         dy: _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)),
     }
@@ -147,7 +176,7 @@ unsafe fn q2_0_act(yc: &[BlockQ8_0; 16]) -> Q2Act {
 
 /// The constant registers of the decode kernels.
 struct Q2Consts {
-    cut: [__m512i; 4],
+    pick: [__m512i; 4],
     split: [__m512i; 2],
     dxi: __m512i,
 }
@@ -158,7 +187,7 @@ impl Q2Consts {
         // SAFETY: every table has 64 bytes (unaligned loads).
         unsafe {
             Self {
-                cut: std::array::from_fn(|s| _mm512_loadu_si512(STEP_CUT[s].as_ptr().cast())),
+                pick: std::array::from_fn(|c| _mm512_set1_epi64(CODE_PICK[c])),
                 split: std::array::from_fn(|r| _mm512_loadu_si512(Q2_SPLIT[r].as_ptr().cast())),
                 dxi: _mm512_loadu_si512(DX_PICK.as_ptr().cast()),
             }
@@ -169,17 +198,16 @@ impl Q2Consts {
 /// Eight Q2_0 blocks of one row (the 144 bytes at `x`) against their prepared activations:
 /// lanes 2k and 2k + 1 of the result are both block k's product `f32(dx)·(f32(dy0)·Σ₀ +
 /// f32(dy1)·Σ₁)`, the reference's operations. The code bytes are split into two step
-/// registers ([`Q2_SPLIT`]); each of eight steps cuts one 4-element group of every
-/// (block, half) lane out of them (`vpmultishiftqb` + AND) and `vpdpbusd` adds its products
-/// with the step's activation dwords, in two chains, so the 16 lanes end as the exact half
-/// sums Σ (c − 1)·y with no horizontal reduction.
+/// registers ([`Q2_SPLIT`]); each of eight steps cuts one code of every byte out of them
+/// (one `vgf2p8affineqb`, [`CODE_PICK`]) and `vpdpbusd` adds its products with the step's
+/// transposed activations, in two chains, so the 16 lanes end as the exact half sums
+/// Σ (c − 1)·y with no horizontal reduction.
 ///
 /// # Safety
 /// The CPU must have the enabled features and `x` must point to 144 readable bytes.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,gfni,f16c")]
 #[inline]
 unsafe fn q2_0_group(x: *const u8, act: &Q2Act, k: &Q2Consts) -> __m512 {
-    let m3 = _mm512_set1_epi8(3);
     // SAFETY: the caller guarantees bytes 0..144 (the loads cover 0..128 and 80..144).
     let (l0, l1, l2) = unsafe {
         (
@@ -195,8 +223,8 @@ unsafe fn q2_0_group(x: *const u8, act: &Q2Act, k: &Q2Consts) -> __m512 {
     let a = [step(0), step(1)];
     let (mut even, mut odd) = (act.nsy, _mm512_setzero_si512());
     for g in (0..8).step_by(2) {
-        let c0 = _mm512_and_si512(_mm512_multishift_epi64_epi8(k.cut[g % 4], a[g / 4]), m3);
-        let c1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(k.cut[g % 4 + 1], a[g / 4]), m3);
+        let c0 = _mm512_gf2p8affine_epi64_epi8::<0>(a[g / 4], k.pick[g % 4]);
+        let c1 = _mm512_gf2p8affine_epi64_epi8::<0>(a[g / 4], k.pick[g % 4 + 1]);
         even = _mm512_dpbusd_epi32(even, c0, act.y[g]);
         odd = _mm512_dpbusd_epi32(odd, c1, act.y[g + 1]);
     }
@@ -232,13 +260,22 @@ fn add_rows8(s: &mut __m128, w: &[__m512; 4], cnt: usize) {
         _mm512_extractf32x4_ps::<3>(x),
         _mm512_extractf32x4_ps::<3>(y),
     ];
-    for vk in &v[..cnt] {
-        *s = _mm_add_ps(*s, *vk);
+    if cnt == 8 {
+        // straight-line in registers (a variable-length loop goes through the stack)
+        for vk in &v {
+            *s = _mm_add_ps(*s, *vk);
+        }
+    } else {
+        for vk in &v[..cnt] {
+            *s = _mm_add_ps(*s, *vk);
+        }
     }
 }
 
 /// Q2_0 · Q8_0 with AVX-512 for one column: the multi-row kernel with one row.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+#[target_feature(
+    enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,gfni,avx2,fma,f16c"
+)]
 unsafe fn dot_q2_0_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut o = [0f32];
     // SAFETY: same features as this function.
@@ -252,7 +289,9 @@ unsafe fn dot_q2_0_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// [`q2_0_group`], added in block order four rows at a time ([`add_rows8`]). The last 1–7
 /// blocks are padded with zero blocks whose products are not added. Per row the arithmetic
 /// is the reference's: its bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+#[target_feature(
+    enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,gfni,avx2,fma,f16c"
+)]
 unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
     let k = Q2Consts::load();
@@ -263,6 +302,7 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
         dy: _mm512_setzero_ps(),
     };
     let mut acts = [zero; Q2_SEG];
+    let mut tails = [[BlockQ2_0::zeroed(); 8]; Q2_BATCH];
     for (rows, out) in rows.chunks(Q2_BATCH).zip(out.chunks_mut(Q2_BATCH)) {
         let mut xs: [&[BlockQ2_0]; Q2_BATCH] = [&[]; Q2_BATCH];
         let mut nb = ys.len() / 2;
@@ -270,7 +310,24 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
             *x = view::<BlockQ2_0>(w);
             nb = nb.min(x.len());
         }
-        let xs = &xs[..rows.len()];
+        let nr = rows.len();
+        let (full, rem) = (nb / 8, nb % 8);
+        if rem > 0 {
+            // padded copies of every row's last 1–7 blocks
+            for (t, x) in tails.iter_mut().zip(&xs[..nr]) {
+                *t = [BlockQ2_0::zeroed(); 8];
+                t[..rem].copy_from_slice(&x[8 * full..nb]);
+            }
+        }
+        // group g of row r: its eight blocks, or the padded copy for the last group
+        let at = |r: usize, g: usize| -> *const u8 {
+            let r = r.min(nr - 1);
+            if g < full {
+                xs[r][8 * g..8 * g + 8].as_ptr().cast()
+            } else {
+                tails[r].as_ptr().cast()
+            }
+        };
         let mut s = [_mm_setzero_ps(); Q2_BATCH / 4];
         let groups = nb.div_ceil(8);
         for seg in (0..groups).step_by(Q2_SEG) {
@@ -288,34 +345,33 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
                 // SAFETY: same features as this function.
                 *act = unsafe { q2_0_act(yc) };
             }
-            // two passes side by side: two independent chains of block-order additions
-            for (pair, sp) in xs.chunks(8).zip(s.chunks_mut(2)) {
+            // pairs of four-row passes: two independent chains of block-order additions;
+            // a short pass repeats its last row (those lanes are not used), so all four
+            // products stay in registers
+            for (r8, sp) in (0..nr).step_by(8).zip(s.chunks_mut(2)) {
+                let passes = (nr - r8).div_ceil(4).min(2);
                 for (i, act) in acts[..segn].iter().enumerate() {
-                    let b = 8 * (seg + i);
-                    let cnt = (nb - b).min(8);
-                    for (pass, sp) in pair.chunks(4).zip(sp.iter_mut()) {
-                        let mut w = [_mm512_setzero_ps(); 4];
-                        for (x, wr) in pass.iter().zip(w.iter_mut()) {
-                            let px: [BlockQ2_0; 8];
-                            let p = if cnt == 8 {
-                                super::prefetch_ahead(x[b..].as_ptr().cast(), 144, pd);
-                                x[b..b + 8].as_ptr().cast::<u8>()
-                            } else {
-                                px = std::array::from_fn(|j| match x[b..nb].get(j) {
-                                    Some(blk) => *blk,
-                                    None => BlockQ2_0::zeroed(),
-                                });
-                                px.as_ptr().cast::<u8>()
-                            };
-                            // SAFETY: same features as this function; `p` points to eight
-                            // blocks (144 bytes).
-                            *wr = unsafe { q2_0_group(p, act, &k) };
-                        }
+                    let g = seg + i;
+                    let cnt = if g < full { 8 } else { rem };
+                    for (h, sp) in sp[..passes].iter_mut().enumerate() {
+                        let r = r8 + 4 * h;
+                        let p = [at(r, g), at(r + 1, g), at(r + 2, g), at(r + 3, g)];
                         if cnt == 8 {
-                            add_rows8(sp, &w, 8);
-                        } else {
-                            add_rows8(sp, &w, cnt);
+                            for &pj in &p {
+                                super::prefetch_ahead(pj, 144, pd);
+                            }
                         }
+                        // SAFETY: same features as this function; each `p` points to
+                        // eight blocks (144 bytes).
+                        let w = unsafe {
+                            [
+                                q2_0_group(p[0], act, &k),
+                                q2_0_group(p[1], act, &k),
+                                q2_0_group(p[2], act, &k),
+                                q2_0_group(p[3], act, &k),
+                            ]
+                        };
+                        add_rows8(sp, &w, cnt);
                     }
                 }
             }

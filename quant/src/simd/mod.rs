@@ -166,7 +166,7 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
         if avx512_iq::has_features() {
             let k: Option<RowsDotFn> = match dtype {
                 DType::Q8_0 => Some(avx512_q8::dot_q8_0_avx512_rows_entry),
-                DType::Q2_0 => Some(avx512_q8::dot_q2_0_avx512_rows_entry),
+                DType::Q2_0 if avx512_q8::has_gfni() => Some(avx512_q8::dot_q2_0_avx512_rows_entry),
                 DType::Q6_K => Some(avx512_q8::dot_q6_k_avx512_rows_entry),
                 DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_rows_entry),
                 DType::IQ1_M => Some(avx512_iq::dot_iq1_m_avx512_rows_entry),
@@ -237,7 +237,9 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
         if avx512_iq::has_features() {
             match dtype {
                 DType::IQ2_XXS => v.push(("avx512", avx512_iq::dot_iq2_xxs_avx512_entry)),
-                DType::Q2_0 => v.push(("avx512", avx512_q8::dot_q2_0_avx512_entry)),
+                DType::Q2_0 if avx512_q8::has_gfni() => {
+                    v.push(("avx512", avx512_q8::dot_q2_0_avx512_entry))
+                }
                 DType::Q6_K => v.push(("avx512", avx512_q8::dot_q6_k_avx512_entry)),
                 DType::IQ1_S => v.push(("avx512", avx512_iq::dot_iq1_s_avx512_entry)),
                 DType::IQ1_M => v.push(("avx512", avx512_iq::dot_iq1_m_avx512_entry)),
