@@ -48,6 +48,7 @@ pub fn has_features() -> bool {
         && std::is_x86_feature_detected!("avx512vbmi")
         && std::is_x86_feature_detected!("avx512bitalg")
         && std::is_x86_feature_detected!("avx512vnni")
+        && std::is_x86_feature_detected!("gfni")
         && std::is_x86_feature_detected!("f16c")
 }
 
@@ -285,7 +286,9 @@ struct Iq2Dot {
 
 impl Iq2Dot {
     /// Loads the tables.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn new() -> Self {
         let ld = |p: *const u8| {
@@ -302,7 +305,9 @@ impl Iq2Dot {
 
     /// The products `f32(d)·dy·Σ` of four super-blocks of `xs · ys`, one per lane, the
     /// reference's way (see [`dot_iq2_xxs_avx512`]).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn group(&self, xs: &[BlockIQ2XXS; 4], ys: &[BlockQ8K; 4]) -> __m128 {
         let base = IQ2XXS_GRID.as_ptr().cast::<u8>();
@@ -372,7 +377,7 @@ unsafe fn sums4_products(z: &[__m512i; 4], hd: &[u16; 4], dy: &[f32; 4]) -> __m1
 /// activations as in [`Iq2Unpack::block`]; the group scales are formed in place in the code
 /// words once per super-block and picked by one `vpermw` per quarter. Four super-blocks' sums are reduced by one unpack tree, their
 /// float products run in four lanes and are added in block order: the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq2Dot::new() };
@@ -423,7 +428,7 @@ macro_rules! grid_rows {
 /// [`dot_iq2_xxs_avx512`]'s steps for four super-blocks of each row in turn, so four
 /// independent chains and four weight streams are in flight, each prefetched ahead. Each
 /// row's operations and their order are the one-row kernel's: the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq2_xxs_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq2Dot::new() };
@@ -545,7 +550,7 @@ static PAIR_SCALES: [u8; 64] = {
 /// [−ls | ls·sign]. Four super-blocks' two sums (Σ ls·Σv·y, Σ ls·sign·B) are reduced
 /// together by an unpack tree, and their float combines run in four lanes, then are added
 /// in block order: the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1Dot::new() };
@@ -556,7 +561,7 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// [`dot_iq1_s_avx512`]'s steps for four super-blocks of each row in turn, so four
 /// independent chains and four weight streams are in flight, each prefetched ahead. Each
 /// row's operations and their order are the one-row kernel's: the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1Dot::new() };
@@ -564,7 +569,7 @@ unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
 }
 
 /// IQ1_S_X · Q8_K with AVX-512, one column (decode's matvec). A super-block's level codes
-/// are one 64-byte load cut by a shift and a mask per quarter ([`iq1sx_codes`]), not 32
+/// are one 64-byte load cut by one operation per quarter ([`iq1sx_codes`]), not 32
 /// grid-row gathers. The reference's two integers (sumi, with the −1 of the level offset,
 /// and the delta sum sumi1) are formed as one, T = 8·sumi + sumi1 = Σ_g 8·ls_g·Σ l·y +
 /// Σ_k ls·(σ − 8)·bsum_k: one `vpdpwssd` of the `bsums` against per-entry coefficients and
@@ -574,7 +579,7 @@ unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
 /// [`IQ1X_LUT`]. |T| < 2²⁴, so f32(T)·0.125 is exactly sumi + sumi1/8 before rounding, and
 /// rounds as the reference's `sumi + 0.125·sumi1` does: the reference's bits (and the IQ1_S
 /// row's it was repacked from). Four super-blocks are reduced by one unpack tree.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_s_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1xDot::new() };
@@ -584,7 +589,7 @@ unsafe fn dot_iq1_s_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// IQ1_S_X · Q8_K for several weight rows against one activation row, four rows per pass
 /// ([`dot_iq1_s_avx512_rows`]'s scheme on [`dot_iq1_s_x_avx512`]'s steps): each row gets
 /// the one-row kernel's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_s_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1xDot::new() };
@@ -592,18 +597,19 @@ unsafe fn dot_iq1_s_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut
 }
 
 /// The level codes of an IQ1_S_X block's four quarters, element order: one 64-byte load,
-/// then a shift and a mask per quarter.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+/// then a mask (quarter 0) or one `vgf2p8affineqb` that moves the quarter's two bits down
+/// and clears the rest (quarters 1–3).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 #[inline]
 unsafe fn iq1sx_codes(x: &BlockIQ1SX) -> [__m512i; 4] {
     // SAFETY: 64 code bytes (unaligned load).
     let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-    let m3 = _mm512_set1_epi8(3);
+    let pick = |p: u32| _mm512_set1_epi64(super::gf_move2(2 * p, 0));
     [
-        _mm512_and_si512(q, m3),
-        _mm512_and_si512(_mm512_srli_epi16(q, 2), m3),
-        _mm512_and_si512(_mm512_srli_epi16(q, 4), m3),
-        _mm512_and_si512(_mm512_srli_epi16(q, 6), m3),
+        _mm512_and_si512(q, _mm512_set1_epi8(3)),
+        _mm512_gf2p8affine_epi64_epi8::<0>(q, pick(1)),
+        _mm512_gf2p8affine_epi64_epi8::<0>(q, pick(2)),
+        _mm512_gf2p8affine_epi64_epi8::<0>(q, pick(3)),
     ]
 }
 
@@ -662,7 +668,9 @@ struct Iq1xDot {
 
 impl Iq1xDot {
     /// Loads the constants.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn new() -> Self {
         let ld = |p: *const u8| {
@@ -679,7 +687,9 @@ impl Iq1xDot {
 
     /// The products `f32(d)·dy·(T/8)` of four IQ1_S_X super-blocks of `xs · ys`, one per
     /// lane, with T = 8·sumi + sumi1 (see [`dot_iq1_s_x_avx512`]).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn group(&self, xs: &[BlockIQ1SX; 4], ys: &[BlockQ8K; 4]) -> __m128 {
         let mut z = [_mm512_setzero_si512(); 4];
@@ -727,7 +737,9 @@ struct Iq1Dot {
 
 impl Iq1Dot {
     /// Loads the constants.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn new() -> Self {
         let ld = |p: *const u8| {
@@ -744,7 +756,9 @@ impl Iq1Dot {
 
     /// The products `f32(d)·dy·(Σ + Σ₁/8)` of four super-blocks of `xs · ys`, one per lane,
     /// the reference's way (see [`dot_iq1_s_avx512`]).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn group(&self, xs: &[BlockIQ1S; 4], ys: &[BlockQ8K; 4]) -> __m128 {
         let mut z = [_mm512_setzero_si512(); 4];
@@ -769,7 +783,9 @@ impl Iq1Dot {
     /// partial pairs) and lanes 8–15 the bsum terms (see [`fold_pairs`]): `lvs` its level
     /// codes per quarter, `rq` its eight group words (scale at bits 12–14, delta sign at bit
     /// 15, as in IQ1_S's `qh`) in every 128-bit lane.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn sums(&self, lvs: &[__m512i; 4], rq: __m512i, y: &BlockQ8K) -> __m512i {
         // SAFETY: 256 activation bytes, 32 `bsums` bytes (unaligned).
@@ -808,7 +824,9 @@ impl Iq1Dot {
 
     /// The float products of four super-blocks from their [`Self::sums`] `z`, f16 scales
     /// `hd` and activation scales `dy`, one per lane: the reference's operations.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn finish(z: &[__m512i; 4], hd: &[u16; 4], dy: &[f32; 4]) -> __m128 {
         let (sumi, sumi1) = fold_pairs(tree4(z[0], z[1], z[2], z[3]));
@@ -867,7 +885,7 @@ fn add_rows4(s: &mut __m128, v: &[__m128; 4], cnt: usize) {
 /// level codes gathered from [`IQ1S_LEVELS`] (`vpgatherdq`, [`Iq1Unpack::block`]); per column Σ (l − 1)·y =
 /// Σ l·y − Σ y uses the activation block sums. Exact integer arithmetic and the reference's
 /// float combine: each column gets the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_s_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
     unsafe { iq1_multi::<BlockIQ1S>(n, w, acts, out) }
@@ -876,14 +894,14 @@ unsafe fn dot_iq1_s_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
 /// IQ1_S_X · Q8_K against up to eight activation columns per pass:
 /// [`dot_iq1_s_avx512_multi`] with the level codes unpacked by shifts
 /// ([`Iq1Unpack::block_x`]) instead of gathered.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_s_x_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
     unsafe { iq1_multi::<BlockIQ1SX>(n, w, acts, out) }
 }
 
 /// The body of the IQ1 multi-column kernels, for either layout.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 #[inline]
 unsafe fn iq1_multi<B: Iq1Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let ld = |p: *const u8| {
@@ -981,7 +999,9 @@ pub(super) struct Iq1Block {
 
 impl Iq1Unpack {
     /// Loads the constants.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn new() -> Self {
         // SAFETY: HI_BITS has 64 bytes (unaligned load).
@@ -995,7 +1015,9 @@ impl Iq1Unpack {
     /// indices are formed in two registers (`vpmovzxbd` of the `qs` bytes, `vpmultishiftqb`
     /// of the broadcast `qh` words for bits 8–10) and each quarter's eight grid rows are
     /// one `vpgatherdq` from [`IQ1S_LEVELS`].
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn levels(&self, x: &BlockIQ1S) -> [__m512i; 4] {
         let q = x.qs.as_ptr();
@@ -1036,7 +1058,9 @@ impl Iq1Unpack {
     }
 
     /// Unpacks one super-block (exact): [`Self::levels`] and the group scales.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn block(&self, x: &BlockIQ1S) -> Iq1Block {
         // SAFETY: same features as this function.
@@ -1047,11 +1071,13 @@ impl Iq1Unpack {
         unsafe { Self::with_scales(lvs, qh) }
     }
 
-    /// The level codes of an IQ1_S_X block's four quarters (one shift and one mask each)
+    /// The level codes of an IQ1_S_X block's four quarters (one operation each, [`iq1sx_codes`])
     /// and its eight group words in every 128-bit lane, each with the group's scale at bits
     /// 12–14 and its delta sign at bit 15 (where IQ1_S's `qh` words hold them; the low bits
     /// are other groups' nibbles, which no user of the words reads).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn levels_x(&self, x: &BlockIQ1SX) -> ([__m512i; 4], __m512i) {
         // SAFETY: same features as this function.
@@ -1062,7 +1088,9 @@ impl Iq1Unpack {
 
     /// Unpacks one IQ1_S_X super-block (exact): what [`Self::block`] gives for the IQ1_S
     /// block it was repacked from, but `qh`'s index bits.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn block_x(&self, x: &BlockIQ1SX) -> Iq1Block {
         // SAFETY: same features as this function.
@@ -1072,7 +1100,9 @@ impl Iq1Unpack {
     }
 
     /// [`Self::block`] or [`Self::block_x`], by layout.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn unpack<B: Iq1Layout>(&self, x: &B) -> Iq1Block {
         // `cast_ref` is to the block's own type (the branch not taken is removed at compile
@@ -1087,7 +1117,9 @@ impl Iq1Unpack {
     }
 
     /// An [`Iq1Block`] from its level codes and group words (`qh`, IQ1_S's layout).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn with_scales(lvs: [__m512i; 4], qh: __m128i) -> Iq1Block {
         let ls32 = _mm512_castsi256_si512(_mm256_add_epi32(
@@ -1152,7 +1184,9 @@ pub(super) struct Iq2Block {
 
 impl Iq2Unpack {
     /// Loads the tables.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn new() -> Self {
         let ld = |p: *const u8| {
@@ -1174,7 +1208,9 @@ impl Iq2Unpack {
     }
 
     /// Unpacks one super-block (exact; see the module docs).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn block(&self, x: &BlockIQ2XXS) -> Iq2Block {
         // SAFETY: a block's 64 code bytes are readable (unaligned load).
@@ -1222,7 +1258,9 @@ impl Iq2Unpack {
     }
 
     /// [`Self::block`] or IQ2_XXS_X's [`iq2x::Iq2xUnpack::block`], by layout.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn unpack<B: Iq2Layout>(&self, x: &B) -> Iq2Block {
         // `cast_ref` is to the block's own type (the branch not taken is removed at compile
@@ -1240,14 +1278,14 @@ impl Iq2Unpack {
 /// IQ2_XXS · Q8_K against several activation columns: each super-block is unpacked once
 /// (grid values, sign masks, scales) and used for up to eight columns; per column exact
 /// integer sums and the reference's float combine, so each result is the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq2_xxs_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
     unsafe { iq2_multi::<BlockIQ2XXS>(n, w, acts, out) }
 }
 
 /// The body of the IQ2 multi-column kernels, for either layout.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 #[inline]
 unsafe fn iq2_multi<B: Iq2Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let ld = |p: *const u8| {
@@ -1295,7 +1333,7 @@ unsafe fn iq2_multi<B: Iq2Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
 /// gathers of [`dot_iq2_xxs_avx512_rows`]: for CPUs whose `vpgatherdq` is slow (see
 /// [`super::gathers_slow`]). Per row and super-block the operations are
 /// [`dot_iq2_xxs_avx512_multi`]'s for one column: the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq2_xxs_avx512_lut_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let un = unsafe { Iq2Unpack::new() };
@@ -1334,14 +1372,14 @@ unsafe fn dot_iq2_xxs_avx512_lut_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: 
 /// group scales, f32 scale, offset correction), byte for byte what the scalar
 /// `expand_iq2_xxs` writes. The correction Σ ls·Σ gs is formed with `vpmaddubsw` pair sums
 /// and `vpdpwssd` by the group scales (exact).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 pub(super) unsafe fn expand_iq2_xxs_avx512(w: &[u8], out: &mut [u8]) {
     // SAFETY: same features as this function.
     unsafe { expand_iq2::<BlockIQ2XXS>(w, out) }
 }
 
 /// The body of the IQ2 expanders, for either layout.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 #[inline]
 unsafe fn expand_iq2<B: Iq2Layout>(w: &[u8], out: &mut [u8]) {
     use super::tile_grid::EXPANDED_SB;
@@ -1398,7 +1436,7 @@ fn store_expanded_tail(o: &mut [u8], ls16: __m128i, lsg16: __m128i, d: f32, corr
 /// Expands an IQ1_S row into the tile layout of [`super::tile_grid`] (values −1/0/+1, group
 /// scales, f32 scale, offset correction, and the delta term's ls·sign per group), byte for
 /// byte what the scalar `expand_iq1_s` writes.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 pub(super) unsafe fn expand_iq1_s_avx512(w: &[u8], out: &mut [u8]) {
     // SAFETY: same features as this function.
     unsafe { expand_iq1::<BlockIQ1S>(w, out) }
@@ -1406,14 +1444,14 @@ pub(super) unsafe fn expand_iq1_s_avx512(w: &[u8], out: &mut [u8]) {
 
 /// Expands an IQ1_S_X row into the tile layout, byte for byte what the scalar
 /// `expand_iq1_s_x` writes (and `expand_iq1_s` for the IQ1_S row it came from).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 pub(super) unsafe fn expand_iq1_s_x_avx512(w: &[u8], out: &mut [u8]) {
     // SAFETY: same features as this function.
     unsafe { expand_iq1::<BlockIQ1SX>(w, out) }
 }
 
 /// The body of the IQ1 expanders, for either layout.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 #[inline]
 unsafe fn expand_iq1<B: Iq1Layout>(w: &[u8], out: &mut [u8]) {
     use super::tile_grid::EXPANDED_SB;

@@ -1,11 +1,12 @@
 //! AVX-512 kernels for the byte-aligned formats: Q2_0 (one row, several rows, several
-//! columns), a multi-column Q8_0 and Q6_K (need AVX-512 F/BW/VL/DQ, VBMI and VNNI). The Q2_0
+//! columns), a multi-column Q8_0 and Q6_K (need AVX-512 F/BW/VL/DQ, VBMI and VNNI; the Q2_0
+//! decode kernels GFNI too, all checked by `avx512_iq::has_features`). The Q2_0
 //! notes:
 //!
 //! The multi-column kernel (and the `tile_q2` tiles) hold a whole 64-element block in
 //! element order: the 16 code bytes are spread so that qword i holds the 16 code bits of
 //! elements 8i..8i+7, and `vpmultishiftqb` cuts out each element's two bits ([`CUT`]).
-//! The one- and multi-row kernels (decode; they also need GFNI) work on eight blocks at a
+//! The one- and multi-row kernels (decode) work on eight blocks at a
 //! time, one block per qword: two `vpermt2b` and two masked `vpermb` split the eight
 //! blocks' code bytes into two step registers ([`Q2_SPLIT`]) and one `vgf2p8affineqb` per
 //! step cuts one code out of every byte ([`CODE_PICK`]: shift and mask in one operation).
@@ -39,24 +40,14 @@ pub(super) static CUT: [u8; 64] = {
     t
 };
 
-/// Whether the CPU has GFNI, which the Q2_0 decode kernels need besides the AVX-512 tier
-/// (every CPU with AVX-512 VBMI but Cannon Lake has it).
-pub fn has_gfni() -> bool {
-    std::is_x86_feature_detected!("gfni")
-}
-
 /// `vgf2p8affineqb` bit matrices of the decode kernels, one per code position k (0..3):
 /// every byte becomes its code k (bits 2k, 2k + 1 moved to bits 0, 1; the rest cleared).
-/// Matrix byte 7 − i selects the input bits whose parity is output bit i.
-const CODE_PICK: [i64; 4] = {
-    let mut t = [0i64; 4];
-    let mut k = 0;
-    while k < 4 {
-        t[k] = ((1i64 << (2 * k)) << 56) | ((1i64 << (2 * k + 1)) << 48);
-        k += 1;
-    }
-    t
-};
+const CODE_PICK: [i64; 4] = [
+    super::gf_move2(0, 0),
+    super::gf_move2(2, 0),
+    super::gf_move2(4, 0),
+    super::gf_move2(6, 0),
+];
 
 /// `vpermt2b` indices of the activation transpose, one per code position k: destination
 /// byte i of every dword takes byte k of the same dword of the first source (i even) or

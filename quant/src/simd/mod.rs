@@ -132,6 +132,14 @@ pub type RowsDotFn = fn(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]);
 /// Weight rows a [`RowsDotFn`] takes per pass (callers group rows by this many).
 pub const DOT_ROWS: usize = 4;
 
+/// The `vgf2p8affineqb` bit matrix (one qword, the same for every qword) that moves bits
+/// `from`, `from + 1` of every byte to bits `to`, `to + 1` and clears the others: a shift
+/// and a mask in one operation. Matrix byte 7 − i selects the input bits whose parity is
+/// output bit i.
+pub(crate) const fn gf_move2(from: u32, to: u32) -> i64 {
+    ((1i64 << from) << (8 * (7 - to))) | ((1i64 << (from + 1)) << (8 * (6 - to)))
+}
+
 /// Most weight rows a caller hands a [`RowsDotFn`] at once (a multiple of [`DOT_ROWS`]):
 /// kernels that prepare their activation side once per call (Q2_0) use it for all of them.
 pub const DOT_BATCH: usize = 64;
@@ -166,7 +174,7 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
         if avx512_iq::has_features() {
             let k: Option<RowsDotFn> = match dtype {
                 DType::Q8_0 => Some(avx512_q8::dot_q8_0_avx512_rows_entry),
-                DType::Q2_0 if avx512_q8::has_gfni() => Some(avx512_q8::dot_q2_0_avx512_rows_entry),
+                DType::Q2_0 => Some(avx512_q8::dot_q2_0_avx512_rows_entry),
                 DType::Q6_K => Some(avx512_q8::dot_q6_k_avx512_rows_entry),
                 DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_rows_entry),
                 DType::IQ1_M => Some(avx512_iq::dot_iq1_m_avx512_rows_entry),
@@ -237,9 +245,7 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
         if avx512_iq::has_features() {
             match dtype {
                 DType::IQ2_XXS => v.push(("avx512", avx512_iq::dot_iq2_xxs_avx512_entry)),
-                DType::Q2_0 if avx512_q8::has_gfni() => {
-                    v.push(("avx512", avx512_q8::dot_q2_0_avx512_entry))
-                }
+                DType::Q2_0 => v.push(("avx512", avx512_q8::dot_q2_0_avx512_entry)),
                 DType::Q6_K => v.push(("avx512", avx512_q8::dot_q6_k_avx512_entry)),
                 DType::IQ1_S => v.push(("avx512", avx512_iq::dot_iq1_s_avx512_entry)),
                 DType::IQ1_M => v.push(("avx512", avx512_iq::dot_iq1_m_avx512_entry)),

@@ -27,9 +27,9 @@
 //!
 //! The repacked IQ1_M_X (`codec::repack`) keeps the level codes l = v + 1 in place of the
 //! grid indices and the 32 delta signs as one u32, so its kernels form W + 9 = 8·l + 2 − 2·[σ
-//! < 0] without a lookup: per quarter one 16-bit shift that puts the codes at bits 3–4, one
-//! `vpternlogd` ((c ∧ 0x18) ∨ 2), and the sign step above with the signs cut from the
-//! broadcast u32. Everything after the weights (scales, sums, float combine) is shared
+//! < 0] without a lookup: per quarter one `vgf2p8affineqb` that moves the codes to bits 3–4,
+//! clears the rest and sets bit 1 (8·l + 2), and the sign step above with the signs cut from
+//! the broadcast u32. Everything after the weights (scales, sums, float combine) is shared
 //! ([`Iq1mLayout`]), so IQ1_M_X gets IQ1_M's bits.
 
 use super::*;
@@ -146,7 +146,9 @@ impl Iq1mLayout for BlockIQ1MX {
 
 impl Iq1mDot {
     /// Loads the constants.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn new() -> Self {
         let ld = |p: *const u8| {
@@ -164,7 +166,9 @@ impl Iq1mDot {
 
     /// Unpacks one super-block of either layout (exact): its unsigned weights W + 9 per
     /// quarter and its scale words (see the module docs).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn unpack<B: Iq1mLayout>(&self, x: &B) -> Iq1mBlock {
         // `cast_ref` is to the block's own type (the branch not taken is removed at compile
@@ -190,25 +194,22 @@ impl Iq1mDot {
         }
     }
 
-    /// IQ1_M_X's unsigned weights W + 9 per quarter: the codes shifted to bits 3–4, masked,
-    /// 2 added, and the sign step (see the module docs).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    /// IQ1_M_X's unsigned weights W + 9 per quarter: the codes moved to bits 3–4 with 2
+    /// added (one `vgf2p8affineqb`), and the sign step (see the module docs).
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn weights_x(&self, x: &BlockIQ1MX) -> [__m512i; 4] {
         // SAFETY: 64 code bytes (unaligned load).
         let c = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-        // quarter p's codes at bits 2p..2p+2 of every byte, moved to bits 3–4
-        let at3 = [
-            _mm512_slli_epi16::<3>(c),
-            _mm512_slli_epi16::<1>(c),
-            _mm512_srli_epi16::<1>(c),
-            _mm512_srli_epi16::<3>(c),
-        ];
         let sg = _mm512_set1_epi32(i32::from_le_bytes(x.sg));
-        let (m18, two) = (_mm512_set1_epi8(0x18), _mm512_set1_epi8(2));
+        let two = _mm512_set1_epi8(2);
         std::array::from_fn(|p| {
-            // 8·l + 2, then ⊕ (sign bit at bit 1)
-            let t = _mm512_ternarylogic_epi32::<0xEA>(at3[p], m18, two);
+            // quarter p's codes at bits 2p..2p+2 of every byte moved to bits 3–4, the rest
+            // cleared and bit 1 set (the affine constant): 8·l + 2; then ⊕ (sign bit at bit 1)
+            let m = _mm512_set1_epi64(super::super::gf_move2(2 * p as u32, 3));
+            let t = _mm512_gf2p8affine_epi64_epi8::<2>(c, m);
             let signs = _mm512_multishift_epi64_epi8(self.xsign[p], sg);
             _mm512_ternarylogic_epi64::<0x78>(t, signs, two)
         })
@@ -216,7 +217,9 @@ impl Iq1mDot {
 
     /// IQ1_M's unsigned weights W + 9 per quarter: the gathered grid rows and the sign step
     /// (see the module docs).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn weights(&self, x: &BlockIQ1M) -> [__m512i; 4] {
         let qh = |i: usize| {
@@ -258,7 +261,9 @@ impl Iq1mDot {
 
     /// An unpacked super-block's T = 8·sumi + sumi1 against `y`, spread over the lanes of
     /// the result (see the module docs).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn sums(b: &Iq1mBlock, y: &BlockQ8K) -> __m512i {
         let z = _mm512_setzero_si512();
@@ -274,7 +279,9 @@ impl Iq1mDot {
     }
 
     /// The products `f32(d)·dy·(T/8)` of four super-blocks of `xs · ys`, one per lane.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn group<B: Iq1mLayout>(&self, xs: &[B; 4], ys: &[BlockQ8K; 4]) -> __m128 {
         let mut z = [_mm512_setzero_si512(); 4];
@@ -297,7 +304,7 @@ impl Iq1mDot {
 
 /// IQ1_M · Q8_K with AVX-512, one column: four super-blocks per [`Iq1mDot::group`], their
 /// products added in block order (the reference's bits; see the module docs).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_m_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
@@ -307,7 +314,7 @@ unsafe fn dot_iq1_m_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// IQ1_M · Q8_K for several weight rows against one activation row, four rows per pass
 /// (`grid_rows!`: four independent chains and four prefetched weight streams): each row gets
 /// the one-row kernel's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_m_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
@@ -316,7 +323,7 @@ unsafe fn dot_iq1_m_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
 
 /// IQ1_M_X · Q8_K with AVX-512, one column: [`dot_iq1_m_avx512`] with the weights shifted out
 /// of the stored codes instead of gathered (IQ1_M's bits).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_m_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
@@ -326,7 +333,7 @@ unsafe fn dot_iq1_m_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// IQ1_M_X · Q8_K for several weight rows against one activation row, four rows per pass
 /// ([`dot_iq1_m_avx512_rows`] on the repacked layout): each row gets the one-row kernel's
 /// bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
@@ -337,7 +344,7 @@ unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut
 /// with several tokens): each super-block is unpacked once ([`Iq1mDot::unpack`]: the
 /// gathers, signs and scales) and its sums formed per column; each column's float combine
 /// is the reference's, so it gets the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_m_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
     unsafe { iq1m_multi::<BlockIQ1M>(n, w, acts, out) }
@@ -345,14 +352,14 @@ unsafe fn dot_iq1_m_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
 
 /// IQ1_M_X · Q8_K against up to eight activation columns per pass: [`dot_iq1_m_avx512_multi`]
 /// on the repacked layout (IQ1_M's bits).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_m_x_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
     unsafe { iq1m_multi::<BlockIQ1MX>(n, w, acts, out) }
 }
 
 /// The multi-column kernel's body for either IQ1_M layout.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn iq1m_multi<B: Iq1mLayout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };

@@ -48,7 +48,9 @@ pub(super) struct Iq2xUnpack {
 
 impl Iq2xUnpack {
     /// Loads the constants.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn new() -> Self {
         // SAFETY: every table is 64 bytes (unaligned loads).
@@ -62,7 +64,9 @@ impl Iq2xUnpack {
 
     /// Unpacks one IQ2_XXS_X super-block: exactly what [`Iq2Unpack::block`] gives for the
     /// IQ2_XXS block it was repacked from.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     pub(super) unsafe fn block(&self, x: &BlockIQ2XXSX) -> Iq2Block {
         // SAFETY: a block's 64 code bytes are readable (unaligned load).
@@ -98,7 +102,9 @@ struct Iq2xDot {
 
 impl Iq2xDot {
     /// Loads the constants.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn new() -> Self {
         Iq2xDot {
@@ -110,7 +116,9 @@ impl Iq2xDot {
 
     /// The products `f32(d)·dy·Σ` of four super-blocks of `xs · ys`, one per lane (see
     /// [`dot_iq2_xxs_x_avx512`]).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
     #[inline]
     unsafe fn group(&self, xs: &[BlockIQ2XXSX; 4], ys: &[BlockQ8K; 4]) -> __m128 {
         let mut z = [_mm512_setzero_si512(); 4];
@@ -142,7 +150,7 @@ impl Iq2xDot {
 /// their group scales by one `vpdpwssd` (`scale_pairs`) — exact integers; four
 /// super-blocks' sums reduced by one unpack tree and their float products added in block
 /// order, then ×0.125: IQ2_XXS's reference bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq2_xxs_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq2xDot::new() };
@@ -152,7 +160,7 @@ unsafe fn dot_iq2_xxs_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// IQ2_XXS_X · Q8_K for several weight rows against one activation row, four rows per pass
 /// ([`dot_iq2_xxs_x_avx512`]'s steps for four super-blocks of each row in turn, each row
 /// prefetched ahead): the one-row kernel's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq2_xxs_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq2xDot::new() };
@@ -161,7 +169,7 @@ unsafe fn dot_iq2_xxs_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &m
 
 /// IQ2_XXS_X · Q8_K against up to eight activation columns per pass: IQ2_XXS's
 /// multi-column kernel on [`Iq2xUnpack::block`]'s unpacking.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq2_xxs_x_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
     unsafe { iq2_multi::<BlockIQ2XXSX>(n, w, acts, out) }
@@ -170,7 +178,7 @@ unsafe fn dot_iq2_xxs_x_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &m
 /// Expands an IQ2_XXS_X row into the tile layout of [`crate::simd::tile_grid`], byte for
 /// byte what the scalar `expand_iq2_xxs_x` writes (and `expand_iq2_xxs` for the IQ2_XXS row
 /// it came from).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 pub(in crate::simd) unsafe fn expand_iq2_xxs_x_avx512(w: &[u8], out: &mut [u8]) {
     // SAFETY: same features as this function.
     unsafe { expand_iq2::<BlockIQ2XXSX>(w, out) }
