@@ -3,8 +3,9 @@
 //! [`dot_mxfp4_avx512_multi`]).
 //!
 //! Four weight rows share one 512-bit register: 128-bit lane r holds row r's 16 code bytes
-//! of the current block. One mask gives the low nibbles (elements 0..15), a shift and a mask
-//! the high ones (16..31), and one `vpshufb` each turns codes into the E2M1 values, stored
+//! of the current block. One `vpermb` each turns the low nibbles (elements 0..15) and the
+//! 16-bit-shifted high ones (16..31) into the E2M1 values (a table repeated every 16 bytes,
+//! so the bits above the nibble need no mask), stored
 //! as `value + 12` so that they are unsigned for `vpdpbusd`; the activation halves are
 //! broadcast to all four lanes and `vpdpbusd` starts from −12·Σ₄y (formed once per block for
 //! the four rows), so each 32-bit lane is the exact 4-element sum of the reference's
@@ -38,7 +39,6 @@ static KVALUES_MXFP4_U12: [u8; 16] = {
 /// The kernels' constants, in registers.
 struct Fp4 {
     table: __m512i,
-    m4: __m512i,
     twelve: __m512i,
 }
 
@@ -52,7 +52,6 @@ impl Fp4 {
         let t = unsafe { _mm_loadu_si128(KVALUES_MXFP4_U12.as_ptr().cast()) };
         Fp4 {
             table: _mm512_broadcast_i32x4(t),
-            m4: _mm512_set1_epi8(0x0F),
             twelve: _mm512_set1_epi8(12),
         }
     }
@@ -68,15 +67,69 @@ impl Fp4 {
         let zero = _mm512_setzero_si512();
         let neg_lo = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, self.twelve, ylo));
         let neg_hi = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, self.twelve, yhi));
-        let lo = _mm512_shuffle_epi8(self.table, _mm512_and_si512(q, self.m4));
-        let hi = _mm512_shuffle_epi8(
-            self.table,
-            _mm512_and_si512(_mm512_srli_epi16(q, 4), self.m4),
-        );
+        // `vpermb` reads an index's low six bits and the table repeats every 16 bytes, so
+        // neither nibble needs a mask: bits 4–5 pick an identical copy, 6–7 are ignored
+        let lo = _mm512_permutexvar_epi8(q, self.table);
+        let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(q, 4), self.table);
         (
             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_lo, lo, ylo)),
             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_hi, hi, yhi)),
         )
+    }
+}
+
+impl Fp4 {
+    /// Block `b` of four rows (`xs`, one per 128-bit lane) against activation block `y`:
+    /// the per-lane scales `d_r = dy·2^(e−128)` (from the group's [`dx8`] registers `sc.0`
+    /// with the pick indices `sc.1` for blocks below `sc.2`, else in scalar) and the two
+    /// halves' exact 4-element sums from [`Self::lanes`].
+    ///
+    /// # Safety
+    /// The CPU must have the enabled features; every row must have block `b`.
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c"
+    )]
+    #[inline]
+    unsafe fn block(
+        &self,
+        xs: &[&[BlockMXFP4]; 4],
+        y: &BlockQ8_0,
+        b: usize,
+        sc: (&[__m512; 2], &[__m512i; 8], usize),
+    ) -> (__m512, __m512, __m512) {
+        let (dx, pick, grouped) = sc;
+        // SAFETY: 32 activation code bytes, 16 per half, and 16 code bytes per weight block
+        // (unaligned loads).
+        let (ylo, yhi, q) = unsafe {
+            let q = _mm512_castsi128_si512(_mm_loadu_si128(xs[0][b].qs.as_ptr().cast()));
+            let q = _mm512_inserti32x4::<1>(q, _mm_loadu_si128(xs[1][b].qs.as_ptr().cast()));
+            let q = _mm512_inserti32x4::<2>(q, _mm_loadu_si128(xs[2][b].qs.as_ptr().cast()));
+            (
+                _mm512_broadcast_i32x4(_mm_loadu_si128(y.qs.as_ptr().cast())),
+                _mm512_broadcast_i32x4(_mm_loadu_si128(y.qs[16..].as_ptr().cast())),
+                _mm512_inserti32x4::<3>(q, _mm_loadu_si128(xs[3][b].qs.as_ptr().cast())),
+            )
+        };
+        let (l_lo, l_hi) = self.lanes(q, ylo, yhi);
+        let dy = f16c!(y.d);
+        // d_r = dy·2^(e−128): the reference's one f32 product either way
+        let d = if b < grouped {
+            _mm512_mul_ps(
+                _mm512_permutex2var_ps(dx[0], pick[b % 8], dx[1]),
+                _mm512_set1_ps(dy),
+            )
+        } else {
+            let d4 = _mm_setr_ps(
+                dy * e8m0_to_f32_half(xs[0][b].e),
+                dy * e8m0_to_f32_half(xs[1][b].e),
+                dy * e8m0_to_f32_half(xs[2][b].e),
+                dy * e8m0_to_f32_half(xs[3][b].e),
+            );
+            // 128-bit lane r of the four per-row scales: lane r's four floats are d_r
+            let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+            _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(d4))
+        };
+        (d, l_lo, l_hi)
     }
 }
 
@@ -110,8 +163,6 @@ fn store_acc(acc: &[[__m512; 2]; 2]) -> [[[f32; 16]; 2]; 2] {
 unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
     let k4 = Fp4::new();
-    // 128-bit lane r of the four per-row scales: lane r's four floats are d_r
-    let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     // block k of a group of eight: lane 4r..4r+3 takes row r's scale from [`dx8`]'s pair
     let pick: [__m512i; 8] = std::array::from_fn(|k| {
         let v: [i32; 16] = std::array::from_fn(|l| (16 * (l / 8) + 8 * (l / 4 % 2) + k) as i32);
@@ -130,12 +181,18 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
             xs[r] = xs[0];
         }
         // [parity][half]: even / odd blocks (the reference's acc1 / acc2), lanes 0..3 / 4..7
-        let mut acc = [[_mm512_setzero_ps(); 2]; 2];
         let paired = nb / 2 * 2;
         // blocks in whole groups of eight take their scales from `dx8`, the rest in scalar
         let grouped = paired / 8 * 8;
         let mut dx = [_mm512_setzero_ps(); 2];
-        for b in 0..paired {
+        // two blocks per step, so that both parities' accumulators stay in registers
+        let (mut e_lo, mut e_hi, mut o_lo, mut o_hi) = (
+            _mm512_setzero_ps(),
+            _mm512_setzero_ps(),
+            _mm512_setzero_ps(),
+            _mm512_setzero_ps(),
+        );
+        for b in (0..paired).step_by(2) {
             if b % 8 == 0 && b < grouped {
                 // SAFETY: same features as this function; every row has blocks b..b + 8.
                 dx = unsafe { dx8(&xs, b) };
@@ -145,42 +202,17 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
                     super::prefetch_ahead(x[b..].as_ptr().cast(), 4 * size_of::<BlockMXFP4>(), pd);
                 }
             }
-            let y = &ys[b];
-            // SAFETY: 32 activation code bytes, 16 per half (unaligned loads).
-            let (ylo, yhi) = unsafe {
-                (
-                    _mm512_broadcast_i32x4(_mm_loadu_si128(y.qs.as_ptr().cast())),
-                    _mm512_broadcast_i32x4(_mm_loadu_si128(y.qs[16..].as_ptr().cast())),
-                )
-            };
-            // SAFETY: 16 code bytes per weight block (unaligned loads).
-            let q = unsafe {
-                let q = _mm512_castsi128_si512(_mm_loadu_si128(xs[0][b].qs.as_ptr().cast()));
-                let q = _mm512_inserti32x4::<1>(q, _mm_loadu_si128(xs[1][b].qs.as_ptr().cast()));
-                let q = _mm512_inserti32x4::<2>(q, _mm_loadu_si128(xs[2][b].qs.as_ptr().cast()));
-                _mm512_inserti32x4::<3>(q, _mm_loadu_si128(xs[3][b].qs.as_ptr().cast()))
-            };
-            let (l_lo, l_hi) = k4.lanes(q, ylo, yhi);
-            let dy = f16c!(y.d);
-            // d_r = dy·2^(e−128): the reference's one f32 product either way
-            let d = if b < grouped {
-                _mm512_mul_ps(
-                    _mm512_permutex2var_ps(dx[0], pick[b % 8], dx[1]),
-                    _mm512_set1_ps(dy),
-                )
-            } else {
-                let d4 = _mm_setr_ps(
-                    dy * e8m0_to_f32_half(xs[0][b].e),
-                    dy * e8m0_to_f32_half(xs[1][b].e),
-                    dy * e8m0_to_f32_half(xs[2][b].e),
-                    dy * e8m0_to_f32_half(xs[3][b].e),
-                );
-                _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(d4))
-            };
-            let [a_lo, a_hi] = &mut acc[b % 2];
-            *a_lo = _mm512_fmadd_ps(d, l_lo, *a_lo);
-            *a_hi = _mm512_fmadd_ps(d, l_hi, *a_hi);
+            let sc = (&dx, &pick, grouped);
+            // SAFETY: same features as this function; every row has blocks b and b + 1.
+            let (d, l_lo, l_hi) = unsafe { k4.block(&xs, &ys[b], b, sc) };
+            e_lo = _mm512_fmadd_ps(d, l_lo, e_lo);
+            e_hi = _mm512_fmadd_ps(d, l_hi, e_hi);
+            // SAFETY: as above.
+            let (d, l_lo, l_hi) = unsafe { k4.block(&xs, &ys[b + 1], b + 1, sc) };
+            o_lo = _mm512_fmadd_ps(d, l_lo, o_lo);
+            o_hi = _mm512_fmadd_ps(d, l_hi, o_hi);
         }
+        let acc = [[e_lo, e_hi], [o_lo, o_hi]];
         let lanes = store_acc(&acc);
         for (r, o) in out.iter_mut().enumerate() {
             let mut s = crate::dot::hsum8(&lane_sums(&lanes, r));
