@@ -293,7 +293,6 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
         dy: _mm512_setzero_ps(),
     };
     let mut acts = [zero; Q2_SEG];
-    let mut tails = [[BlockQ2_0::zeroed(); 8]; Q2_BATCH];
     for (rows, out) in rows.chunks(Q2_BATCH).zip(out.chunks_mut(Q2_BATCH)) {
         let mut xs: [&[BlockQ2_0]; Q2_BATCH] = [&[]; Q2_BATCH];
         let mut nb = ys.len() / 2;
@@ -303,22 +302,8 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
         }
         let nr = rows.len();
         let (full, rem) = (nb / 8, nb % 8);
-        if rem > 0 {
-            // padded copies of every row's last 1–7 blocks
-            for (t, x) in tails.iter_mut().zip(&xs[..nr]) {
-                *t = [BlockQ2_0::zeroed(); 8];
-                t[..rem].copy_from_slice(&x[8 * full..nb]);
-            }
-        }
-        // group g of row r: its eight blocks, or the padded copy for the last group
-        let at = |r: usize, g: usize| -> *const u8 {
-            let r = r.min(nr - 1);
-            if g < full {
-                xs[r][8 * g..8 * g + 8].as_ptr().cast()
-            } else {
-                tails[r].as_ptr().cast()
-            }
-        };
+        // row r (a short pass repeats its last row; those lanes are not used)
+        let row = |r: usize| xs[r.min(nr - 1)];
         let mut s = [_mm_setzero_ps(); Q2_BATCH / 4];
         let groups = nb.div_ceil(8);
         for seg in (0..groups).step_by(Q2_SEG) {
@@ -346,12 +331,22 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
                     let cnt = if g < full { 8 } else { rem };
                     for (h, sp) in sp[..passes].iter_mut().enumerate() {
                         let r = r8 + 4 * h;
-                        let p = [at(r, g), at(r + 1, g), at(r + 2, g), at(r + 3, g)];
-                        if cnt == 8 {
-                            for &pj in &p {
-                                super::prefetch_ahead(pj, 144, pd);
-                            }
-                        }
+                        // the last 1–7 blocks: padded copies with zero blocks
+                        let pad: [[BlockQ2_0; 8]; 4];
+                        let p: [*const u8; 4] = if cnt == 8 {
+                            std::array::from_fn(|j| {
+                                let x = &row(r + j)[8 * g..8 * g + 8];
+                                super::prefetch_ahead(x.as_ptr().cast(), 144, pd);
+                                x.as_ptr().cast()
+                            })
+                        } else {
+                            pad = std::array::from_fn(|j| {
+                                let mut t = [BlockQ2_0::zeroed(); 8];
+                                t[..rem].copy_from_slice(&row(r + j)[8 * full..nb]);
+                                t
+                            });
+                            pad.each_ref().map(|t| t.as_ptr().cast())
+                        };
                         // SAFETY: same features as this function; each `p` points to
                         // eight blocks (144 bytes).
                         let w = unsafe {
