@@ -88,13 +88,14 @@ static Q2_SPLIT: [[u8; 64]; 2] = {
 };
 
 /// `vpermt2b` indices that pick the f16 scales of eight consecutive Q2_0 blocks (18 bytes
-/// apart, so all within the first 128 bytes), each twice: bytes 4k..4k+3 are block k's `d`,
-/// `d`; the upper 32 bytes are unused.
+/// apart, so all within the first 128 bytes) in the order of [`q2_0_pair`]'s lanes: word
+/// 4l + j is block 2l + j mod 2's `d`; the upper 32 bytes are unused.
 static DX_PICK: [u8; 64] = {
     let mut t = [0u8; 64];
     let mut i = 0;
     while i < 32 {
-        t[i] = (18 * (i / 4) + (i % 2)) as u8;
+        let w = i / 2;
+        t[i] = (18 * (2 * (w / 4) + w % 2) + i % 2) as u8;
         i += 1;
     }
     t
@@ -187,8 +188,8 @@ impl Q2Consts {
 }
 
 /// Eight Q2_0 blocks of one row (the 144 bytes at `x`) against their prepared activations:
-/// lanes 2k and 2k + 1 of the result are both block k's product `f32(dx)·(f32(dy0)·Σ₀ +
-/// f32(dy1)·Σ₁)`, the reference's operations. The code bytes are split into two step
+/// lane 2k + h of the first result is block k's exact half sum Σ (c − 1)·y of half h; the
+/// other two are the first two 64-byte loads (whose bytes hold the scales). The code bytes are split into two step
 /// registers ([`Q2_SPLIT`]); each of eight steps cuts one code of every byte out of them
 /// (one `vgf2p8affineqb`, [`CODE_PICK`]) and `vpdpbusd` adds its products with the step's
 /// transposed activations, in two chains, so the 16 lanes end as the exact half sums
@@ -198,7 +199,7 @@ impl Q2Consts {
 /// The CPU must have the enabled features and `x` must point to 144 readable bytes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,gfni,f16c")]
 #[inline]
-unsafe fn q2_0_group(x: *const u8, act: &Q2Act, k: &Q2Consts) -> __m512 {
+unsafe fn q2_0_sums(x: *const u8, act: &Q2Act, k: &Q2Consts) -> (__m512i, __m512i, __m512i) {
     // SAFETY: the caller guarantees bytes 0..144 (the loads cover 0..128 and 80..144).
     let (l0, l1, l2) = unsafe {
         (
@@ -220,27 +221,46 @@ unsafe fn q2_0_group(x: *const u8, act: &Q2Act, k: &Q2Consts) -> __m512 {
         odd = _mm512_dpbusd_epi32(odd, c1, act.y[g + 1]);
     }
     // every lane is Σ (c − 1)·y over 32 elements, exact in i32
-    let t = _mm512_add_epi32(even, odd);
-    let prod = _mm512_mul_ps(act.dy, _mm512_cvtepi32_ps(t));
-    let inner = _mm512_add_ps(prod, _mm512_permute_ps::<0b10_11_00_01>(prod));
-    let dx = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi8(
-        l0, k.dxi, l1,
-    )));
-    _mm512_mul_ps(dx, inner)
+    (_mm512_add_epi32(even, odd), l0, l1)
 }
 
-/// Adds the first `cnt` block products of up to four rows' [`q2_0_group`] results to the
-/// rows' running sums `s` (lane r: row r), block by block in order: the reference's
-/// additions, four rows per `vaddps`. Lanes of rows beyond the pass's (zero) are computed
-/// and not used.
+/// Eight Q2_0 blocks of two rows (144 bytes each at `x0`, `x1`) against their prepared
+/// activations: lane 4l + j of the result is row j / 2's product of block 2l + j mod 2,
+/// `f32(dx)·(f32(dy0)·Σ₀ + f32(dy1)·Σ₁)`, the reference's operations (the two rows share
+/// the pairing shuffles, the scale conversion and the last multiply).
+///
+/// # Safety
+/// The CPU must have the enabled features and `x0`, `x1` must point to 144 readable bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,gfni,f16c")]
+#[inline]
+unsafe fn q2_0_pair(x0: *const u8, x1: *const u8, act: &Q2Act, k: &Q2Consts) -> __m512 {
+    // SAFETY: the caller's guarantee.
+    let ((t0, a0, b0), (t1, a1, b1)) = unsafe { (q2_0_sums(x0, act, k), q2_0_sums(x1, act, k)) };
+    let p0 = _mm512_mul_ps(act.dy, _mm512_cvtepi32_ps(t0));
+    let p1 = _mm512_mul_ps(act.dy, _mm512_cvtepi32_ps(t1));
+    // 128-bit lane l: blocks 2l, 2l + 1 of row 0, then of row 1; first halves + second
+    let inner = _mm512_add_ps(
+        _mm512_shuffle_ps::<0b10_00_10_00>(p0, p1),
+        _mm512_shuffle_ps::<0b11_01_11_01>(p0, p1),
+    );
+    let d = _mm512_mask_blend_epi16(
+        0xCCCC_CCCC,
+        _mm512_permutex2var_epi8(a0, k.dxi, b0),
+        _mm512_permutex2var_epi8(a1, k.dxi, b1),
+    );
+    _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(d)), inner)
+}
+
+/// Adds the first `cnt` block products of four rows (two [`q2_0_pair`] results: rows 0, 1
+/// and rows 2, 3) to the rows' running sums `s` (lane r: row r), block by block in order:
+/// the reference's additions, four rows per `vaddps`. Lanes of rows beyond the pass's are
+/// computed and not used.
 #[target_feature(enable = "avx512f,avx512dq")]
 #[inline]
-fn add_rows8(s: &mut __m128, w: &[__m512; 4], cnt: usize) {
-    let t01 = _mm512_castps_pd(_mm512_mask_blend_ps(0xAAAA, w[0], w[1]));
-    let t23 = _mm512_castps_pd(_mm512_mask_blend_ps(0xAAAA, w[2], w[3]));
+fn add_rows8(s: &mut __m128, w: &[__m512; 2], cnt: usize) {
     // 128-bit lane j: block 2j (x) and 2j + 1 (y) of rows 0–3
-    let x = _mm512_castpd_ps(_mm512_unpacklo_pd(t01, t23));
-    let y = _mm512_castpd_ps(_mm512_unpackhi_pd(t01, t23));
+    let x = _mm512_shuffle_ps::<0b10_00_10_00>(w[0], w[1]);
+    let y = _mm512_shuffle_ps::<0b11_01_11_01>(w[0], w[1]);
     let v = [
         _mm512_castps512_ps128(x),
         _mm512_castps512_ps128(y),
@@ -277,7 +297,7 @@ unsafe fn dot_q2_0_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Q2_0 · Q8_0 for several weight rows against one activation row (decode). The activation
 /// side is prepared once per [`Q2_SEG`] groups of eight blocks ([`q2_0_act`]) and used by
 /// up to [`Q2_BATCH`] rows, four rows per pass: each row's eight-block products from
-/// [`q2_0_group`], added in block order four rows at a time ([`add_rows8`]). The last 1–7
+/// [`q2_0_pair`], added in block order four rows at a time ([`add_rows8`]). The last 1–7
 /// blocks are padded with zero blocks whose products are not added. Per row the arithmetic
 /// is the reference's: its bits.
 #[target_feature(
@@ -351,10 +371,8 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
                         // eight blocks (144 bytes).
                         let w = unsafe {
                             [
-                                q2_0_group(p[0], act, &k),
-                                q2_0_group(p[1], act, &k),
-                                q2_0_group(p[2], act, &k),
-                                q2_0_group(p[3], act, &k),
+                                q2_0_pair(p[0], p[1], act, &k),
+                                q2_0_pair(p[2], p[3], act, &k),
                             ]
                         };
                         add_rows8(sp, &w, cnt);
