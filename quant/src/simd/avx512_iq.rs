@@ -718,7 +718,7 @@ impl Iq1xDot {
             });
             // four-element sums |Σ| ≤ 4·2·128
             let sc = self.pick.map(|t| _mm512_permutexvar_epi16(t, wv));
-            *zk = scale_pairs(_mm512_dpwssd_epi32(zero, bs, wv), &d, &sc);
+            *zk = scale_pairs(_mm512_madd_epi16(bs, wv), &d, &sc);
         }
         let t = _mm_mul_ps(
             _mm_cvtepi32_ps(sums4(z[0], z[1], z[2], z[3])),

@@ -431,10 +431,10 @@ mod x86 {
                     };
                     let (b0, b1) = (bs(2 * p), bs(2 * p + 1));
                     let t = tree4(
-                        _mm512_dpwssd_epi32(zero, l01, b0),
-                        _mm512_dpwssd_epi32(zero, l23, b0),
-                        _mm512_dpwssd_epi32(zero, l01, b1),
-                        _mm512_dpwssd_epi32(zero, l23, b1),
+                        _mm512_madd_epi16(l01, b0),
+                        _mm512_madd_epi16(l23, b0),
+                        _mm512_madd_epi16(l01, b1),
+                        _mm512_madd_epi16(l23, b1),
                     );
                     // lane 0: rows 0, 2 of both columns; lane 2: rows 1, 3
                     let (e, o) = fold_pairs(t);

@@ -274,7 +274,7 @@ impl Iq1mDot {
         });
         // SAFETY: 32 `bsums` bytes (unaligned load; the upper half of the register is 0).
         let bs = unsafe { _mm512_zextsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())) };
-        let acc = _mm512_dpwssd_epi32(z, _mm512_mullo_epi16(bs, _mm512_set1_epi16(-9)), b.wv);
+        let acc = _mm512_madd_epi16(_mm512_mullo_epi16(bs, _mm512_set1_epi16(-9)), b.wv);
         scale_pairs(acc, &d, &b.pairs)
     }
 
