@@ -169,4 +169,19 @@ fn matvec_reports_each_type_against_the_bandwidth() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+    // `--row`: the row length is reported; one that is not a multiple of the type's block
+    // is refused naming the type and the option
+    let v = json_of(&[
+        "bench", "--matvec", "q8_0", "--row", "1024", "-t", "1", "-r", "1", "--json",
+    ]);
+    assert_eq!(v[0]["row"].as_u64(), Some(1024), "{v}");
+    let out = fathom()
+        .args(["bench", "--matvec", "q4_k", "--row", "1000"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("Q4_K") && err.contains("--row"),
+        "{err}"
+    );
 }

@@ -56,6 +56,10 @@ pub struct Args {
     /// separated; 0 = none; default: the current one, `FATHOM_PREFETCH` or 2048).
     #[arg(long, value_delimiter = ',', requires = "matvec")]
     prefetch: Vec<usize>,
+    /// With `--matvec`: elements per weight row (a multiple of each type's block; the
+    /// 1024-wide `attn_q_b` rows, for instance, run at a different rate than 4096-wide ones).
+    #[arg(long, default_value_t = super::bench_matvec::DEFAULT_ROW, requires = "matvec")]
+    row: usize,
     /// Live MoE configuration (TOML or `.bin`), applied before the tests and re-checked before
     /// each test; without a value `/tmp/dsv4_moe_cfg.bin`.
     #[arg(long, num_args = 0..=1, default_missing_value = "/tmp/dsv4_moe_cfg.bin")]
@@ -219,8 +223,12 @@ fn run_inner(args: &Args) -> Result<()> {
             bail!("-r must be at least 1");
         }
         let types = super::bench_matvec::parse_types(list)?;
+        if args.row == 0 {
+            bail!("--row must be at least 1");
+        }
         return super::bench_matvec::run(
             &types,
+            args.row,
             &args.prefetch,
             threads,
             args.reps,

@@ -2,7 +2,7 @@
 //! side by side with the bandwidth read, and the fraction of the bandwidth it reaches (issue
 //! 5's "every matvec ≥ 80% of the measured bandwidth").
 //!
-//! Per type: one MUL_MAT node with 4096-element rows and [`super::bench::membw_bytes`] of
+//! Per type: one MUL_MAT node with `--row` elements per row (default 4096) and [`super::bench::membw_bytes`] of
 //! random weights (generated as `fathom synth` writes that type; the repacked `_X` types from
 //! random IQ1_S / IQ2_XXS blocks), one activation column, on the executor with `-t` threads.
 //! Each of `-r` rounds reads the bandwidth buffer (best of a plain and a prefetching pass),
@@ -18,8 +18,8 @@ use quant::DType;
 use std::io::Write;
 use std::time::Instant;
 
-/// Row length of the matvecs (V4-Flash's hidden size).
-const K: usize = 4096;
+/// Default row length of the matvecs (V4-Flash's hidden size).
+pub const DEFAULT_ROW: usize = 4096;
 
 /// The weight types `--matvec all` measures: issue 5's kernel list plus the repacked layouts.
 pub const ALL: &[DType] = &[
@@ -60,14 +60,14 @@ pub fn parse_types(list: &str) -> Result<Vec<DType>> {
         .collect()
 }
 
-/// Random weights of `t`, `rows` rows of [`K`].
-fn weights(t: DType, rows: usize) -> Result<Vec<u8>> {
-    let n = (rows * K) as u64;
+/// Random weights of `t`, `rows` rows of `k` elements.
+fn weights(t: DType, k: usize, rows: usize) -> Result<Vec<u8>> {
+    let n = (rows * k) as u64;
     let gen = |t: DType| {
         super::synth::random_weights(t, n, 0x5eed ^ t as u64)
             .ok_or_else(|| anyhow!("--matvec: cannot generate {t} weights"))
     };
-    let bytes = |t: DType| quant::bytes_for(t, rows * K).context("--matvec: weight size");
+    let bytes = |t: DType| quant::bytes_for(t, rows * k).context("--matvec: weight size");
     // a repacked layout: its source type's random weights, converted
     Ok(match quant::codec::repack::repack_source(t) {
         Some((from, convert)) => {
@@ -79,12 +79,12 @@ fn weights(t: DType, rows: usize) -> Result<Vec<u8>> {
     })
 }
 
-/// A one-node graph `y = w · x` on the executor, its input set.
-fn executor(t: DType, rows: usize, threads: usize) -> Result<Executor> {
+/// A one-node graph `y = w · x` (`k`-element rows) on the executor, its input set.
+fn executor(t: DType, k: usize, rows: usize, threads: usize) -> Result<Executor> {
     let mut g = Graph::new();
-    let desc = TensorDesc::new(t, &[K, rows])?;
-    let w = g.weight("w", desc, WeightData::from_vec(weights(t, rows)?))?;
-    let x = g.input("x", TensorDesc::f32(&[K, 1])?)?;
+    let desc = TensorDesc::new(t, &[k, rows])?;
+    let w = g.weight("w", desc, WeightData::from_vec(weights(t, k, rows)?))?;
+    let x = g.input("x", TensorDesc::f32(&[k, 1])?)?;
     let y = g.mul_mat(w, x)?;
     g.output("y", y)?;
     let cfg = ExecConfig {
@@ -92,7 +92,7 @@ fn executor(t: DType, rows: usize, threads: usize) -> Result<Executor> {
         ..ExecConfig::default()
     };
     let mut e = Executor::new(g, cfg);
-    let xs: Vec<f32> = (0..K)
+    let xs: Vec<f32> = (0..k)
         .map(|i| ((i * 31) % 200) as f32 / 100.0 - 1.0)
         .collect();
     e.set_input_f32("x", &xs)?;
@@ -115,9 +115,10 @@ struct Measured {
     read: Vec<f64>,
 }
 
-/// Runs the matvec tests and prints their table (or JSON).
+/// Runs the matvec tests with `k`-element rows and prints their table (or JSON).
 pub fn run(
     types: &[DType],
+    k: usize,
     prefetch: &[usize],
     threads: usize,
     rounds: usize,
@@ -133,9 +134,11 @@ pub fn run(
     let buf = ReadBuffer::new();
     let mut all = Vec::new();
     for &t in types {
-        let row = quant::bytes_for(t, K).context("--matvec: row size")?;
+        let row = quant::bytes_for(t, k).with_context(|| {
+            format!("--matvec: {t} rows of {k} elements (--row must be a multiple of its block)")
+        })?;
         let rows = (buf.bytes() / row / 64 * 64).max(64);
-        let mut e = executor(t, rows, threads)?;
+        let mut e = executor(t, k, rows, threads)?;
         let bytes = row * rows;
         let kernel = match quant::simd::rows_available(t).first() {
             Some((name, _)) => format!("{name} rows"),
@@ -176,7 +179,7 @@ pub fn run(
             .map(|m| {
                 let fr: Vec<f64> = m.matvec.iter().zip(&m.read).map(|(a, b)| a / b).collect();
                 serde_json::json!({
-                    "test": "matvec", "type": m.t.name(), "kernel": m.kernel,
+                    "test": "matvec", "type": m.t.name(), "kernel": m.kernel, "row": k,
                     "weight_bytes": m.bytes, "n_threads": threads, "prefetch": m.prefetch,
                     "matvec_gbs": median(&m.matvec), "membw_gbs": median(&m.read),
                     "fraction": median(&fr), "samples_gbs": m.matvec, "samples_membw_gbs": m.read,
@@ -188,17 +191,18 @@ pub fn run(
     }
     writeln!(
         out,
-        "| type | kernel | weights | prefetch | matvec GB/s | read GB/s | % of read | rounds' % |"
+        "| type | kernel | row | weights | prefetch | matvec GB/s | read GB/s | % of read | rounds' % |"
     )?;
-    writeln!(out, "|---|---|---:|---:|---:|---:|---:|---|")?;
+    writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---|")?;
     for m in &all {
         let fr: Vec<f64> = m.matvec.iter().zip(&m.read).map(|(a, b)| a / b).collect();
         let rounds: Vec<String> = fr.iter().map(|f| format!("{:.0}", 100.0 * f)).collect();
         writeln!(
             out,
-            "| {} | {} | {:.0} MiB | {} | {:.2} | {:.2} | {:.0}% | {} |",
+            "| {} | {} | {} | {:.0} MiB | {} | {:.2} | {:.2} | {:.0}% | {} |",
             m.t.name(),
             m.kernel,
+            k,
             m.bytes as f64 / (1u64 << 20) as f64,
             m.prefetch,
             median(&m.matvec),
