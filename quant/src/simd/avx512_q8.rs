@@ -110,12 +110,13 @@ const Q2_SEG: usize = 16;
 const Q2_BATCH: usize = super::DOT_BATCH;
 
 /// The activation side of eight Q2_0 blocks (sixteen Q8_0 blocks) for the decode kernels,
-/// formed once per call and used by every row: lane b of each register belongs to activation
+/// formed once per segment of a batch and used by every row of the batch: lane b of each register belongs to activation
 /// block b, which lines up with half b mod 2 of weight block b / 2. `y[g]` holds code dword
 /// g of each activation block (a transpose of the row), `nsy` the negated sums −Σ y of each
-/// block (every row's `vpdpbusd` chain starts there) and `dy` their scales in f32. `y` comes
-/// transposed once more, in the order the weight codes are cut ([`CODE_PICK`]): `y[4r + k]`
-/// byte i of each lane is byte k of its code dword 4r + i (element 16r + 4i + k).
+/// block (every row's `vpdpbusd` chain starts there) and `dy` their scales in f32. Within
+/// each lane `y` is transposed once more, into the order the weight codes are cut
+/// ([`CODE_PICK`]): byte i of `y[4r + k]` is byte k of code dword 4r + i (element
+/// 16r + 4i + k).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Q2Act {
