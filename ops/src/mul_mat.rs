@@ -141,8 +141,8 @@ fn quarter_order(len: usize) -> impl Iterator<Item = usize> {
 /// Outputs `out` (weight rows `rows`) of one activation row `qa`: up to [`DOT_BATCH`]
 /// unmasked weight rows per multi-row kernel call (which takes them [`DOT_ROWS`] at a time,
 /// and may prepare its activation side once for all of them), in [`quarter_order`] (a
-/// masked row gives 0 and is not read). The kernels prefetch each of their four streams a fixed distance ahead
-/// (`quant::simd::prefetch_distance`), which carries the stream on into the next row of its
+/// masked row gives 0 and is not read). The kernels prefetch each of their four streams a
+/// fixed distance ahead (`quant::simd::prefetch_distance`), which carries the stream on into the next row of its
 /// quarter; prefetching the whole next group here at once measured slower (12.0 → 10.5
 /// GiB/s on a 512 MiB node), and no prefetch at all left the hardware prefetchers short of
 /// the latency on a VM (Q6_K 8.8 → 16.3 GB/s with the kernels' prefetch, alternating).

@@ -76,9 +76,7 @@ impl Fp4 {
             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_hi, hi, yhi)),
         )
     }
-}
 
-impl Fp4 {
     /// Block `b` of four rows (`xs`, one per 128-bit lane) against activation block `y`:
     /// the per-lane scales `d_r = dy·2^(e−128)` (from the group's [`dx8`] registers `sc.0`
     /// with the pick indices `sc.1` for blocks below `sc.2`, else in scalar) and the two

@@ -110,8 +110,9 @@ const Q2_SEG: usize = 16;
 const Q2_BATCH: usize = super::DOT_BATCH;
 
 /// The activation side of eight Q2_0 blocks (sixteen Q8_0 blocks) for the decode kernels,
-/// formed once per segment of a batch and used by every row of the batch: lane b of each register belongs to activation
-/// block b, which lines up with half b mod 2 of weight block b / 2. `y[g]` holds code dword
+/// formed once per segment of a batch and used by every row of the batch: lane b of each
+/// register belongs to activation block b, which lines up with half b mod 2 of weight block
+/// b / 2. `y[g]` holds code dword
 /// g of each activation block (a transpose of the row), `nsy` the negated sums −Σ y of each
 /// block (every row's `vpdpbusd` chain starts there) and `dy` their scales in f32. Within
 /// each lane `y` is transposed once more, into the order the weight codes are cut
@@ -190,8 +191,8 @@ impl Q2Consts {
 
 /// Eight Q2_0 blocks of one row (the 144 bytes at `x`) against their prepared activations:
 /// lane 2k + h of the first result is block k's exact half sum Σ (c − 1)·y of half h; the
-/// other two are the first two 64-byte loads (whose bytes hold the scales). The code bytes are split into two step
-/// registers ([`Q2_SPLIT`]); each of eight steps cuts one code of every byte out of them
+/// other two are the first two 64-byte loads (whose bytes hold the scales). The code bytes
+/// are split into two step registers ([`Q2_SPLIT`]); each of eight steps cuts one code of every byte out of them
 /// (one `vgf2p8affineqb`, [`CODE_PICK`]) and `vpdpbusd` adds its products with the step's
 /// transposed activations, in two chains, so the 16 lanes end as the exact half sums
 /// Σ (c − 1)·y with no horizontal reduction.

@@ -2,8 +2,8 @@
 //! side by side with the bandwidth read, and the fraction of the bandwidth it reaches (issue
 //! 5's "every matvec ≥ 80% of the measured bandwidth").
 //!
-//! Per type: one MUL_MAT node with `--row` elements per row (default 4096) and [`super::bench::membw_bytes`] of
-//! random weights (generated as `fathom synth` writes that type; the repacked `_X` types from
+//! Per type: one MUL_MAT node with `--row` elements per row (default 4096) and
+//! [`super::bench::membw_bytes`] of random weights (generated as `fathom synth` writes that type; the repacked `_X` types from
 //! random IQ1_S / IQ2_XXS blocks), one activation column, on the executor with `-t` threads.
 //! Each of `-r` rounds reads the bandwidth buffer (best of a plain and a prefetching pass),
 //! then runs the matvec twice per `--prefetch` distance; the table gives medians over the

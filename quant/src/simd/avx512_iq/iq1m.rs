@@ -321,7 +321,7 @@ unsafe fn dot_iq1_m_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
     grid_rows!(k, BlockIQ1M, rows, a, out, 1.0);
 }
 
-/// IQ1_M_X · Q8_K with AVX-512, one column: [`dot_iq1_m_avx512`] with the weights shifted out
+/// IQ1_M_X · Q8_K with AVX-512, one column: [`dot_iq1_m_avx512`] with the weights cut out
 /// of the stored codes instead of gathered (IQ1_M's bits).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_m_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
