@@ -89,6 +89,12 @@ BlockIQ2XXSX, 102, { /// scale (f16), IQ2_XXS's `d`
  /// 64p + i
  qs: [u8; 64], /// sign bits, little-endian: bit e set negates element e
  sg: [u8; 32] });
+block!(/// Q2_0_X: eight Q2_0 blocks repacked at load time (fathom's own layout, never in a
+/// GGUF; see [`crate::codec::repack`]): 512 elements (144 bytes, Q2_0's bytes reordered).
+BlockQ2_0X, 144, { /// code bytes in the decode kernels' step-register order: byte
+ /// 64r + 8k + 4h + m is byte 8h + 4r + m of block k's `qs` (r, h ∈ {0, 1}, m < 4)
+ qs: [u8; 128], /// the eight blocks' f16 scales (block k's at 2k)
+ d: [u8; 16] });
 block!(/// IQ1_M: 256 elements, no separate scale field (56 bytes).
 BlockIQ1M, 56, { /// low 8 bits of grid indices
  qs: [u8; 32], /// high index bits and delta signs

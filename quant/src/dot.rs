@@ -9,13 +9,16 @@ use crate::blocks::{
     le_u16, view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XS, BlockIQ2XXS,
     BlockIQ2XXSX, BlockIQ4XS,
 };
-use crate::blocks::{BlockMXFP4, BlockQ1_0, BlockQ2K, BlockQ2_0, BlockQ4K, BlockQ5K, BlockQ6K};
+use crate::blocks::{
+    BlockMXFP4, BlockQ1_0, BlockQ2K, BlockQ2_0, BlockQ2_0X, BlockQ4K, BlockQ5K, BlockQ6K,
+};
 use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::codec::iquants::{
     grid_byte, iq1m_d, iq1m_d_of, iq1m_index, iq1m_scales, iq1m_scales_of, iq4xs_scale,
 };
 use crate::codec::kquants::{q6k_codes, scale_min_k4};
 use crate::codec::lowbit::{q1_0_bit, q2_0_code};
+use crate::codec::repack::q2_0_x_blocks;
 use crate::codec::repack::{
     iq1mx_neg, iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value, level_code,
 };
@@ -94,16 +97,36 @@ fn isum32(y: &BlockQ8_0, off: usize, code: impl Fn(usize) -> i32) -> i32 {
     (0..32).map(|j| code(off + j) * y.qs[j] as i32).sum()
 }
 
+/// One Q2_0 block's product with its two activation blocks:
+/// `f32(dx)·(f32(dy0)·Σ₀ + f32(dy1)·Σ₁)` with exact integer half sums Σ (c − 1)·y.
+#[inline]
+fn q2_0_block(x: &BlockQ2_0, y0: &BlockQ8_0, y1: &BlockQ8_0) -> f32 {
+    let code = |j| q2_0_code(x, j) as i32 - 1;
+    let inner =
+        le_f16(y0.d) * isum32(y0, 0, code) as f32 + le_f16(y1.d) * isum32(y1, 32, code) as f32;
+    le_f16(x.d) * inner
+}
+
 /// Q2_0 · Q8_0 (two activation blocks per weight block).
 pub fn dot_q2_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ys = view::<BlockQ8_0>(a);
     let mut s = 0f32;
     for (i, x) in view::<BlockQ2_0>(w).iter().enumerate() {
-        let code = |j| q2_0_code(x, j) as i32 - 1;
-        let (y0, y1) = (&ys[2 * i], &ys[2 * i + 1]);
-        let inner =
-            le_f16(y0.d) * isum32(y0, 0, code) as f32 + le_f16(y1.d) * isum32(y1, 32, code) as f32;
-        s += le_f16(x.d) * inner;
+        s += q2_0_block(x, &ys[2 * i], &ys[2 * i + 1]);
+    }
+    s
+}
+
+/// Q2_0_X · Q8_0: [`dot_q2_0`] over the Q2_0 blocks the row was made from, in their order
+/// (the same operations, so Q2_0's bits).
+pub fn dot_q2_0_x(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let ys = view::<BlockQ8_0>(a);
+    let mut s = 0f32;
+    for (g, x) in view::<BlockQ2_0X>(w).iter().enumerate() {
+        for (k, b) in q2_0_x_blocks(x).iter().enumerate() {
+            let i = 8 * g + k;
+            s += q2_0_block(b, &ys[2 * i], &ys[2 * i + 1]);
+        }
     }
     s
 }

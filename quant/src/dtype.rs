@@ -174,6 +174,9 @@ type_table! {
     IQ1_M_X = 1021, "iq1_m_x", 256, 76, dot: Q8_K,
         deq: Some(codec::repack::dequant_iq1_m_x), q: None, qa: None,
         vd: Some(dot::dot_iq1_m_x);
+    Q2_0_X = 1022, "q2_0_x", 512, 144, dot: Q8_0,
+        deq: Some(codec::repack::dequant_q2_0_x), q: None, qa: None,
+        vd: Some(dot::dot_q2_0_x);
 }
 
 impl DType {

@@ -1,5 +1,6 @@
 //! The load-time repacked layouts against the formats they are made from (IQ1_S_X from
-//! IQ1_S, IQ2_XXS_X from IQ2_XXS, IQ1_M_X from IQ1_M): each repack is lossless, so on every
+//! IQ1_S, IQ2_XXS_X from IQ2_XXS, IQ1_M_X from IQ1_M, Q2_0_X from Q2_0): each repack is
+//! lossless, so on every
 //! random source row (every grid index, sign index, scale and delta sign) the repacked row
 //! dequantizes to the same bits, its reference dot gives the source's reference dot's bits,
 //! and its tile expansion (IQ1_S_X, IQ2_XXS_X) is the source's byte for byte.
@@ -8,7 +9,9 @@ mod common;
 
 use common::{q8k, rng};
 use fathom_quant as quant;
-use quant::codec::repack::{repack_iq1_m_x, repack_iq1_s_x, repack_iq2_xxs_x};
+use quant::codec::repack::{
+    q2_0_x_blocks, repack_iq1_m_x, repack_iq1_s_x, repack_iq2_xxs_x, repack_q2_0_x,
+};
 use quant::simd::tile_grid::{
     expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes,
 };
@@ -165,6 +168,70 @@ fn the_iq1_m_repack_is_lossless() {
     }
 }
 
+/// Q2_0_X holds Q2_0's bytes in another order: every element's code where the layout says
+/// (byte 64r + 8k + 4h + m is byte 8h + 4r + m of block k's codes), the scales side by side,
+/// the blocks given back unchanged, and Q2_0's values and dot products (on Q8_0
+/// activations: the fastest kernels' and the references').
+#[test]
+fn the_q2_0_repack_is_lossless() {
+    let mut r = rng(0x2a0f);
+    for groups in [1usize, 2, 5, 16] {
+        let (nb, n) = (8 * groups, 512 * groups);
+        let w = random_blocks(&mut r, nb, 18);
+        let mut x = vec![0u8; bytes_for(DType::Q2_0_X, n).unwrap()];
+        assert_eq!(x.len(), w.len(), "the same size");
+        repack_q2_0_x(&w, &mut x);
+        for (g, (xb, src)) in x.chunks_exact(144).zip(w.chunks_exact(144)).enumerate() {
+            for k in 0..8 {
+                let b = &src[18 * k..18 * k + 18];
+                assert_eq!(
+                    xb[128 + 2 * k..130 + 2 * k],
+                    b[..2],
+                    "group {g} block {k} scale"
+                );
+                for j in 0..64 {
+                    // element j: bits 2(j mod 4) of code byte j / 4 = 8h + 4r + m
+                    let q = j / 4;
+                    let (h, r, m) = (q / 8, (q / 4) % 2, q % 4);
+                    let code = |byte: u8| (byte >> (2 * (j % 4))) & 3;
+                    assert_eq!(
+                        code(xb[64 * r + 8 * k + 4 * h + m]),
+                        code(b[2 + q]),
+                        "group {g} block {k} element {j}"
+                    );
+                }
+            }
+            let blocks = q2_0_x_blocks(bytemuck::from_bytes(xb));
+            assert_eq!(
+                bytemuck::cast_slice::<_, u8>(&blocks),
+                src,
+                "group {g} given back"
+            );
+        }
+        let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
+        dequantize_row(DType::Q2_0, &w, &mut a).unwrap();
+        dequantize_row(DType::Q2_0_X, &x, &mut b).unwrap();
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(p.to_bits(), q.to_bits(), "n={n} element {i}: {p} vs {q}");
+        }
+        for scale in [0.5f32, 2.0, 1e4] {
+            let act: Vec<f32> = (0..n)
+                .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
+                .collect();
+            let mut q = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
+            quantize_activation(DType::Q8_0, &act, &mut q).unwrap();
+            let want = quant::vec_dot(DType::Q2_0, n, &w, &q).unwrap();
+            let got = quant::vec_dot(DType::Q2_0_X, n, &x, &q).unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "n={n}: {got} vs {want}");
+            let (rw, rx) = (
+                DType::Q2_0.info().vec_dot.unwrap(),
+                DType::Q2_0_X.info().vec_dot.unwrap(),
+            );
+            assert_eq!(rw(n, &w, &q).to_bits(), rx(n, &x, &q).to_bits(), "n={n}");
+        }
+    }
+}
+
 #[test]
 fn a_repacked_type_is_not_a_gguf_type() {
     for t in [DType::IQ1_S_X, DType::IQ2_XXS_X, DType::IQ1_M_X] {
@@ -172,6 +239,13 @@ fn a_repacked_type_is_not_a_gguf_type() {
         assert!(DType::from_gguf_id(t.gguf_id()).is_err());
         assert_eq!(t.info().dot_type, Some(DType::Q8_K));
     }
+    assert!(!DType::Q2_0_X.is_gguf());
+    assert!(DType::from_gguf_id(DType::Q2_0_X.gguf_id()).is_err());
+    assert_eq!(DType::Q2_0_X.info().dot_type, Some(DType::Q8_0));
+    assert_eq!(
+        (DType::Q2_0_X.block_size(), DType::Q2_0_X.type_size()),
+        (512, 144)
+    );
     assert_eq!(DType::IQ2_XXS_X.type_size(), 102);
     assert_eq!(DType::IQ1_M_X.type_size(), 76);
     assert!(!DType::IQ1_S_X.is_gguf());

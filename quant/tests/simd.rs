@@ -121,8 +121,9 @@ fn q6_k_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
-/// Random weight bytes for `n` elements of `wt`, with f16 `scale` written at each block
-/// offset in `at` (random bytes everywhere else: every code, grid index and sign pattern).
+/// Random weight bytes for `n` elements of `wt`, with an f16 scale of `scale`..2·`scale`
+/// written at each block offset in `at` (random bytes everywhere else: every code, grid
+/// index and sign pattern).
 fn random_blocks(
     r: &mut impl FnMut() -> u64,
     wt: DType,
@@ -137,7 +138,10 @@ fn random_blocks(
             *b = r() as u8;
         }
         for &o in at {
-            blk[o..o + 2].copy_from_slice(&quant::scalar::f32_to_f16(scale).to_le_bytes());
+            // scales differ from block to block (by up to 2×), so that a kernel pairing a
+            // block with another's scale cannot pass
+            let s = scale * (1.0 + (r() % 16) as f32 / 16.0);
+            blk[o..o + 2].copy_from_slice(&quant::scalar::f32_to_f16(s).to_le_bytes());
         }
     }
     w
@@ -151,6 +155,36 @@ fn q2_0_kernels_match_the_reference_bit_for_bit() {
         let w = random_blocks(&mut r, DType::Q2_0, n, &[0], 0.01);
         let x = activations(&mut r, n, 2.0);
         assert_kernels_match(DType::Q2_0, DType::Q8_0, &w, &x);
+    }
+}
+
+/// The eight f16 scale offsets of a Q2_0_X block.
+const Q2X_SCALES: [usize; 8] = [128, 130, 132, 134, 136, 138, 140, 142];
+
+/// Q2_0_X (AVX-512 only: it is made only where that kernel runs): random bytes (every code,
+/// 3 included), each kernel against the reference, and the repacked row against the Q2_0
+/// row it was made from.
+#[test]
+fn q2_0_x_kernels_match_the_reference_bit_for_bit() {
+    let mut r = rng(0x2a2a);
+    let kernels = quant::simd::available(DType::Q2_0_X);
+    for groups in 1..=6usize {
+        let n = 512 * groups;
+        let src = random_blocks(&mut r, DType::Q2_0, n, &[0], 0.01);
+        let mut w = vec![0u8; src.len()];
+        quant::codec::repack::repack_q2_0_x(&src, &mut w);
+        let x = activations(&mut r, n, 2.0);
+        let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
+        quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
+        let want = DType::Q2_0.info().vec_dot.unwrap()(n, &src, &a);
+        for (name, k) in &kernels {
+            let got = k(n, &w, &a);
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{name} n={n}: {got} vs {want}"
+            );
+        }
     }
 }
 
@@ -311,6 +345,7 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         (DType::IQ1_S_X, DType::Q8_K, 256, 0),
         (DType::IQ2_XXS_X, DType::Q8_K, 256, 0),
         (DType::Q2_0, DType::Q8_0, 64, 0),
+        (DType::Q2_0_X, DType::Q8_0, 512, 0),
         (DType::IQ1_M, DType::Q8_K, 256, 0),
         (DType::IQ1_M_X, DType::Q8_K, 256, 0),
         (DType::Q4_K, DType::Q8_K, 256, 0),
@@ -332,6 +367,7 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
             let at: &[usize] = match wt {
                 DType::IQ1_M | DType::IQ1_M_X | DType::MXFP4 => &[],
                 DType::Q4_K | DType::Q5_K => &[0, 2],
+                DType::Q2_0_X => &Q2X_SCALES,
                 _ => &[scale_at],
             };
             let mut w = random_blocks(&mut r, wt, n, at, 0.004);
@@ -446,6 +482,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
         (DType::Q8_0, DType::Q8_0, 32usize, &[0usize][..]),
         (DType::IQ2_XXS, DType::Q8_K, 256, &[0]),
         (DType::Q2_0, DType::Q8_0, 64, &[0]),
+        (DType::Q2_0_X, DType::Q8_0, 512, &Q2X_SCALES),
         (DType::Q6_K, DType::Q8_K, 256, &[208]),
         (DType::IQ1_S, DType::Q8_K, 256, &[0]),
         (DType::IQ1_S_X, DType::Q8_K, 256, &[0]),
@@ -512,19 +549,26 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
 #[test]
 fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
     let mut r = rng(0xba7c4);
-    for (wt, act, blk) in [
-        (DType::Q2_0, DType::Q8_0, 64usize),
-        (DType::Q8_0, DType::Q8_0, 32),
+    for (wt, act, blk, nbs, at) in [
+        (
+            DType::Q2_0,
+            DType::Q8_0,
+            64usize,
+            [128usize, 131, 263],
+            &[0usize][..],
+        ),
+        (DType::Q2_0_X, DType::Q8_0, 512, [16, 17, 33], &Q2X_SCALES),
+        (DType::Q8_0, DType::Q8_0, 32, [128, 131, 263], &[0]),
     ] {
         let kernels = quant::simd::rows_available(wt);
         let reference = wt.info().vec_dot.unwrap();
-        for nb in [128usize, 131, 263] {
+        for nb in nbs {
             let n = blk * nb;
             let x = activations(&mut r, n, 2.0);
             let mut a = vec![0u8; bytes_for(act, n).unwrap()];
             quantize_activation(act, &x, &mut a).unwrap();
             let ws: Vec<Vec<u8>> = (0..quant::simd::DOT_BATCH + 6)
-                .map(|_| random_blocks(&mut r, wt, n, &[0], 0.004))
+                .map(|_| random_blocks(&mut r, wt, n, at, 0.004))
                 .collect();
             for rows in [1usize, 5, 63, 64, 65, quant::simd::DOT_BATCH + 6] {
                 assert_rows_match(wt, &kernels, n, &ws[..rows], &a, reference);
@@ -810,10 +854,10 @@ fn float_tile_kernels_stay_within_their_bound_of_the_reference() {
 }
 
 /// The tiled Q2_0 GEMM (on the Q8_0 panel) gives every (row, column) the reference's bits,
-/// for every row count 1..=4 and column count 1..=8.
+/// for every row count 1..=4 and column count 1..=8, on Q2_0 rows and on Q2_0_X rows.
 #[test]
 fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
-    use quant::simd::tile_q2::q2_0_tile_fn;
+    use quant::simd::tile_q2::{q2_0_tile_fn, q2_0_x_tile_fn};
     use quant::simd::tile_q8::{pack_q8_0_panel, panel_bytes, TILE_COLS};
     #[cfg(target_arch = "x86_64")]
     assert!(
@@ -824,16 +868,36 @@ fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
             && q2_0_tile_fn().is_none()),
         "no Q2_0 tile kernel on an AVX-512 VBMI CPU, so this test would compare nothing"
     );
-    let Some(tile) = q2_0_tile_fn() else {
+    let (Some(tile), Some(tile_x)) = (q2_0_tile_fn(), q2_0_x_tile_fn()) else {
         return;
     };
     let reference = DType::Q2_0.info().vec_dot.unwrap();
     let mut r = rng(0x2a0);
-    for nb in [1usize, 3, 8, 17] {
+    // Q2_0 rows, then Q2_0_X rows (made from Q2_0 rows, against the source's reference)
+    for (x_layout, nb) in [
+        (false, 1usize),
+        (false, 3),
+        (false, 8),
+        (false, 17),
+        (true, 8),
+        (true, 24),
+    ] {
         let n = 64 * nb;
-        let rows: Vec<Vec<u8>> = (0..4)
+        let src: Vec<Vec<u8>> = (0..4)
             .map(|_| random_blocks(&mut r, DType::Q2_0, n, &[0], 0.004))
             .collect();
+        let rows: Vec<Vec<u8>> = if x_layout {
+            src.iter()
+                .map(|w| {
+                    let mut x = vec![0u8; w.len()];
+                    quant::codec::repack::repack_q2_0_x(w, &mut x);
+                    x
+                })
+                .collect()
+        } else {
+            src.clone()
+        };
+        let tile = if x_layout { tile_x } else { tile };
         let acts: Vec<Vec<u8>> = (0..TILE_COLS)
             .map(|c| {
                 let x = activations(&mut r, n, if c == 6 { 1e3 } else { 2.0 });
@@ -850,14 +914,14 @@ fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
                 pack_q8_0_panel(n, &ar, &mut panel);
                 let mut out = vec![f32::NAN; nr * cols];
                 tile(n, &wr, &panel, cols, &mut out);
-                for (ri, w) in wr.iter().enumerate() {
+                for (ri, w) in src[..nr].iter().enumerate() {
                     for (c, a) in ar.iter().enumerate() {
                         let want = reference(n, w, a);
                         let got = out[ri * cols + c];
                         assert_eq!(
                             got.to_bits(),
                             want.to_bits(),
-                            "n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                            "x={x_layout} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
                         );
                     }
                 }

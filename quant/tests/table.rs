@@ -72,7 +72,15 @@ fn every_gguf_id_0_to_42() {
         .copied()
         .filter(|t| !t.is_gguf())
         .collect();
-    assert_eq!(internal, [DType::IQ1_S_X, DType::IQ2_XXS_X, DType::IQ1_M_X]);
+    assert_eq!(
+        internal,
+        [
+            DType::IQ1_S_X,
+            DType::IQ2_XXS_X,
+            DType::IQ1_M_X,
+            DType::Q2_0_X
+        ]
+    );
     assert_eq!(DType::ALL.len(), GGML.len() + internal.len());
     for t in internal {
         assert!(t.gguf_id() >= DType::FIRST_INTERNAL_ID);

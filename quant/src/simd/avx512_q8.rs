@@ -21,11 +21,12 @@ use crate::blocks::{view, BlockQ2_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 use bytemuck::Zeroable;
 use std::arch::x86_64::*;
 
-entry!(multi dot_q2_0_avx512_multi_entry => dot_q2_0_avx512_multi, dot_q8_0_avx512_multi_entry => dot_q8_0_avx512_multi, dot_q6_k_avx512_multi_entry => dot_q6_k_avx512_multi);
-entry!(rows dot_q8_0_avx512_rows_entry => dot_q8_0_avx512_rows, dot_q2_0_avx512_rows_entry => dot_q2_0_avx512_rows, dot_q6_k_avx512_rows_entry => dot_q6_k_avx512_rows);
+entry!(multi dot_q2_0_avx512_multi_entry => dot_q2_0_avx512_multi, dot_q2_0_x_avx512_multi_entry => dot_q2_0_x_avx512_multi, dot_q8_0_avx512_multi_entry => dot_q8_0_avx512_multi, dot_q6_k_avx512_multi_entry => dot_q6_k_avx512_multi);
+entry!(rows dot_q8_0_avx512_rows_entry => dot_q8_0_avx512_rows, dot_q2_0_avx512_rows_entry => dot_q2_0_avx512_rows, dot_q2_0_x_avx512_rows_entry => dot_q2_0_x_avx512_rows, dot_q6_k_avx512_rows_entry => dot_q6_k_avx512_rows);
 
 entry!(
     dot_q2_0_avx512_entry => dot_q2_0_avx512,
+    dot_q2_0_x_avx512_entry => dot_q2_0_x_avx512,
     dot_q6_k_avx512_entry => dot_q6_k_avx512,
 );
 
@@ -189,7 +190,8 @@ impl Q2Consts {
     }
 }
 
-/// Eight Q2_0 blocks of one row (the 144 bytes at `x`) against their prepared activations:
+/// Eight Q2_0 blocks of one row (the 144 bytes at `x`; with `X` one Q2_0_X block, whose
+/// code bytes are already in step-register order) against their prepared activations:
 /// lane 2k + h of the first result is block k's exact half sum Σ (c − 1)·y of half h; the
 /// other two are the first two 64-byte loads (whose bytes hold the scales). The code bytes
 /// are split into two step registers ([`Q2_SPLIT`]); each of eight steps cuts one code of every byte out of them
@@ -201,20 +203,31 @@ impl Q2Consts {
 /// The CPU must have the enabled features and `x` must point to 144 readable bytes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,gfni,f16c")]
 #[inline]
-unsafe fn q2_0_sums(x: *const u8, act: &Q2Act, k: &Q2Consts) -> (__m512i, __m512i, __m512i) {
-    // SAFETY: the caller guarantees bytes 0..144 (the loads cover 0..128 and 80..144).
-    let (l0, l1, l2) = unsafe {
+unsafe fn q2_0_sums<const X: bool>(
+    x: *const u8,
+    act: &Q2Act,
+    k: &Q2Consts,
+) -> (__m512i, __m512i, __m512i) {
+    // SAFETY: the caller guarantees bytes 0..144 (the loads cover 0..128 and, for Q2_0,
+    // 80..144).
+    let (l0, l1) = unsafe {
         (
             _mm512_loadu_si512(x.cast()),
             _mm512_loadu_si512(x.add(64).cast()),
-            _mm512_loadu_si512(x.add(80).cast()),
         )
     };
-    let step = |r: usize| {
-        let v = _mm512_permutex2var_epi8(l0, k.split[r], l1);
-        _mm512_mask_permutexvar_epi8(v, 0xFF << 56, k.split[r], l2)
+    let a = if X {
+        // Q2_0_X: the two step registers as stored
+        [l0, l1]
+    } else {
+        // SAFETY: as above.
+        let l2 = unsafe { _mm512_loadu_si512(x.add(80).cast()) };
+        let step = |r: usize| {
+            let v = _mm512_permutex2var_epi8(l0, k.split[r], l1);
+            _mm512_mask_permutexvar_epi8(v, 0xFF << 56, k.split[r], l2)
+        };
+        [step(0), step(1)]
     };
-    let a = [step(0), step(1)];
     let (mut even, mut odd) = (act.nsy, _mm512_setzero_si512());
     for g in (0..8).step_by(2) {
         let c0 = _mm512_gf2p8affine_epi64_epi8::<0>(a[g / 4], k.pick[g % 4]);
@@ -226,7 +239,8 @@ unsafe fn q2_0_sums(x: *const u8, act: &Q2Act, k: &Q2Consts) -> (__m512i, __m512
     (_mm512_add_epi32(even, odd), l0, l1)
 }
 
-/// Eight Q2_0 blocks of two rows (144 bytes each at `x0`, `x1`) against their prepared
+/// Eight Q2_0 blocks (with `X`, one Q2_0_X block) of two rows (144 bytes each at `x0`,
+/// `x1`) against their prepared
 /// activations: lane 4l + j of the result is row j / 2's product of block 2l + j mod 2,
 /// `f32(dx)·(f32(dy0)·Σ₀ + f32(dy1)·Σ₁)`, the reference's operations (the two rows share
 /// the pairing shuffles, the scale conversion and the last multiply).
@@ -235,9 +249,15 @@ unsafe fn q2_0_sums(x: *const u8, act: &Q2Act, k: &Q2Consts) -> (__m512i, __m512
 /// The CPU must have the enabled features and `x0`, `x1` must point to 144 readable bytes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,gfni,f16c")]
 #[inline]
-unsafe fn q2_0_pair(x0: *const u8, x1: *const u8, act: &Q2Act, k: &Q2Consts) -> __m512 {
+unsafe fn q2_0_pair<const X: bool>(
+    x0: *const u8,
+    x1: *const u8,
+    act: &Q2Act,
+    k: &Q2Consts,
+) -> __m512 {
     // SAFETY: the caller's guarantee.
-    let ((t0, a0, b0), (t1, a1, b1)) = unsafe { (q2_0_sums(x0, act, k), q2_0_sums(x1, act, k)) };
+    let ((t0, a0, b0), (t1, a1, b1)) =
+        unsafe { (q2_0_sums::<X>(x0, act, k), q2_0_sums::<X>(x1, act, k)) };
     let p0 = _mm512_mul_ps(act.dy, _mm512_cvtepi32_ps(t0));
     let p1 = _mm512_mul_ps(act.dy, _mm512_cvtepi32_ps(t1));
     // 128-bit lane l: blocks 2l, 2l + 1 of row 0, then of row 1; first halves + second
@@ -245,12 +265,24 @@ unsafe fn q2_0_pair(x0: *const u8, x1: *const u8, act: &Q2Act, k: &Q2Consts) -> 
         _mm512_shuffle_ps::<0b10_00_10_00>(p0, p1),
         _mm512_shuffle_ps::<0b11_01_11_01>(p0, p1),
     );
-    let d = _mm512_mask_blend_epi16(
-        0xCCCC_CCCC,
-        _mm512_permutex2var_epi8(a0, k.dxi, b0),
-        _mm512_permutex2var_epi8(a1, k.dxi, b1),
-    );
-    _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(d)), inner)
+    let d = if X {
+        // SAFETY: the caller's guarantee (the scales are bytes 128..144).
+        let (s0, s1) = unsafe {
+            (
+                _mm256_castsi128_si256(_mm_loadu_si128(x0.add(128).cast())),
+                _mm256_castsi128_si256(_mm_loadu_si128(x1.add(128).cast())),
+            )
+        };
+        // dword 2l: row 0's blocks 2l, 2l + 1; dword 2l + 1: row 1's
+        _mm256_permutex2var_epi32(s0, _mm256_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11), s1)
+    } else {
+        _mm512_castsi512_si256(_mm512_mask_blend_epi16(
+            0xCCCC_CCCC,
+            _mm512_permutex2var_epi8(a0, k.dxi, b0),
+            _mm512_permutex2var_epi8(a1, k.dxi, b1),
+        ))
+    };
+    _mm512_mul_ps(_mm512_cvtph_ps(d), inner)
 }
 
 /// Adds the first `cnt` block products of four rows (two [`q2_0_pair`] results: rows 0, 1
@@ -308,6 +340,30 @@ unsafe fn dot_q2_0_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
     enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,gfni,avx2,fma,f16c"
 )]
 unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { q2_rows::<false>(rows, a, out) }
+}
+
+/// Q2_0_X · Q8_0 for several weight rows against one activation row: [`dot_q2_0_avx512_rows`]
+/// on the repacked layout (no code split, the scales side by side); Q2_0's bits.
+#[target_feature(
+    enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,gfni,avx2,fma,f16c"
+)]
+unsafe fn dot_q2_0_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { q2_rows::<true>(rows, a, out) }
+}
+
+/// The multi-row kernel on Q2_0 rows or (`X`) Q2_0_X rows: eight Q2_0 blocks and one Q2_0_X
+/// block are both 144 bytes, so the rows are walked as Q2_0-sized blocks in either case (a
+/// Q2_0_X row always holds whole groups of eight; only Q2_0 rows reach the tail padding).
+///
+/// # Safety
+/// The CPU must have the enabled features.
+#[target_feature(
+    enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,gfni,avx2,fma,f16c"
+)]
+unsafe fn q2_rows<const X: bool>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
     let k = Q2Consts::load();
     let pd = super::prefetch_distance();
@@ -340,6 +396,10 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
             pd.div_ceil(2 * rb) * 2 * rb
         };
         let (full, rem) = (nb / 8, nb % 8);
+        debug_assert!(
+            !X || rem == 0,
+            "Q2_0_X rows hold whole groups of eight blocks"
+        );
         // row r (a short pass repeats its last row; those lanes are not used)
         let row = |r: usize| xs[r.min(nr - 1)];
         let mut s = [_mm_setzero_ps(); Q2_BATCH / 4];
@@ -389,8 +449,8 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
                         // eight blocks (144 bytes).
                         let w = unsafe {
                             [
-                                q2_0_pair(p[0], p[1], act, &k),
-                                q2_0_pair(p[2], p[3], act, &k),
+                                q2_0_pair::<X>(p[0], p[1], act, &k),
+                                q2_0_pair::<X>(p[2], p[3], act, &k),
                             ]
                         };
                         add_rows8(sp, &w, cnt);
@@ -412,7 +472,63 @@ unsafe fn dot_q2_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
 /// reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
 unsafe fn dot_q2_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    let xs = view::<BlockQ2_0>(w);
+    // SAFETY: same features as this function.
+    unsafe { q2_multi::<false>(w, acts, out) }
+}
+
+/// Q2_0_X · Q8_0 against several activation columns: [`dot_q2_0_avx512_multi`] on the
+/// repacked layout (each block's 16 code bytes gathered back from the two step-register
+/// halves); Q2_0's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+unsafe fn dot_q2_0_x_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { q2_multi::<true>(w, acts, out) }
+}
+
+/// Q2_0_X · Q8_0 with AVX-512 for one row and column: the multi-column kernel with one column.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+unsafe fn dot_q2_0_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut o = [0f32];
+    // SAFETY: same features as this function.
+    unsafe { q2_multi::<true>(w, &[a], &mut o) };
+    o[0]
+}
+
+/// Block `k` (0..8) of a 144-byte chunk of a Q2_0 row (`X` false: eight blocks, or fewer at
+/// the row's end) or of one Q2_0_X block: its 16 code bytes in Q2_0's order and its f16
+/// scale bits.
+///
+/// # Panics
+/// If the chunk does not hold block `k`.
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+pub(super) fn q2_block<const X: bool>(c: &[u8], k: usize) -> (__m128i, u16) {
+    if X {
+        let (q0, q1) = (&c[8 * k..8 * k + 8], &c[64 + 8 * k..72 + 8 * k]);
+        // SAFETY: each slice holds the eight bytes loaded.
+        let (q0, q1) = unsafe {
+            (
+                _mm_loadl_epi64(q0.as_ptr().cast()),
+                _mm_loadl_epi64(q1.as_ptr().cast()),
+            )
+        };
+        // dwords: bytes 0..4, 8..12 (register 0), then 4..8, 12..16 (register 1)
+        let q = _mm_shuffle_epi32::<0b11_01_10_00>(_mm_unpacklo_epi64(q0, q1));
+        (q, u16::from_le_bytes([c[128 + 2 * k], c[129 + 2 * k]]))
+    } else {
+        let b = &c[18 * k..18 * k + 18];
+        // SAFETY: 16 code bytes after the scale (unaligned load).
+        let q = unsafe { _mm_loadu_si128(b[2..].as_ptr().cast()) };
+        (q, u16::from_le_bytes([b[0], b[1]]))
+    }
+}
+
+/// The multi-column kernel on Q2_0 or (`X`) Q2_0_X rows, eight blocks (144 bytes) per step.
+///
+/// # Safety
+/// The CPU must have the enabled features.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+unsafe fn q2_multi<const X: bool>(w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: CUT has 64 bytes (unaligned load).
     let cut = unsafe { _mm512_loadu_si512(CUT.as_ptr().cast()) };
     let spread = _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1);
@@ -420,20 +536,20 @@ unsafe fn dot_q2_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
     let m2 = _mm512_set1_epi8(3);
     let ones = _mm512_set1_epi8(1);
     out.fill(0.0);
-    for (ci, xc) in xs.chunks(8).enumerate() {
+    for (ci, xc) in w.chunks(144).enumerate() {
+        let nk = xc.len() / 18;
         let mut hx = [0u16; 8];
         let mut codes = [_mm512_setzero_si512(); 8];
-        for (k, x) in xc.iter().enumerate() {
-            hx[k] = u16::from_le_bytes(x.d);
-            // SAFETY: 16 code bytes per weight block (unaligned load).
-            let q = unsafe { _mm_loadu_si128(x.qs.as_ptr().cast()) };
+        for (k, h) in hx[..nk].iter_mut().enumerate() {
+            let (q, d) = q2_block::<X>(xc, k);
+            *h = d;
             let q = _mm512_permutexvar_epi64(spread, _mm512_castsi128_si512(q));
             codes[k] = _mm512_and_si512(_mm512_multishift_epi64_epi8(cut, q), m2);
         }
         // SAFETY: F16C is enabled for this function.
         let dx = unsafe { f16x8(&hx) };
         for (a, o) in acts.iter().zip(out.iter_mut()) {
-            let yc = &view::<BlockQ8_0>(a)[16 * ci..16 * ci + 2 * xc.len()];
+            let yc = &view::<BlockQ8_0>(a)[16 * ci..16 * ci + 2 * nk];
             let (mut hy0, mut hy1) = ([0u16; 8], [0u16; 8]);
             let mut v = [_mm512_setzero_si512(); 8];
             for (k, y) in yc.chunks_exact(2).enumerate() {
@@ -470,7 +586,7 @@ unsafe fn dot_q2_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
                 _mm256_storeu_ps(vals.as_mut_ptr(), _mm256_mul_ps(dx, inner));
                 vals
             };
-            for vk in &vals[..xc.len()] {
+            for vk in &vals[..nk] {
                 *o += vk;
             }
         }

@@ -107,6 +107,7 @@ pub fn multi_available(dtype: DType) -> Vec<(&'static str, MultiDotFn)> {
                 DType::IQ1_S_X => Some(avx512_iq::dot_iq1_s_x_avx512_multi_entry),
                 DType::IQ2_XXS_X => Some(avx512_iq::dot_iq2_xxs_x_avx512_multi_entry),
                 DType::Q2_0 => Some(avx512_q8::dot_q2_0_avx512_multi_entry),
+                DType::Q2_0_X => Some(avx512_q8::dot_q2_0_x_avx512_multi_entry),
                 DType::Q8_0 => Some(avx512_q8::dot_q8_0_avx512_multi_entry),
                 DType::Q4_K => Some(avx512_k::dot_q4_k_avx512_multi_entry),
                 DType::Q5_K => Some(avx512_k::dot_q5_k_avx512_multi_entry),
@@ -175,6 +176,7 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
             let k: Option<RowsDotFn> = match dtype {
                 DType::Q8_0 => Some(avx512_q8::dot_q8_0_avx512_rows_entry),
                 DType::Q2_0 => Some(avx512_q8::dot_q2_0_avx512_rows_entry),
+                DType::Q2_0_X => Some(avx512_q8::dot_q2_0_x_avx512_rows_entry),
                 DType::Q6_K => Some(avx512_q8::dot_q6_k_avx512_rows_entry),
                 DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_rows_entry),
                 DType::IQ1_M => Some(avx512_iq::dot_iq1_m_avx512_rows_entry),
@@ -246,6 +248,7 @@ fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
             match dtype {
                 DType::IQ2_XXS => v.push(("avx512", avx512_iq::dot_iq2_xxs_avx512_entry)),
                 DType::Q2_0 => v.push(("avx512", avx512_q8::dot_q2_0_avx512_entry)),
+                DType::Q2_0_X => v.push(("avx512", avx512_q8::dot_q2_0_x_avx512_entry)),
                 DType::Q6_K => v.push(("avx512", avx512_q8::dot_q6_k_avx512_entry)),
                 DType::IQ1_S => v.push(("avx512", avx512_iq::dot_iq1_s_avx512_entry)),
                 DType::IQ1_M => v.push(("avx512", avx512_iq::dot_iq1_m_avx512_entry)),

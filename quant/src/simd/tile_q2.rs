@@ -1,6 +1,7 @@
 //! Register-tiled Q2_0 · Q8_0 GEMM for prompt chunks (AVX-512 VBMI/VNNI) on the packed Q8_0
 //! activation panel of [`super::tile_q8`]: up to four weight rows × eight columns per call,
-//! every output with the scalar reference's bits.
+//! every output with the scalar reference's bits. The same kernel runs on Q2_0_X rows (the
+//! load-time layout of the decode kernels), taking each block's code bytes back from it.
 //!
 //! Each 64-element weight block's 2-bit codes c (0..3, value c − 1) are cut into bytes by
 //! `vpmultishiftqb` once per row, and each 32-element half is broadcast to both halves of a
@@ -19,7 +20,16 @@ use super::tile_q8::{panel_bytes, TileFn, TILE_COLS, TILE_ROWS};
 pub fn q2_0_tile_fn() -> Option<TileFn> {
     #[cfg(target_arch = "x86_64")]
     if super::avx512_iq::has_features() && !super::force_scalar() {
-        return Some(x86::tile_entry);
+        return Some(x86::tile_entry::<false>);
+    }
+    None
+}
+
+/// The tiled GEMM kernel for Q2_0_X rows if this CPU has the AVX-512 features it needs.
+pub fn q2_0_x_tile_fn() -> Option<TileFn> {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512_iq::has_features() && !super::force_scalar() {
+        return Some(x86::tile_entry::<true>);
     }
     None
 }
@@ -27,16 +37,27 @@ pub fn q2_0_tile_fn() -> Option<TileFn> {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{panel_bytes, TILE_COLS, TILE_ROWS};
-    use crate::blocks::{view, BlockQ2_0};
+    use crate::simd::avx512_q8::q2_block;
     use crate::simd::{f16c, fold_pairs, store_tile, tile_shapes, tree4};
     use std::arch::x86_64::*;
 
     use crate::simd::tile_q8::PAIR_BLOCK;
 
-    /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count.
-    pub(super) fn tile_entry(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]) {
+    /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count
+    /// (`X`: Q2_0_X rows, whole groups of eight blocks).
+    pub(super) fn tile_entry<const X: bool>(
+        n: usize,
+        rows: &[&[u8]],
+        panel: &[u8],
+        cols: usize,
+        out: &mut [f32],
+    ) {
         let nb = n / 64;
-        assert_eq!(n % 64, 0, "whole Q2_0 blocks");
+        assert_eq!(
+            n % if X { 512 } else { 64 },
+            0,
+            "whole Q2_0 / Q2_0_X blocks"
+        );
         assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
         assert!((1..=TILE_COLS).contains(&cols), "tile columns");
         assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
@@ -44,11 +65,11 @@ mod x86 {
         assert!(rows.iter().all(|r| r.len() == nb * 18), "weight row length");
         macro_rules! go {
             ($r:literal, $p:literal) => {{
-                let xs: [&[BlockQ2_0]; $r] = std::array::from_fn(|i| view::<BlockQ2_0>(rows[i]));
+                let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
                 // SAFETY: `q2_0_tile_fn` hands this entry out only after checking the
                 // features; the shapes are checked above (every block and pair-block index
                 // is in bounds).
-                let s = unsafe { tile::<$r, $p>(nb, &xs, panel) };
+                let s = unsafe { tile::<$r, $p, X>(nb, &xs, panel) };
                 store_tile(&s, $r, cols, 1.0, out);
             }};
         }
@@ -63,12 +84,12 @@ mod x86 {
     /// The tile's sums `[column][row]` for `R` rows × `P` column pairs (see the module docs).
     ///
     /// # Safety
-    /// The CPU must have the enabled features; every row holds `nb` Q2_0 blocks and `panel`
-    /// `2·nb·P` pair-blocks.
+    /// The CPU must have the enabled features; every row holds `nb` Q2_0 blocks (`X`: in
+    /// Q2_0_X groups of eight) and `panel` `2·nb·P` pair-blocks.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,f16c")]
-    unsafe fn tile<const R: usize, const P: usize>(
+    unsafe fn tile<const R: usize, const P: usize, const X: bool>(
         nb: usize,
-        xs: &[&[BlockQ2_0]; R],
+        xs: &[&[u8]; R],
         panel: &[u8],
     ) -> [[f32; 4]; TILE_COLS] {
         let zero = _mm512_setzero_si512();
@@ -81,16 +102,14 @@ mod x86 {
             let mut halves = [[zero; 2]; R];
             let mut dxs = [0f32; 4];
             for r in 0..R {
-                let x = &xs[r][i];
-                // SAFETY: 16 code bytes per weight block (unaligned load).
-                let q = unsafe { _mm_loadu_si128(x.qs.as_ptr().cast()) };
+                let (q, d) = q2_block::<X>(&xs[r][144 * (i / 8)..], i % 8);
                 let q = _mm512_permutexvar_epi64(spread, _mm512_castsi128_si512(q));
                 let codes = _mm512_and_si512(_mm512_multishift_epi64_epi8(cut, q), m2);
                 halves[r] = [
                     _mm512_shuffle_i64x2::<0b01_00_01_00>(codes, codes),
                     _mm512_shuffle_i64x2::<0b11_10_11_10>(codes, codes),
                 ];
-                dxs[r] = f16c!(x.d);
+                dxs[r] = f16c!(d.to_le_bytes());
             }
             // SAFETY: `dxs` is 16 readable bytes (unaligned load).
             let dx = unsafe { _mm_loadu_ps(dxs.as_ptr()) };
