@@ -2,7 +2,9 @@
 //! once at load into IQ1_S_X (IQ2_XXS_X, IQ1_M_X), fathom's lossless repacked layouts, and a
 //! session over them
 //! gives the plain session's logits bit for bit — prefill (the tiled expert GEMM, the dense
-//! rows kernels) and decode (the one-column and multi-row kernels) alike.
+//! rows kernels) and decode (the one-column and multi-row kernels) alike. `--repack q2_0`
+//! converts the Q2_0 tensors whose rows are whole 512-element groups into Q2_0_X (the tiny
+//! model has none, so a written file checks it).
 
 use fathom_models::deepseek4::{GgufWeights, Hparams, Repack, Weights};
 use fathom_models::gguf::GgufFile;
@@ -43,16 +45,25 @@ const IQ1: Repack = Repack {
     iq1_s: true,
     iq2_xxs: false,
     iq1_m: false,
+    q2_0: false,
 };
 const IQ2: Repack = Repack {
     iq1_s: false,
     iq2_xxs: true,
     iq1_m: false,
+    q2_0: false,
 };
 const IQ1M: Repack = Repack {
     iq1_s: false,
     iq2_xxs: false,
     iq1_m: true,
+    q2_0: false,
+};
+const Q2: Repack = Repack {
+    iq1_s: false,
+    iq2_xxs: false,
+    iq1_m: false,
+    q2_0: true,
 };
 
 #[test]
@@ -62,9 +73,10 @@ fn repack_parses_and_converts_only_iq1_s() {
     assert!(Repack::parse(" iq1_s , none").unwrap().iq1_s);
     assert_eq!(Repack::parse("iq2_xxs").unwrap(), IQ2);
     assert_eq!(Repack::parse("IQ1_M").unwrap(), IQ1M);
+    assert_eq!(Repack::parse("q2_0").unwrap(), Q2);
     assert_eq!(
         Repack::parse("all").unwrap(),
-        Repack::parse("iq1_s,IQ2_XXS,iq1_m").unwrap()
+        Repack::parse("iq1_s,IQ2_XXS,iq1_m,Q2_0").unwrap()
     );
     let e = Repack::parse("q4_k").unwrap_err();
     assert!(e.contains("q4_k"), "{e}");
@@ -84,9 +96,9 @@ fn repack_parses_and_converts_only_iq1_s() {
     assert_eq!(r.target(DType::Q8_0), None);
     assert_eq!(r.target(DType::IQ1_S).unwrap_or(DType::IQ1_S), expected());
     assert_eq!(Repack::default().target(DType::IQ1_S), None);
-    assert_eq!(Repack::default().loaded_bytes(DType::IQ1_S, 500), 500);
+    assert_eq!(Repack::default().loaded_bytes(DType::IQ1_S, 2560, 500), 500);
     if expected() == DType::IQ1_S_X {
-        assert_eq!(r.loaded_bytes(DType::IQ1_S, 500), 700);
+        assert_eq!(r.loaded_bytes(DType::IQ1_S, 2560, 500), 700);
     }
 
     let (f, _) = model();
@@ -135,7 +147,7 @@ fn an_iq2_xxs_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
 fn an_iq1_m_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
     let want = assert_expert_repacked("IQ1_M", IQ1M, DType::IQ1_M, DType::IQ1_M_X);
     if want == DType::IQ1_M_X {
-        assert_eq!(IQ1M.loaded_bytes(DType::IQ1_M, 560), 760);
+        assert_eq!(IQ1M.loaded_bytes(DType::IQ1_M, 2560, 560), 760);
     }
     session_matches("IQ1_M", IQ1M);
 }
@@ -171,4 +183,62 @@ fn session_matches(quant: &str, repack: Repack) {
             "{quant} step {i}: repacked logits differ from the plain session's"
         );
     }
+}
+
+/// `--repack q2_0`: a Q2_0 tensor with rows of whole 512-element groups is converted into
+/// Q2_0_X (the repack's bytes, the same size), one with 256-element rows stays Q2_0 (as do
+/// all of the tiny model's, whose session is unchanged), and `loaded_bytes` is the file's.
+#[test]
+fn q2_0_tensors_with_whole_groups_are_repacked() {
+    use fathom_models::gguf::{GgufWriter, Value};
+    let want = expected_for(DType::Q2_0, DType::Q2_0_X);
+    assert_eq!(Q2.target_for(DType::Q2_0, 256), None);
+    assert_eq!(
+        Q2.target_for(DType::Q2_0, 4096).unwrap_or(DType::Q2_0),
+        want
+    );
+    assert_eq!(Q2.target_for(DType::IQ1_S, 4096), None);
+    assert_eq!(Q2.loaded_bytes(DType::Q2_0, 4096, 9216), 9216);
+    assert_eq!(Q2.loaded_bytes(DType::Q2_0, 256, 72), 72);
+
+    let mut s = 0x2a5u64;
+    let mut blocks = |n: usize| -> Vec<u8> {
+        let mut v: Vec<u8> = (0..n * 18)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (s >> 56) as u8
+            })
+            .collect();
+        for b in v.chunks_exact_mut(18) {
+            b[..2].copy_from_slice(&quant::scalar::f32_to_f16(0.01).to_le_bytes());
+        }
+        v
+    };
+    let (wide, narrow) = (blocks(16 * 3), blocks(4 * 2));
+    let mut w = GgufWriter::new();
+    w.add_kv("general.architecture", Value::Str("deepseek4".into()))
+        .unwrap();
+    w.add_tensor("wide", DType::Q2_0, &[1024, 3], wide.clone())
+        .unwrap();
+    w.add_tensor("narrow", DType::Q2_0, &[256, 2], narrow.clone())
+        .unwrap();
+    let f = Arc::new(GgufFile::parse(w.to_bytes().unwrap()).unwrap());
+    let mut ws = GgufWeights::with_repack(f, Q2);
+    let mut g = Graph::new();
+    let id = ws.try_get(&mut g, "wide").unwrap().unwrap();
+    assert_eq!(g.node(id).desc.dtype, want);
+    let mut x = vec![0u8; wide.len()];
+    quant::codec::repack::repack_q2_0_x(&wide, &mut x);
+    let got = match &g.node(id).kind {
+        graph::NodeKind::Weight(d) => d.bytes().to_vec(),
+        k => panic!("not a weight: {k:?}"),
+    };
+    assert_eq!(got, if want == DType::Q2_0_X { x } else { wide });
+    let id = ws.try_get(&mut g, "narrow").unwrap().unwrap();
+    assert_eq!(g.node(id).desc.dtype, DType::Q2_0);
+
+    // the tiny model's Q2_0 attention (rows of 256 and 128): nothing converted, same logits
+    session_matches("MIXED", Q2);
 }

@@ -90,8 +90,8 @@ impl CaseBuilder {
         let d = TensorDesc::new(DType::I32, &[v.len()])?;
         self.input_data(name, d, bytemuck::cast_slice(v).to_vec())
     }
-    /// A weight of `dtype` `{k, n}` quantized from random f32 (types with a quantizer) or
-    /// random valid blocks.
+    /// A weight of `dtype` `{k, n}` quantized from random f32 (types with a quantizer, or
+    /// repacked from such a type) or random valid blocks.
     pub fn weight(
         &mut self,
         name: &str,
@@ -103,9 +103,17 @@ impl CaseBuilder {
         let n = d.nelements();
         let x = self.rng.f32s(n, scale);
         let mut bytes = vec![0u8; d.nbytes()];
-        match dtype.info().quantize {
-            Some(q) => q(&x, &mut bytes),
-            None => {
+        let repacked = quant::codec::repack::repack_source(dtype)
+            .filter(|(src, _)| src.info().quantize.is_some());
+        match (dtype.info().quantize, repacked) {
+            (Some(q), _) => q(&x, &mut bytes),
+            // a load-time layout of a quantizable type (Q2_0_X): quantized, then converted
+            (None, Some((src, convert))) => {
+                let mut s = vec![0u8; TensorDesc::new(src, ne)?.nbytes()];
+                (src.info().quantize.expect("filtered"))(&x, &mut s);
+                convert(&s, &mut bytes);
+            }
+            (None, None) => {
                 for b in bytes.iter_mut() {
                     *b = self.rng.next_u64() as u8;
                 }

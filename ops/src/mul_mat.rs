@@ -486,6 +486,9 @@ impl CpuKernel for MulMat {
             DType::Q2_0 => {
                 quant::simd::tile_q2::q2_0_tile_fn().map(|tile| Tiles { tile, expand: None })
             }
+            DType::Q2_0_X => {
+                quant::simd::tile_q2::q2_0_x_tile_fn().map(|tile| Tiles { tile, expand: None })
+            }
             _ => None,
         }
         .filter(|_| s.t >= TILED_MIN_COLS && srcs.len() == 2);
@@ -551,6 +554,7 @@ impl CpuKernel for MulMat {
             DType::BF16,
             DType::Q8_0,
             DType::Q2_0,
+            DType::Q2_0_X,
             DType::Q1_0,
             DType::MXFP4,
             DType::Q2_K,
@@ -572,7 +576,13 @@ impl CpuKernel for MulMat {
                 (512, 19, 3, true),
                 (256, 21, 11, true),
                 (4096, 64, 2, false),
+                (1024, 21, 11, true),
             ] {
+                // rows of whole blocks only (Q2_0_X: 512 elements), and the extra shape only
+                // for the layout that needs it
+                if !k.is_multiple_of(t.block_size()) || (k == 1024 && t != DType::Q2_0_X) {
+                    continue;
+                }
                 let mut b = CaseBuilder::new(9);
                 let w = b.weight("w", t, &[k, n], 0.5).expect("case");
                 let x = b.input_f32("x", &[k, tt], 1.0).expect("case");

@@ -1,8 +1,8 @@
 //! Weight providers for the forward graph: tensors of a GGUF file used **in place** from the
 //! memory map (no copy), with llama.cpp's names and GGUF shapes — or, where [`Repack`] asks
 //! for it, converted once at load into one of fathom's faster layouts (IQ1_S → IQ1_S_X,
-//! IQ2_XXS → IQ2_XXS_X, IQ1_M → IQ1_M_X, see `quant::codec::repack`), held in memory beside
-//! the map.
+//! IQ2_XXS → IQ2_XXS_X, IQ1_M → IQ1_M_X, Q2_0 → Q2_0_X, see `quant::codec::repack`), held in
+//! memory beside the map.
 
 use super::forward::{ForwardError, Weights};
 use crate::gguf::GgufFile;
@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 /// Which tensor types [`GgufWeights`] converts at load into a repacked layout. Off by
 /// default: a repacked tensor is a copy in anonymous memory (IQ1_S_X: 1.4× the IQ1_S bytes,
-/// IQ2_XXS_X 1.55× the IQ2_XXS bytes, IQ1_M_X 1.36× the IQ1_M bytes) instead of pages of the
-/// file's map.
+/// IQ2_XXS_X 1.55× the IQ2_XXS bytes, IQ1_M_X 1.36× the IQ1_M bytes, Q2_0_X the same bytes)
+/// instead of pages of the file's map.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Repack {
     /// IQ1_S → IQ1_S_X (lossless; its decode matvec needs no grid lookups).
@@ -23,11 +23,15 @@ pub struct Repack {
     pub iq2_xxs: bool,
     /// IQ1_M → IQ1_M_X (lossless; no grid lookups).
     pub iq1_m: bool,
+    /// Q2_0 → Q2_0_X (lossless, the same size; its decode kernel needs no byte shuffles),
+    /// for tensors whose rows are whole multiples of 512 elements (every V4-Flash Q2_0
+    /// tensor; the others stay Q2_0).
+    pub q2_0: bool,
 }
 
 impl Repack {
-    /// Parses a comma-separated list of source types (`iq1_s`, `iq2_xxs`, `iq1_m`, `all` for
-    /// the three), or `none`.
+    /// Parses a comma-separated list of source types (`iq1_s`, `iq2_xxs`, `iq1_m`, `q2_0`,
+    /// `all` for the four), or `none`.
     pub fn parse(s: &str) -> Result<Repack, String> {
         let mut r = Repack::default();
         for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
@@ -35,11 +39,12 @@ impl Repack {
                 "iq1_s" => r.iq1_s = true,
                 "iq2_xxs" => r.iq2_xxs = true,
                 "iq1_m" => r.iq1_m = true,
-                "all" => (r.iq1_s, r.iq2_xxs, r.iq1_m) = (true, true, true),
+                "q2_0" => r.q2_0 = true,
+                "all" => (r.iq1_s, r.iq2_xxs, r.iq1_m, r.q2_0) = (true, true, true, true),
                 "none" => {}
                 other => {
                     return Err(format!(
-                        "cannot repack '{other}' (known: iq1_s, iq2_xxs, iq1_m, all, none)"
+                        "cannot repack '{other}' (known: iq1_s, iq2_xxs, iq1_m, q2_0, all, none)"
                     ))
                 }
             }
@@ -47,8 +52,10 @@ impl Repack {
         Ok(r)
     }
 
-    /// The layout a tensor of type `t` is converted to, if any: only where this CPU has a
-    /// SIMD kernel for it (on the scalar reference the repacked form would be slower).
+    /// The layout tensors of type `t` are converted to, if any: only where this CPU has a
+    /// SIMD kernel for it (on the scalar reference the repacked form would be slower). A
+    /// tensor is converted only if its rows also fit the layout's blocks
+    /// ([`Repack::target_for`]).
     pub fn target(&self, t: DType) -> Option<DType> {
         let has_kernel = |x: DType| quant::simd::available(x).len() > 1;
         match t {
@@ -57,14 +64,26 @@ impl Repack {
                 Some(DType::IQ2_XXS_X)
             }
             DType::IQ1_M if self.iq1_m && has_kernel(DType::IQ1_M_X) => Some(DType::IQ1_M_X),
+            DType::Q2_0 if self.q2_0 && has_kernel(DType::Q2_0_X) => Some(DType::Q2_0_X),
             _ => None,
         }
     }
 
-    /// Bytes a tensor of `t` and `n_bytes` file bytes occupies once loaded.
-    pub fn loaded_bytes(&self, t: DType, n_bytes: u64) -> u64 {
-        match self.target(t) {
-            Some(x) => n_bytes / t.type_size() as u64 * x.type_size() as u64,
+    /// The layout a tensor of type `t` with rows of `row` elements is converted to, if any:
+    /// [`Repack::target`] where `row` is a whole number of the layout's blocks.
+    pub fn target_for(&self, t: DType, row: u64) -> Option<DType> {
+        self.target(t)
+            .filter(|x| row.is_multiple_of(x.block_size() as u64))
+    }
+
+    /// Bytes a tensor of `t`, rows of `row` elements and `n_bytes` file bytes occupies once
+    /// loaded.
+    pub fn loaded_bytes(&self, t: DType, row: u64, n_bytes: u64) -> u64 {
+        match self.target_for(t, row) {
+            Some(x) => {
+                let elements = n_bytes / t.type_size() as u64 * t.block_size() as u64;
+                elements / x.block_size() as u64 * x.type_size() as u64
+            }
             None => n_bytes,
         }
     }
@@ -77,7 +96,12 @@ fn repack(from: DType, to: DType, src: &[u8]) -> Result<Vec<u8>, String> {
         Some((source, convert)) if source == from => convert,
         _ => return Err(format!("no repack from {from:?} to {to:?}")),
     };
-    let (bs, bd) = (from.type_size(), to.type_size());
+    // one unit: a block of `to` and the source blocks it is made from
+    let per_unit = to.block_size() / from.block_size();
+    let (bs, bd) = (from.type_size() * per_unit, to.type_size());
+    if per_unit == 0 || !src.len().is_multiple_of(bs) {
+        return Err(format!("not whole {to:?} blocks"));
+    }
     let nb = src.len() / bs;
     let len = nb
         .checked_mul(bd)
@@ -168,7 +192,7 @@ impl Weights for GgufWeights {
         let off = (shard.data_offset() + info.offset) as usize;
         let data = WeightData::new(self.owners[info.shard].clone(), off, info.n_bytes as usize)
             .ok_or_else(|| ForwardError::Missing(format!("{name} (data outside its shard)")))?;
-        let Some(to) = self.repack.target(info.dtype) else {
+        let Some(to) = self.repack.target_for(info.dtype, info.ne[0]) else {
             return Ok(Some(g.weight(name, desc, data)?));
         };
         let (dtype, data) = match self.repacked.get(name) {

@@ -3,8 +3,9 @@
 //! 5's "every matvec ≥ 80% of the measured bandwidth").
 //!
 //! Per type: one MUL_MAT node with `--row` elements per row (default 4096) and
-//! [`super::bench::membw_bytes`] of random weights (generated as `fathom synth` writes that type; the repacked `_X` types from
-//! random IQ1_S / IQ2_XXS blocks), one activation column, on the executor with `-t` threads.
+//! [`super::bench::membw_bytes`] of random weights (generated as `fathom synth` writes that
+//! type; the repacked `_X` types from random IQ1_S / IQ2_XXS / IQ1_M / Q2_0 blocks), one
+//! activation column, on the executor with `-t` threads.
 //! Each of `-r` rounds reads the bandwidth buffer (best of a plain and a prefetching pass),
 //! then runs the matvec twice per `--prefetch` distance; the table gives medians over the
 //! rounds and the median of each round's own fraction. Alternating in one process is what
@@ -31,6 +32,7 @@ pub const ALL: &[DType] = &[
     DType::Q5_K,
     DType::Q4_K,
     DType::Q2_0,
+    DType::Q2_0_X,
     DType::MXFP4,
     DType::IQ2_XXS,
     DType::IQ2_XXS_X,

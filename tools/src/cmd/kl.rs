@@ -94,7 +94,7 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Convert these GGUF tensor types at load into fathom's repacked layouts (`iq1_s`,
-    /// `iq2_xxs`, `iq1_m`, `all` or `none`; lossless, so A and B are measured on faster kernels with
+    /// `iq2_xxs`, `iq1_m`, `q2_0`, `all` or `none`; lossless, so A and B are measured on faster kernels with
     /// the same logits). Checkpoints have none of these types.
     #[arg(long, default_value = "none", value_parser = super::run::parse_repack)]
     repack: models::deepseek4::Repack,

@@ -51,7 +51,7 @@ pub struct Args {
     #[arg(long)]
     ctx: Option<usize>,
     /// Convert these GGUF tensor types at load into fathom's repacked layouts (`iq1_s`,
-    /// `iq2_xxs`, `iq1_m`, `all` or `none`); the logits must not change (a way to check that from
+    /// `iq2_xxs`, `iq1_m`, `q2_0`, `all` or `none`); the logits must not change (a way to check that from
     /// outside).
     #[arg(long, default_value = "none", value_parser = super::run::parse_repack)]
     repack: models::deepseek4::Repack,

@@ -93,8 +93,8 @@ pub struct Args {
     moe_config: Option<PathBuf>,
     /// Convert these tensor types at load into fathom's faster layouts (comma separated:
     /// `iq1_s` → IQ1_S_X, 1.4× that type's memory; `iq2_xxs` → IQ2_XXS_X, 1.55×; `iq1_m` →
-    /// IQ1_M_X, 1.36×; `all`; `none`). Lossless; only where this CPU has the layout's SIMD
-    /// kernel.
+    /// IQ1_M_X, 1.36×; `q2_0` → Q2_0_X, the same size, for rows of whole 512s; `all`;
+    /// `none`). Lossless; only where this CPU has the layout's SIMD kernel.
     #[arg(long, default_value = "none", value_parser = parse_repack)]
     repack: models::deepseek4::Repack,
 }
