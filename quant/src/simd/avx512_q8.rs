@@ -381,20 +381,14 @@ unsafe fn q2_rows<const X: bool>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
             nb = nb.min(x.len());
         }
         let nr = rows.len();
-        // A pass pair walks row i of each quarter and the row after it (`dot_rows`' order)
-        // side by side, group by group. A row shorter than `pd` bytes prefetches into the
-        // rows after it ahead of the pair's position, but from a longer row `pd` ahead lands
-        // in row i + 1 behind it, where the pair has already read (8192-wide rows: every
-        // other row went unprefetched, 8.5–10.7 GB/s from DRAM against 15 for 4096-wide);
-        // those rows prefetch their own column position whole pairs of rows ahead instead.
-        // (That rule for all rows measured slower on 4096-wide ones, 9.0–11.9 against
-        // 12.7–14.3 GB/s, four alternations.)
-        let rb = rows.iter().map(|w| w.len()).max().unwrap_or(0);
-        let ahead = if pd >= rb {
-            pd
-        } else {
-            pd.div_ceil(2 * rb) * 2 * rb
-        };
+        // One four-row pass at a time, each row read to its end (`dot_rows`' quarter order),
+        // prefetched `pd` bytes ahead in its own stream: past a row's end that is the next
+        // row of its quarter, which the next pass reads. (Until 2026-12-04 two passes ran
+        // side by side, rows i and i + 1 of each quarter, and rows longer than `pd` had to
+        // prefetch whole row pairs ahead; alternating `bench --matvec q2_0,q2_0_x` runs of
+        // the two forms, 1024- to 8192-wide rows, differed by less than this host's
+        // round-to-round spread, and in cache one pass was no slower: the simpler form.)
+        let ahead = pd;
         let (full, rem) = (nb / 8, nb % 8);
         debug_assert!(
             !X || rem == 0,
@@ -419,42 +413,37 @@ unsafe fn q2_rows<const X: bool>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
                 // SAFETY: same features as this function.
                 *act = unsafe { q2_0_act(yc) };
             }
-            // pairs of four-row passes: two independent chains of block-order additions;
-            // a short pass repeats its last row (those lanes are not used), so all four
-            // products stay in registers
-            for (r8, sp) in (0..nr).step_by(8).zip(s.chunks_mut(2)) {
-                let passes = (nr - r8).div_ceil(4).min(2);
+            // four-row passes; a short pass repeats its last row (those lanes are not used),
+            // so all four products stay in registers
+            for (r, sp) in (0..nr).step_by(4).zip(s.iter_mut()) {
                 for (i, act) in acts[..segn].iter().enumerate() {
                     let g = seg + i;
                     let cnt = if g < full { 8 } else { rem };
-                    for (h, sp) in sp[..passes].iter_mut().enumerate() {
-                        let r = r8 + 4 * h;
-                        // the last 1–7 blocks: padded copies with zero blocks
-                        let pad: [[BlockQ2_0; 8]; 4];
-                        let p: [*const u8; 4] = if cnt == 8 {
-                            std::array::from_fn(|j| {
-                                let x = &row(r + j)[8 * g..8 * g + 8];
-                                super::prefetch_ahead(x.as_ptr().cast(), 144, ahead);
-                                x.as_ptr().cast()
-                            })
-                        } else {
-                            pad = std::array::from_fn(|j| {
-                                let mut t = [BlockQ2_0::zeroed(); 8];
-                                t[..rem].copy_from_slice(&row(r + j)[8 * full..nb]);
-                                t
-                            });
-                            pad.each_ref().map(|t| t.as_ptr().cast())
-                        };
-                        // SAFETY: same features as this function; each `p` points to
-                        // eight blocks (144 bytes).
-                        let w = unsafe {
-                            [
-                                q2_0_pair::<X>(p[0], p[1], act, &k),
-                                q2_0_pair::<X>(p[2], p[3], act, &k),
-                            ]
-                        };
-                        add_rows8(sp, &w, cnt);
-                    }
+                    // the last 1–7 blocks: padded copies with zero blocks
+                    let pad: [[BlockQ2_0; 8]; 4];
+                    let p: [*const u8; 4] = if cnt == 8 {
+                        std::array::from_fn(|j| {
+                            let x = &row(r + j)[8 * g..8 * g + 8];
+                            super::prefetch_ahead(x.as_ptr().cast(), 144, ahead);
+                            x.as_ptr().cast()
+                        })
+                    } else {
+                        pad = std::array::from_fn(|j| {
+                            let mut t = [BlockQ2_0::zeroed(); 8];
+                            t[..rem].copy_from_slice(&row(r + j)[8 * full..nb]);
+                            t
+                        });
+                        pad.each_ref().map(|t| t.as_ptr().cast())
+                    };
+                    // SAFETY: same features as this function; each `p` points to
+                    // eight blocks (144 bytes).
+                    let w = unsafe {
+                        [
+                            q2_0_pair::<X>(p[0], p[1], act, &k),
+                            q2_0_pair::<X>(p[2], p[3], act, &k),
+                        ]
+                    };
+                    add_rows8(sp, &w, cnt);
                 }
             }
         }
