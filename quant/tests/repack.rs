@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{q8k, rng};
+use common::{activation, rng};
 use fathom_quant as quant;
 use quant::codec::repack::{
     q2_0_x_blocks, repack_iq1_m_x, repack_iq1_s_x, repack_iq2_xxs_x, repack_q2_0_x,
@@ -87,8 +87,8 @@ fn assert_codes_at_most_2(codes: &[u8]) {
 }
 
 /// The repacked row `x` (of `to`) dequantizes to the bits of the source row `w` (of `from`),
-/// and on Q8_K activations of several scales its dot — the fastest kernel's and the
-/// reference's — is the source's.
+/// and on activations of several scales (of the source's activation type) its dot — the
+/// fastest kernel's and the reference's — is the source's.
 fn assert_same_values_and_dots(
     r: &mut impl FnMut() -> u64,
     (from, w): (DType, &[u8]),
@@ -106,7 +106,7 @@ fn assert_same_values_and_dots(
         );
     }
     for scale in [0.5f32, 2.0, 1e4] {
-        let q = q8k(r, n, scale);
+        let q = activation(r, n, scale, from.info().dot_type.unwrap());
         let want = quant::vec_dot(from, n, w, &q).unwrap();
         let got = quant::vec_dot(to, n, x, &q).unwrap();
         assert_eq!(
@@ -208,27 +208,7 @@ fn the_q2_0_repack_is_lossless() {
                 "group {g} given back"
             );
         }
-        let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
-        dequantize_row(DType::Q2_0, &w, &mut a).unwrap();
-        dequantize_row(DType::Q2_0_X, &x, &mut b).unwrap();
-        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-            assert_eq!(p.to_bits(), q.to_bits(), "n={n} element {i}: {p} vs {q}");
-        }
-        for scale in [0.5f32, 2.0, 1e4] {
-            let act: Vec<f32> = (0..n)
-                .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
-                .collect();
-            let mut q = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
-            quantize_activation(DType::Q8_0, &act, &mut q).unwrap();
-            let want = quant::vec_dot(DType::Q2_0, n, &w, &q).unwrap();
-            let got = quant::vec_dot(DType::Q2_0_X, n, &x, &q).unwrap();
-            assert_eq!(got.to_bits(), want.to_bits(), "n={n}: {got} vs {want}");
-            let (rw, rx) = (
-                DType::Q2_0.info().vec_dot.unwrap(),
-                DType::Q2_0_X.info().vec_dot.unwrap(),
-            );
-            assert_eq!(rw(n, &w, &q).to_bits(), rx(n, &x, &q).to_bits(), "n={n}");
-        }
+        assert_same_values_and_dots(&mut r, (DType::Q2_0, &w), (DType::Q2_0_X, &x), n);
     }
 }
 

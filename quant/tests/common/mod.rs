@@ -19,11 +19,16 @@ pub fn rng(seed: u64) -> impl FnMut() -> u64 {
 
 /// A Q8_K activation row of `n` random values in `[-scale, scale)`.
 pub fn q8k(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<u8> {
+    activation(r, n, scale, DType::Q8_K)
+}
+
+/// `n` random activations in `[-scale, scale)`, quantized to the activation type `t`.
+pub fn activation(r: &mut impl FnMut() -> u64, n: usize, scale: f32, t: DType) -> Vec<u8> {
     let x: Vec<f32> = (0..n)
         .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
         .collect();
-    let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
-    quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+    let mut a = vec![0u8; bytes_for(t, n).unwrap()];
+    quantize_activation(t, &x, &mut a).unwrap();
     a
 }
 
