@@ -15,6 +15,11 @@
 //! rows, so a block costs under one shuffle-port operation and no horizontal reduction.
 //! `vpdpbusd` forms Σ c·y (from −Σ y: Σ (c − 1)·y) per 32-element half. Exact integer
 //! arithmetic and the reference's float combine: the reference's bits.
+//!
+//! Every Q2_0 kernel here also runs on Q2_0_X rows (a const generic `X`): the load-time
+//! layout whose 144 bytes per eight blocks already hold the two step registers and the
+//! eight scales side by side, so the decode kernel's split and scale shuffles disappear; the
+//! multi-column and tile kernels take each block's code bytes back from it ([`q2_block`]).
 
 use super::{entry, f16c, f16x8, tree4};
 use crate::blocks::{view, BlockQ2_0, BlockQ6K, BlockQ8K, BlockQ8_0};
