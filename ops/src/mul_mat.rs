@@ -105,15 +105,38 @@ fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
     crate::quantize::activations_to(x, s.dot, s.t * s.batches, s.qrow, buf);
 }
 
-/// Weight row `n` of the batch matching activation batch `b`.
-fn weight_row<'a>(w: &TensorRef<'a>, x: &TensorRef, b: usize, n: usize) -> &'a [u8] {
-    let (b2, b3) = (b % x.desc.ne[2], b / x.desc.ne[2]);
-    let (w2, w3) = (
-        b2 / (x.desc.ne[2] / w.desc.ne[2]),
-        b3 / (x.desc.ne[3] / w.desc.ne[3]),
-    );
-    let off = n * w.desc.nb[1] + w2 * w.desc.nb[2] + w3 * w.desc.nb[3];
-    &w.bytes()[off..off + w.desc.row_bytes()]
+/// The weight rows of the batch matching activation batch `b`: the batch's offset (four
+/// divisions) and the row length (one more) computed once. Per row they had cost about 40%
+/// of the time of a 1024-wide Q2_0_X matvec (288-byte rows; `perf`, `--matvec --row 1024`).
+#[derive(Clone, Copy)]
+struct WeightRows<'a> {
+    bytes: &'a [u8],
+    base: usize,
+    stride: usize,
+    len: usize,
+}
+
+impl<'a> WeightRows<'a> {
+    fn new(w: &TensorRef<'a>, x: &TensorRef, b: usize) -> WeightRows<'a> {
+        let (b2, b3) = (b % x.desc.ne[2], b / x.desc.ne[2]);
+        let (w2, w3) = (
+            b2 / (x.desc.ne[2] / w.desc.ne[2]),
+            b3 / (x.desc.ne[3] / w.desc.ne[3]),
+        );
+        WeightRows {
+            bytes: w.bytes(),
+            base: w2 * w.desc.nb[2] + w3 * w.desc.nb[3],
+            stride: w.desc.nb[1],
+            len: w.desc.row_bytes(),
+        }
+    }
+
+    /// Weight row `n`.
+    #[inline]
+    fn row(&self, n: usize) -> &'a [u8] {
+        let off = self.base + n * self.stride;
+        &self.bytes[off..off + self.len]
+    }
 }
 
 /// The dot kernels of a MUL_MAT's row path: single row and column, several columns (prompt
@@ -198,12 +221,13 @@ fn compute(
     rows: std::ops::Range<usize>,
 ) {
     let (w, x, mask) = (&srcs[0], &srcs[1], srcs.get(2));
+    let wrows = WeightRows::new(w, x, b);
     if let (Some(multi), true) = (multi, s.t > 1) {
         for n in rows {
             if n + 1 < s.n {
-                quant::simd::prefetch(weight_row(w, x, b, n + 1));
+                quant::simd::prefetch(wrows.row(n + 1));
             }
-            let wr = weight_row(w, x, b, n);
+            let wr = wrows.row(n);
             let masked = |j: usize| mask.is_some_and(|mk| mk.row_f32(j)[n] == 0.0);
             let act = |j: usize| &q[j * s.qrow..(j + 1) * s.qrow];
             dot_row_columns(
@@ -226,18 +250,18 @@ fn compute(
         let m = mask.map(|m| m.row_f32(j));
         if let Some(rows_dot) = rows_dot {
             let masked = |n: usize| m.is_some_and(|m| m[n] == 0.0);
-            let row = |n: usize| weight_row(w, x, b, n);
+            let row = |n: usize| wrows.row(n);
             dot_rows(rows_dot, s.k, row, masked, qa, rows.clone(), out);
             continue;
         }
         for (o, n) in out.iter_mut().zip(rows.clone()) {
             if t == 0 && n + 1 < s.n {
-                quant::simd::prefetch(weight_row(w, x, b, n + 1));
+                quant::simd::prefetch(wrows.row(n + 1));
             }
             *o = if m.is_some_and(|m| m[n] == 0.0) {
                 0.0
             } else {
-                dot(s.k, weight_row(w, x, b, n), qa)
+                dot(s.k, wrows.row(n), qa)
             };
         }
     }
@@ -260,18 +284,18 @@ fn compute_tiles(
     b: usize,
     rows: std::ops::Range<usize>,
 ) {
-    let (w, x) = (&srcs[0], &srcs[1]);
+    let wrows = WeightRows::new(&srcs[0], &srcs[1], b);
     let groups = s.t.div_ceil(TILE_COLS);
     let stride = panel_bytes(s.k, TILE_COLS);
     if let Some((expand, eb)) = tiles.expand {
         for (i, n) in rows.clone().enumerate() {
-            expand(weight_row(w, x, b, n), &mut ex[i * eb..(i + 1) * eb]);
+            expand(wrows.row(n), &mut ex[i * eb..(i + 1) * eb]);
         }
     }
     if rows.end < s.n {
         // the next chunk's rows, while this chunk computes
         for i in rows.end..(rows.end + CHUNK).min(s.n) {
-            quant::simd::prefetch(weight_row(w, x, b, i));
+            quant::simd::prefetch(wrows.row(i));
         }
     }
     let ex = &*ex;
@@ -280,7 +304,7 @@ fn compute_tiles(
             let i = n - rows.start;
             &ex[i * eb..(i + 1) * eb]
         }
-        None => weight_row(w, x, b, n),
+        None => wrows.row(n),
     };
     for g in 0..groups {
         let cols = (s.t - g * TILE_COLS).min(TILE_COLS);
@@ -319,10 +343,10 @@ fn compute_float_tiles(
 ) {
     const R: usize = tile_float::TILE_ROWS;
     const C: usize = tile_float::TILE_COLS;
-    let (w, x) = (&srcs[0], &srcs[1]);
+    let wrows = WeightRows::new(&srcs[0], &srcs[1], b);
     if rows.end < s.n {
         for i in rows.end..(rows.end + CHUNK).min(s.n) {
-            quant::simd::prefetch(weight_row(w, x, b, i));
+            quant::simd::prefetch(wrows.row(i));
         }
     }
     let mut t0 = cols.start;
@@ -335,7 +359,7 @@ fn compute_float_tiles(
         let mut n0 = rows.start;
         while n0 < rows.end {
             let nr = (rows.end - n0).min(R);
-            let wr: [&[u8]; R] = std::array::from_fn(|i| weight_row(w, x, b, n0 + i.min(nr - 1)));
+            let wr: [&[u8]; R] = std::array::from_fn(|i| wrows.row(n0 + i.min(nr - 1)));
             let mut out = [0f32; R * C];
             tile(s.k, &wr[..nr], &acts[..cols], &mut out[..nr * cols]);
             for c in 0..cols {
