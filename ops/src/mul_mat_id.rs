@@ -117,8 +117,35 @@ fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
 
 /// Row `n` of expert `e`.
 fn weight_row<'a>(w: &TensorRef<'a>, e: usize, n: usize) -> &'a [u8] {
-    let off = n * w.desc.nb[1] + e * w.desc.nb[2];
-    &w.bytes()[off..off + w.desc.row_bytes()]
+    ExpertRows::new(w).row(e, n)
+}
+
+/// The experts' weight rows with the strides and the row length (a division) read once: the
+/// matvec paths ask for every row (see `mul_mat`'s `WeightRows`).
+#[derive(Clone, Copy)]
+struct ExpertRows<'a> {
+    bytes: &'a [u8],
+    stride: usize,
+    expert: usize,
+    len: usize,
+}
+
+impl<'a> ExpertRows<'a> {
+    fn new(w: &TensorRef<'a>) -> ExpertRows<'a> {
+        ExpertRows {
+            bytes: w.bytes(),
+            stride: w.desc.nb[1],
+            expert: w.desc.nb[2],
+            len: w.desc.row_bytes(),
+        }
+    }
+
+    /// Row `n` of expert `e`.
+    #[inline]
+    fn row(&self, e: usize, n: usize) -> &'a [u8] {
+        let off = n * self.stride + e * self.expert;
+        &self.bytes[off..off + self.len]
+    }
 }
 
 /// Converted activation row feeding output row `j = t·n_used + u`.
@@ -373,6 +400,7 @@ impl CpuKernel for MulMatId {
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (w, x, ids) = (&srcs[0], &srcs[1], &srcs[2]);
         let s = shape(w, x, ids);
+        let wrows = ExpertRows::new(w);
         let dot = crate::mul_mat::fast_dot(w);
         let multi = quant::simd::vec_dot_multi_fn(w.desc.dtype);
         // zero / NaN rows: each owned by one thread of the static split
@@ -488,7 +516,7 @@ impl CpuKernel for MulMatId {
                         crate::mul_mat::dot_row_columns(
                             multi,
                             s.k,
-                            weight_row(w, e, n),
+                            wrows.row(e, n),
                             n,
                             group.iter().map(|&j| j as usize),
                             |j| act(q, &s, j),
@@ -507,7 +535,7 @@ impl CpuKernel for MulMatId {
                         crate::mul_mat::dot_rows(
                             rows_dot,
                             s.k,
-                            |n| weight_row(w, e, n),
+                            |n| wrows.row(e, n),
                             |n| mask.is_some_and(|m| m[n] == 0.0),
                             qa,
                             cols.clone(),
@@ -519,7 +547,7 @@ impl CpuKernel for MulMatId {
                         *o = if mask.is_some_and(|m| m[n] == 0.0) {
                             0.0
                         } else {
-                            dot(s.k, weight_row(w, e, n), qa)
+                            dot(s.k, wrows.row(e, n), qa)
                         };
                     }
                 }
