@@ -105,11 +105,12 @@ fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
     crate::quantize::activations_to(x, s.dot, s.t * s.batches, s.qrow, buf);
 }
 
-/// The weight rows of the batch matching activation batch `b`: the batch's offset (four
-/// divisions) and the row length (one more) computed once. Per row they had cost about 40%
-/// of the time of a 1024-wide Q2_0_X matvec (288-byte rows; `perf`, `--matvec --row 1024`).
+/// The rows of one weight matrix (at byte `base` of its tensor), with the offset and the row
+/// length (a division) computed once for all of them: a matvec asks for every row, and per
+/// row the lookup had cost about 40% of the time of a 1024-wide Q2_0_X matvec (288-byte
+/// rows; `perf`, `--matvec --row 1024`). MUL_MAT_ID takes one per expert.
 #[derive(Clone, Copy)]
-struct WeightRows<'a> {
+pub(crate) struct WeightRows<'a> {
     bytes: &'a [u8],
     base: usize,
     stride: usize,
@@ -117,23 +118,29 @@ struct WeightRows<'a> {
 }
 
 impl<'a> WeightRows<'a> {
-    fn new(w: &TensorRef<'a>, x: &TensorRef, b: usize) -> WeightRows<'a> {
-        let (b2, b3) = (b % x.desc.ne[2], b / x.desc.ne[2]);
-        let (w2, w3) = (
-            b2 / (x.desc.ne[2] / w.desc.ne[2]),
-            b3 / (x.desc.ne[3] / w.desc.ne[3]),
-        );
+    /// The matrix at byte `base` of `w`.
+    pub(crate) fn at(w: &TensorRef<'a>, base: usize) -> WeightRows<'a> {
         WeightRows {
             bytes: w.bytes(),
-            base: w2 * w.desc.nb[2] + w3 * w.desc.nb[3],
+            base,
             stride: w.desc.nb[1],
             len: w.desc.row_bytes(),
         }
     }
 
-    /// Weight row `n`.
+    /// The matrix of `w` that activation batch `b` of `x` multiplies (batches broadcast).
+    fn of_batch(w: &TensorRef<'a>, x: &TensorRef, b: usize) -> WeightRows<'a> {
+        let (b2, b3) = (b % x.desc.ne[2], b / x.desc.ne[2]);
+        let (w2, w3) = (
+            b2 / (x.desc.ne[2] / w.desc.ne[2]),
+            b3 / (x.desc.ne[3] / w.desc.ne[3]),
+        );
+        WeightRows::at(w, w2 * w.desc.nb[2] + w3 * w.desc.nb[3])
+    }
+
+    /// Row `n`.
     #[inline]
-    fn row(&self, n: usize) -> &'a [u8] {
+    pub(crate) fn row(&self, n: usize) -> &'a [u8] {
         let off = self.base + n * self.stride;
         &self.bytes[off..off + self.len]
     }
@@ -165,8 +172,8 @@ fn quarter_order(len: usize) -> impl Iterator<Item = usize> {
 /// unmasked weight rows per multi-row kernel call (which takes them [`DOT_ROWS`] at a time,
 /// and may prepare its activation side once for all of them), in [`quarter_order`] (a
 /// masked row gives 0 and is not read). The kernels prefetch each of their four streams a
-/// fixed distance ahead (`quant::simd::prefetch_distance`), which carries the stream on into the next row of its
-/// quarter; prefetching the whole next group here at once measured slower (12.0 → 10.5
+/// fixed distance ahead (`quant::simd::prefetch_distance`), which carries the stream on into
+/// the next row of its quarter; prefetching the whole next group here at once measured slower (12.0 → 10.5
 /// GiB/s on a 512 MiB node), and no prefetch at all left the hardware prefetchers short of
 /// the latency on a VM (Q6_K 8.8 → 16.3 GB/s with the kernels' prefetch, alternating).
 pub(crate) fn dot_rows<'w>(
@@ -221,7 +228,7 @@ fn compute(
     rows: std::ops::Range<usize>,
 ) {
     let (w, x, mask) = (&srcs[0], &srcs[1], srcs.get(2));
-    let wrows = WeightRows::new(w, x, b);
+    let wrows = WeightRows::of_batch(w, x, b);
     if let (Some(multi), true) = (multi, s.t > 1) {
         for n in rows {
             if n + 1 < s.n {
@@ -284,7 +291,7 @@ fn compute_tiles(
     b: usize,
     rows: std::ops::Range<usize>,
 ) {
-    let wrows = WeightRows::new(&srcs[0], &srcs[1], b);
+    let wrows = WeightRows::of_batch(&srcs[0], &srcs[1], b);
     let groups = s.t.div_ceil(TILE_COLS);
     let stride = panel_bytes(s.k, TILE_COLS);
     if let Some((expand, eb)) = tiles.expand {
@@ -343,7 +350,7 @@ fn compute_float_tiles(
 ) {
     const R: usize = tile_float::TILE_ROWS;
     const C: usize = tile_float::TILE_COLS;
-    let wrows = WeightRows::new(&srcs[0], &srcs[1], b);
+    let wrows = WeightRows::of_batch(&srcs[0], &srcs[1], b);
     if rows.end < s.n {
         for i in rows.end..(rows.end + CHUNK).min(s.n) {
             quant::simd::prefetch(wrows.row(i));

@@ -11,6 +11,7 @@
 //! thread owning that output row in the static split.
 
 use crate::case::CaseBuilder;
+use crate::mul_mat::WeightRows;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
 use graph::{TensorDesc, WeightData};
@@ -115,37 +116,9 @@ fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
     crate::quantize::activations_to(x, s.dot, s.b * s.t, s.qrow, buf);
 }
 
-/// Row `n` of expert `e`.
-fn weight_row<'a>(w: &TensorRef<'a>, e: usize, n: usize) -> &'a [u8] {
-    ExpertRows::new(w).row(e, n)
-}
-
-/// The experts' weight rows with the strides and the row length (a division) read once: the
-/// matvec paths ask for every row (see `mul_mat`'s `WeightRows`).
-#[derive(Clone, Copy)]
-struct ExpertRows<'a> {
-    bytes: &'a [u8],
-    stride: usize,
-    expert: usize,
-    len: usize,
-}
-
-impl<'a> ExpertRows<'a> {
-    fn new(w: &TensorRef<'a>) -> ExpertRows<'a> {
-        ExpertRows {
-            bytes: w.bytes(),
-            stride: w.desc.nb[1],
-            expert: w.desc.nb[2],
-            len: w.desc.row_bytes(),
-        }
-    }
-
-    /// Row `n` of expert `e`.
-    #[inline]
-    fn row(&self, e: usize, n: usize) -> &'a [u8] {
-        let off = n * self.stride + e * self.expert;
-        &self.bytes[off..off + self.len]
-    }
+/// The weight rows of expert `e`.
+fn expert_rows<'a>(w: &TensorRef<'a>, e: usize) -> WeightRows<'a> {
+    WeightRows::at(w, e * w.desc.nb[2])
 }
 
 /// Converted activation row feeding output row `j = t·n_used + u`.
@@ -217,8 +190,9 @@ fn expert_tiles_amx(
 ) {
     let ab = tile_amx::amx_bytes(s.k);
     let nr = cols.len();
+    let rows = expert_rows(w, e);
     for (i, buf) in ex.chunks_exact_mut(ab).take(nr).enumerate() {
-        let row = weight_row(w, e, cols.start + i);
+        let row = rows.row(cols.start + i);
         match direct {
             Some(direct) => direct(row, buf),
             None => {
@@ -268,8 +242,9 @@ fn expert_tiles(
     // every row of the item is expanded first, then each chunk's panel (32 KiB at K = 4096)
     // stays in L1 while the item's expanded rows stream past it: less L2 traffic than
     // re-reading the panel for every four rows
+    let rows = expert_rows(w, e);
     for (i, buf) in ex.chunks_exact_mut(eb).take(cols.len()).enumerate() {
-        expand(weight_row(w, e, cols.start + i), buf);
+        expand(rows.row(cols.start + i), buf);
     }
     let mut at = 0;
     for chunk in group.chunks(C) {
@@ -386,11 +361,12 @@ impl CpuKernel for MulMatId {
                 let Route::Expert(e) = r else { unreachable!() };
                 let qa = act(q, &s, j);
                 let mask = srcs.get(3).map(|m| m.row_f32(j));
+                let rows = expert_rows(w, e);
                 for (n, o) in dst.row_f32_mut(j).iter_mut().enumerate() {
                     *o = if mask.is_some_and(|m| m[n] == 0.0) {
                         0.0
                     } else {
-                        dot(s.k, weight_row(w, e, n), qa)
+                        dot(s.k, rows.row(n), qa)
                     };
                 }
             }
@@ -400,7 +376,6 @@ impl CpuKernel for MulMatId {
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (w, x, ids) = (&srcs[0], &srcs[1], &srcs[2]);
         let s = shape(w, x, ids);
-        let wrows = ExpertRows::new(w);
         let dot = crate::mul_mat::fast_dot(w);
         let multi = quant::simd::vec_dot_multi_fn(w.desc.dtype);
         // zero / NaN rows: each owned by one thread of the static split
@@ -471,6 +446,7 @@ impl CpuKernel for MulMatId {
                 let c = item % nchunks;
                 let cols = c * chunk..((c + 1) * chunk).min(s.n);
                 let group = &bk.rows[bk.start[e] as usize..bk.start[e + 1] as usize];
+                let wrows = expert_rows(w, e);
                 // (a group longer than the token count — an expert chosen twice by one token —
                 // would not fit the panel scratch; it takes the multi-column path; the expansion
                 // scratch holds `CHUNK` rows)
@@ -516,7 +492,7 @@ impl CpuKernel for MulMatId {
                         crate::mul_mat::dot_row_columns(
                             multi,
                             s.k,
-                            wrows.row(e, n),
+                            wrows.row(n),
                             n,
                             group.iter().map(|&j| j as usize),
                             |j| act(q, &s, j),
@@ -535,7 +511,7 @@ impl CpuKernel for MulMatId {
                         crate::mul_mat::dot_rows(
                             rows_dot,
                             s.k,
-                            |n| wrows.row(e, n),
+                            |n| wrows.row(n),
                             |n| mask.is_some_and(|m| m[n] == 0.0),
                             qa,
                             cols.clone(),
@@ -547,7 +523,7 @@ impl CpuKernel for MulMatId {
                         *o = if mask.is_some_and(|m| m[n] == 0.0) {
                             0.0
                         } else {
-                            dot(s.k, wrows.row(e, n), qa)
+                            dot(s.k, wrows.row(n), qa)
                         };
                     }
                 }
