@@ -394,7 +394,6 @@ unsafe fn q2_rows<const X: bool>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
         // the two forms, 1024- to 8192-wide rows, differed by less than this host's
         // round-to-round spread, in cache one pass was no slower, and in seed decode
         // profiles the Q2_0_X matvecs took 12.7–13.3 ms per token against 14.8–15.1.)
-        let ahead = pd;
         let (full, rem) = (nb / 8, nb % 8);
         debug_assert!(
             !X || rem == 0,
@@ -430,7 +429,7 @@ unsafe fn q2_rows<const X: bool>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
                     let p: [*const u8; 4] = if cnt == 8 {
                         std::array::from_fn(|j| {
                             let x = &row(r + j)[8 * g..8 * g + 8];
-                            super::prefetch_ahead(x.as_ptr().cast(), 144, ahead);
+                            super::prefetch_ahead(x.as_ptr().cast(), 144, pd);
                             x.as_ptr().cast()
                         })
                     } else {
