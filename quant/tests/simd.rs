@@ -544,8 +544,9 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
 }
 
 /// Callers hand a multi-row kernel up to `DOT_BATCH` rows at once, and kernels that prepare
-/// their activation side once per call (Q2_0: per segment of 128 blocks, for batches of 64
-/// rows) must give every row the reference's bits across segment and batch boundaries.
+/// their activation side once per call (Q2_0: per segment of 128 blocks, MXFP4: of 64 block
+/// pairs, for batches of 64 rows) must give every row the reference's bits across segment and
+/// batch boundaries.
 #[test]
 fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
     let mut r = rng(0xba7c4);
@@ -559,6 +560,7 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
         ),
         (DType::Q2_0_X, DType::Q8_0, 512, [16, 17, 33], &Q2X_SCALES),
         (DType::Q8_0, DType::Q8_0, 32, [128, 131, 263], &[0]),
+        (DType::MXFP4, DType::Q8_0, 32, [128, 131, 263], &[]),
     ] {
         let kernels = quant::simd::rows_available(wt);
         let reference = wt.info().vec_dot.unwrap();
@@ -568,7 +570,16 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
             let mut a = vec![0u8; bytes_for(act, n).unwrap()];
             quantize_activation(act, &x, &mut a).unwrap();
             let ws: Vec<Vec<u8>> = (0..quant::simd::DOT_BATCH + 6)
-                .map(|_| random_blocks(&mut r, wt, n, at, 0.004))
+                .map(|_| {
+                    let mut w = random_blocks(&mut r, wt, n, at, 0.004);
+                    // MXFP4: E8M0 scales 2^-16..2^7 (random bytes would overflow)
+                    if wt == DType::MXFP4 {
+                        for blk in w.chunks_exact_mut(17) {
+                            blk[0] = 112 + blk[0] % 24;
+                        }
+                    }
+                    w
+                })
                 .collect();
             for rows in [1usize, 5, 63, 64, 65, quant::simd::DOT_BATCH + 6] {
                 assert_rows_match(wt, &kernels, n, &ws[..rows], &a, reference);
