@@ -545,7 +545,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
 
 /// Callers hand a multi-row kernel up to `DOT_BATCH` rows at once, and kernels that prepare
 /// their activation side once per call (Q2_0: per segment of 128 blocks, MXFP4: of 64 block
-/// pairs, for batches of 64 rows) must give every row the reference's bits across segment and
+/// pairs, IQ1_M_X: of 32 super-blocks; for batches of 64 rows) must give every row the reference's bits across segment and
 /// batch boundaries.
 #[test]
 fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
@@ -561,6 +561,7 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
         (DType::Q2_0_X, DType::Q8_0, 512, [16, 17, 33], &Q2X_SCALES),
         (DType::Q8_0, DType::Q8_0, 32, [128, 131, 263], &[0]),
         (DType::MXFP4, DType::Q8_0, 32, [128, 131, 263], &[]),
+        (DType::IQ1_M_X, DType::Q8_K, 256, [32, 35, 70], &[]),
     ] {
         let kernels = quant::simd::rows_available(wt);
         let reference = wt.info().vec_dot.unwrap();
@@ -577,6 +578,9 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
                         for blk in w.chunks_exact_mut(17) {
                             blk[0] = 112 + blk[0] % 24;
                         }
+                    }
+                    if wt == DType::IQ1_M_X {
+                        set_iq1m_scale(&mut w, wt, quant::scalar::f32_to_f16(0.004));
                     }
                     w
                 })

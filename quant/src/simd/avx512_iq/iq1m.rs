@@ -330,14 +330,244 @@ unsafe fn dot_iq1_m_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     grid_one!(k, BlockIQ1MX, w, a)
 }
 
-/// IQ1_M_X · Q8_K for several weight rows against one activation row, four rows per pass
-/// ([`dot_iq1_m_avx512_rows`] on the repacked layout): each row gets the one-row kernel's
-/// bits.
+/// Super-blocks whose activation side the IQ1_M_X multi-row kernel prepares at once
+/// ([`M1Act`], 6 KiB on the stack: 8192 elements, a whole row of most matrices).
+const M1_SEG: usize = 32;
+
+/// The activation side of one super-block for [`dot_iq1_m_x_avx512_rows`], prepared once
+/// per call and used by every row: the sums the delta term and the grid offset need.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct M1Act {
+    /// Word w < 16: −8·bsum_w (half w's sum, times the grid offset 8·1); words 16..32: 0.
+    nbs: __m512i,
+    /// Word w: Σ y over sub-group w (elements 8w..8w + 8).
+    sum8: __m512i,
+}
+
+/// The [`M1Act`] of activation block `y`: the 8-element sums by `vpsadbw` on the codes
+/// biased to unsigned (each qword Σ(y + 128) over its eight bytes), narrowed to words.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni")]
+#[inline]
+unsafe fn m1_act(y: &BlockQ8K) -> M1Act {
+    let bias = _mm512_set1_epi8(-128);
+    let zero = _mm512_setzero_si512();
+    let q: [__m128i; 4] = std::array::from_fn(|p| {
+        // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+        let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+        _mm512_cvtepi64_epi16(_mm512_sad_epu8(_mm512_xor_si512(yv, bias), zero))
+    });
+    let lo = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(q[0]), q[1]);
+    let hi = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(q[2]), q[3]);
+    let sums = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+    // SAFETY: 32 `bsums` bytes (unaligned load; the upper half of the register is 0).
+    let bs = unsafe { _mm512_zextsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())) };
+    M1Act {
+        nbs: _mm512_sub_epi16(zero, _mm512_slli_epi16::<3>(bs)),
+        sum8: _mm512_sub_epi16(sums, _mm512_set1_epi16(8 * 128)),
+    }
+}
+
+/// `vpermw` control from the scale words (word h: s'_h) to the sub-group words (word w:
+/// s'_{w/2}, sub-group w's half).
+static M1_SUB_PICK: [u16; 32] = {
+    let mut t = [0u16; 32];
+    let mut w = 0;
+    while w < 32 {
+        t[w] = (w / 2) as u16;
+        w += 1;
+    }
+    t
+};
+
+impl Iq1mDot {
+    /// T = 8·sumi + sumi1 of IQ1_M_X block `x` against `y` (prepared: `act`), spread over
+    /// the lanes: the grid term from the codes 8·l (one `vgf2p8affineqb` per quarter, no
+    /// sign step) as Σ_h s'_h·(Σ 8·l·y − 8·bsum_h), the delta term as Σ_w ±s'·Σ₈y with the
+    /// signs applied to the scale words by one masked subtract (see
+    /// [`dot_iq1_m_x_avx512_rows`]).
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
+    #[inline]
+    unsafe fn sums_prepared(
+        &self,
+        x: &BlockIQ1MX,
+        y: &BlockQ8K,
+        act: &M1Act,
+        sub: __m512i,
+    ) -> __m512i {
+        // SAFETY: 64 code bytes (unaligned load).
+        let c = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
+        let z = _mm512_setzero_si512();
+        let d: [__m512i; 4] = std::array::from_fn(|p| {
+            // quarter p's codes at bits 2p..2p+2 of every byte moved to bits 3–4: 8·l
+            let m = _mm512_set1_epi64(super::super::gf_move2(2 * p as u32, 3));
+            let l8 = _mm512_gf2p8affine_epi64_epi8::<0>(c, m);
+            // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+            let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+            // four-element sums |Σ| ≤ 4·16·128
+            _mm512_dpbusd_epi32(z, l8, yv)
+        });
+        // word h (and h + 16): s'_h = 2·s_h + 1
+        let sc = _mm512_set1_epi64(i64::from_le_bytes(x.scales));
+        let wv = _mm512_ternarylogic_epi32::<0xEA>(
+            _mm512_multishift_epi64_epi8(self.sctrl, sc),
+            _mm512_set1_epi16(0xE),
+            _mm512_set1_epi16(1),
+        );
+        let pairs = self.pick.map(|t| _mm512_permutexvar_epi16(t, wv));
+        let acc = scale_pairs(_mm512_madd_epi16(act.nbs, wv), &d, &pairs);
+        // word w: ±s'_{w/2}, negative where sub-group w's delta is
+        let sw = _mm512_permutexvar_epi16(sub, wv);
+        let neg: __mmask32 = u32::from_le_bytes(x.sg);
+        let sw = _mm512_mask_sub_epi16(sw, neg, z, sw);
+        super::super::dpwssd(acc, act.sum8, sw)
+    }
+
+    /// The block products `f32(d)·dy·(T/8)` of four rows by four super-blocks: element k
+    /// holds super-block k's, one row per lane. The 16 sums are reduced together (one
+    /// unpack tree per super-block, then one 4 × 4 transpose of 128-bit lanes) and their
+    /// products formed in one register, in the reference's order `(d·dy)·t`.
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
+    #[inline]
+    unsafe fn rows4x4(
+        &self,
+        xs: &[&[BlockIQ1MX; 4]; 4],
+        ys: &[BlockQ8K; 4],
+        acts: &[M1Act; 4],
+        sub: __m512i,
+    ) -> [__m128; 4] {
+        // per super-block k: 128-bit lane l holds the four rows' partial sums of lane l
+        // (plain loops: a closure here is not inlined and passes its vectors in memory)
+        let mut t = [_mm512_setzero_si512(); 4];
+        for (k, tk) in t.iter_mut().enumerate() {
+            let mut z = [_mm512_setzero_si512(); 4];
+            for (zr, x) in z.iter_mut().zip(xs) {
+                // SAFETY: same features as this function.
+                *zr = unsafe { self.sums_prepared(&x[k], &ys[k], &acts[k], sub) };
+            }
+            *tk = tree4(z[0], z[1], z[2], z[3]);
+        }
+        // 128-bit lane k of `tt`: super-block k's four row sums
+        let u0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(t[0], t[1]);
+        let u1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(t[0], t[1]);
+        let u2 = _mm512_shuffle_i32x4::<0b01_00_01_00>(t[2], t[3]);
+        let u3 = _mm512_shuffle_i32x4::<0b11_10_11_10>(t[2], t[3]);
+        let (a, b) = (_mm512_add_epi32(u0, u1), _mm512_add_epi32(u2, u3));
+        let tt = _mm512_add_epi32(
+            _mm512_shuffle_i32x4::<0b10_00_10_00>(a, b),
+            _mm512_shuffle_i32x4::<0b11_01_11_01>(a, b),
+        );
+        let f = _mm512_mul_ps(_mm512_cvtepi32_ps(tt), _mm512_set1_ps(0.125));
+        let hd: [u16; 16] = std::array::from_fn(|i| iq1m_d_bits(&xs[i % 4][i / 4].scales));
+        // SAFETY: `hd` is 32 bytes (unaligned load).
+        let dx = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(hd.as_ptr().cast()) });
+        let dy4 = _mm_setr_ps(ys[0].d(), ys[1].d(), ys[2].d(), ys[3].d());
+        let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        let dy = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(dy4));
+        let p = _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
+        [
+            _mm512_castps512_ps128(p),
+            _mm512_extractf32x4_ps::<1>(p),
+            _mm512_extractf32x4_ps::<2>(p),
+            _mm512_extractf32x4_ps::<3>(p),
+        ]
+    }
+}
+
+/// IQ1_M_X · Q8_K for several weight rows against one activation row (decode).
+///
+/// The one-row kernel forms each weight whole, W + 9 = 8·l + 2 − 2·[σ < 0], which costs a
+/// sign cut and a merge per quarter. Here the sign stays out of the weights:
+/// T = Σ_h s'_h·(Σ_{e∈h} 8·l_e·y_e − 8·bsum_h) + Σ_w σ_w·s'_{w/2}·Σ₈y_w, whose activation
+/// parts (−8·bsum, the 8-element sums Σ₈y) are prepared once per [`M1_SEG`] super-blocks
+/// ([`M1Act`]) for every row of the call ([`Iq1mDot::sums_prepared`]). The same exact T,
+/// so with the one-row kernel's float combine (four super-blocks' sums reduced by one
+/// unpack tree, their products added in block order) each row gets the reference's bits.
+/// Four rows per pass; a short pass repeats its first row in the other lanes and does not
+/// store them.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    const BATCH: usize = crate::simd::DOT_BATCH;
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
-    grid_rows!(k, BlockIQ1MX, rows, a, out, 1.0);
+    // SAFETY: the table is 64 bytes (unaligned load).
+    let sub = unsafe { _mm512_loadu_si512(M1_SUB_PICK.as_ptr().cast()) };
+    let ys = view::<BlockQ8K>(a);
+    let pd = crate::simd::prefetch_distance();
+    let mut acts = [const { std::mem::MaybeUninit::<M1Act>::uninit() }; M1_SEG];
+    for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+        let mut xs: [&[BlockIQ1MX]; BATCH] = [&[]; BATCH];
+        let mut nb = ys.len();
+        for (x, w) in xs.iter_mut().zip(rows) {
+            *x = view::<BlockIQ1MX>(w);
+            nb = nb.min(x.len());
+        }
+        let nr = rows.len();
+        let mut s = [_mm_setzero_ps(); BATCH / 4];
+        for seg in (0..nb).step_by(M1_SEG) {
+            let segn = (nb - seg).min(M1_SEG);
+            for (act, y) in acts[..segn].iter_mut().zip(&ys[seg..]) {
+                // SAFETY: same features as this function.
+                act.write(unsafe { m1_act(y) });
+            }
+            // SAFETY: the first `segn` entries were written just above.
+            let acts = unsafe { std::slice::from_raw_parts(acts.as_ptr().cast::<M1Act>(), segn) };
+            for (r, sp) in (0..nr).step_by(4).zip(s.iter_mut()) {
+                // the pass's rows (a short pass repeats its first; not stored)
+                let x4: [&[BlockIQ1MX]; 4] =
+                    std::array::from_fn(|j| xs[if r + j < nr { r + j } else { r }]);
+                for c in (0..segn).step_by(4) {
+                    let cnt = (segn - c).min(4);
+                    let b = seg + c;
+                    for x in &x4[..(nr - r).min(4)] {
+                        crate::simd::prefetch_ahead(
+                            x[b..].as_ptr().cast(),
+                            4 * size_of::<BlockIQ1MX>(),
+                            pd,
+                        );
+                    }
+                    let v = if cnt == 4 {
+                        let xq = x4.map(|x| <&[BlockIQ1MX; 4]>::try_from(&x[b..b + 4]).unwrap());
+                        let yq = ys[b..b + 4].try_into().unwrap();
+                        let aq = acts[c..c + 4].try_into().unwrap();
+                        // SAFETY: same features as this function.
+                        unsafe { k.rows4x4(&xq, yq, aq, sub) }
+                    } else {
+                        // the last 1–3 super-blocks: copies padded with zero blocks (their
+                        // products are not added)
+                        let xp = x4.map(|x| {
+                            let mut t = [<BlockIQ1MX as bytemuck::Zeroable>::zeroed(); 4];
+                            t[..cnt].copy_from_slice(&x[b..b + cnt]);
+                            t
+                        });
+                        let mut yp = [<BlockQ8K as bytemuck::Zeroable>::zeroed(); 4];
+                        yp[..cnt].copy_from_slice(&ys[b..b + cnt]);
+                        let zero = _mm512_setzero_si512();
+                        let mut ap = [M1Act {
+                            nbs: zero,
+                            sum8: zero,
+                        }; 4];
+                        ap[..cnt].copy_from_slice(&acts[c..c + cnt]);
+                        // SAFETY: same features as this function.
+                        unsafe { k.rows4x4(&xp.each_ref(), &yp, &ap, sub) }
+                    };
+                    for vk in &v[..cnt] {
+                        *sp = _mm_add_ps(*sp, *vk);
+                    }
+                }
+            }
+        }
+        for (o, sp) in out.chunks_mut(4).zip(&s) {
+            let mut v = [0f32; 4];
+            // SAFETY: `v` holds four f32 (unaligned store).
+            unsafe { _mm_storeu_ps(v.as_mut_ptr(), *sp) };
+            o.copy_from_slice(&v[..o.len()]);
+        }
+    }
 }
 
 /// IQ1_M · Q8_K against up to eight activation columns per pass (prompt chunks, MoE experts
