@@ -303,6 +303,54 @@ impl Iq2Dot {
         }
     }
 
+    /// One IQ2_XXS super-block's integer sum against `y`, spread over the lanes (see
+    /// [`dot_iq2_xxs_avx512`]).
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
+    #[inline]
+    unsafe fn sums(&self, x: &BlockIQ2XXS, y: &BlockQ8K) -> __m512i {
+        let base = IQ2XXS_GRID.as_ptr().cast::<u8>();
+        // SAFETY: a block's 64 code bytes are readable (unaligned load).
+        let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
+        let grid: [__m512i; 4] = std::array::from_fn(|p| {
+            let ix = _mm512_maskz_permutexvar_epi8(GATHER_MASK, self.gidx[p], q);
+            // SAFETY: every index is < 256, the grid's length; each read is 8 bytes at
+            // 8·index.
+            unsafe { _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(ix), base.cast()) }
+        });
+        let f = _mm512_and_si512(
+            _mm512_multishift_epi64_epi8(self.fields, q),
+            _mm512_set1_epi8(0x7F),
+        );
+        let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), _mm512_set1_epi8(1));
+        let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, _mm512_set1_epi8(-128)));
+        let mut neg = [0u64; 4];
+        // SAFETY: `neg` has room for 32 bytes; the low half of the permuted masks is stored.
+        unsafe {
+            _mm256_storeu_si256(
+                neg.as_mut_ptr().cast(),
+                _mm512_castsi512_si256(_mm512_permutexvar_epi8(self.masks_c, signs)),
+            )
+        };
+        // word 4g + 3 of the codes is the top half of group g's `a1`: there,
+        // ((w >> 11) & 0x1E) | 1 = 2·(a1 >> 28) + 1, the group's scale (other words: unused)
+        let ls = _mm512_ternarylogic_epi32::<0xEA>(
+            _mm512_srli_epi16(q, 11),
+            _mm512_set1_epi16(0x1E),
+            _mm512_set1_epi16(1),
+        );
+        let z = _mm512_setzero_si512();
+        let d: [__m512i; 4] = std::array::from_fn(|p| {
+            // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+            let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+            let sy = _mm512_mask_sub_epi8(yv, neg[p], z, yv);
+            _mm512_dpbusd_epi32(z, grid[p], sy)
+        });
+        let sc = self.tops.map(|t| _mm512_permutexvar_epi16(t, ls));
+        scale_pairs(z, &d, &sc)
+    }
+
     /// The products `f32(d)·dy·Σ` of four super-blocks of `xs · ys`, one per lane, the
     /// reference's way (see [`dot_iq2_xxs_avx512`]).
     #[target_feature(
@@ -310,53 +358,13 @@ impl Iq2Dot {
     )]
     #[inline]
     unsafe fn group(&self, xs: &[BlockIQ2XXS; 4], ys: &[BlockQ8K; 4]) -> __m128 {
-        let base = IQ2XXS_GRID.as_ptr().cast::<u8>();
         let mut z = [_mm512_setzero_si512(); 4];
-        let mut hd = [0u16; 4];
-        let mut dy = [0f32; 4];
         for (k, zk) in z.iter_mut().enumerate() {
-            let (x, y) = (&xs[k], &ys[k]);
-            hd[k] = u16::from_le_bytes(x.d);
-            dy[k] = y.d();
-            // SAFETY: a block's 64 code bytes are readable (unaligned load).
-            let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-            let grid: [__m512i; 4] = std::array::from_fn(|p| {
-                let ix = _mm512_maskz_permutexvar_epi8(GATHER_MASK, self.gidx[p], q);
-                // SAFETY: every index is < 256, the grid's length; each read is 8 bytes at
-                // 8·index.
-                unsafe { _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(ix), base.cast()) }
-            });
-            let f = _mm512_and_si512(
-                _mm512_multishift_epi64_epi8(self.fields, q),
-                _mm512_set1_epi8(0x7F),
-            );
-            let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), _mm512_set1_epi8(1));
-            let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, _mm512_set1_epi8(-128)));
-            let mut neg = [0u64; 4];
-            // SAFETY: `neg` has room for 32 bytes; the low half of the permuted masks is stored.
-            unsafe {
-                _mm256_storeu_si256(
-                    neg.as_mut_ptr().cast(),
-                    _mm512_castsi512_si256(_mm512_permutexvar_epi8(self.masks_c, signs)),
-                )
-            };
-            // word 4g + 3 of the codes is the top half of group g's `a1`: there,
-            // ((w >> 11) & 0x1E) | 1 = 2·(a1 >> 28) + 1, the group's scale (other words: unused)
-            let ls = _mm512_ternarylogic_epi32::<0xEA>(
-                _mm512_srli_epi16(q, 11),
-                _mm512_set1_epi16(0x1E),
-                _mm512_set1_epi16(1),
-            );
-            let z = _mm512_setzero_si512();
-            let d: [__m512i; 4] = std::array::from_fn(|p| {
-                // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
-                let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-                let sy = _mm512_mask_sub_epi8(yv, neg[p], z, yv);
-                _mm512_dpbusd_epi32(z, grid[p], sy)
-            });
-            let sc = self.tops.map(|t| _mm512_permutexvar_epi16(t, ls));
-            *zk = scale_pairs(z, &d, &sc);
+            // SAFETY: same features as this function.
+            *zk = unsafe { self.sums(&xs[k], &ys[k]) };
         }
+        let hd = xs.each_ref().map(|x| u16::from_le_bytes(x.d));
+        let dy = ys.each_ref().map(|y| y.d());
         // SAFETY: same features as this function.
         unsafe { sums4_products(&z, &hd, &dy) }
     }
@@ -370,6 +378,137 @@ unsafe fn sums4_products(z: &[__m512i; 4], hd: &[u16; 4], dy: &[f32; 4]) -> __m1
     let t = sums4(z[0], z[1], z[2], z[3]);
     block_products(hd, dy, _mm_cvtepi32_ps(t))
 }
+
+/// The reference's block products `f32(d)·dy·(inner·T)` of four rows by four super-blocks,
+/// element k holding super-block k's with one row per lane: `t[k]` is the [`tree4`] of
+/// super-block k's four rows' sums (128-bit lane l: the rows' partial sums of lane l),
+/// `hd[4k + r]` row r's f16 scale, `dy[k]` the activation scale. One 4 × 4 transpose of
+/// 128-bit lanes finishes the sixteen exact sums, and the products are formed in one
+/// register in the reference's order `(d·dy)·t` (`inner` is 1 or a power of two, exact).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c")]
+#[inline]
+pub(super) fn products4x4(
+    t: &[__m512i; 4],
+    hd: &[u16; 16],
+    dy: &[f32; 4],
+    inner: f32,
+) -> [__m128; 4] {
+    let u0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(t[0], t[1]);
+    let u1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(t[0], t[1]);
+    let u2 = _mm512_shuffle_i32x4::<0b01_00_01_00>(t[2], t[3]);
+    let u3 = _mm512_shuffle_i32x4::<0b11_10_11_10>(t[2], t[3]);
+    let (a, b) = (_mm512_add_epi32(u0, u1), _mm512_add_epi32(u2, u3));
+    // 128-bit lane k: super-block k's four row sums
+    let tt = _mm512_add_epi32(
+        _mm512_shuffle_i32x4::<0b10_00_10_00>(a, b),
+        _mm512_shuffle_i32x4::<0b11_01_11_01>(a, b),
+    );
+    let f = _mm512_mul_ps(_mm512_cvtepi32_ps(tt), _mm512_set1_ps(inner));
+    // SAFETY: `hd` is 32 bytes (unaligned load).
+    let dx = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(hd.as_ptr().cast()) });
+    // SAFETY: `dy` is four f32 (unaligned load).
+    let dy4 = unsafe { _mm_loadu_ps(dy.as_ptr()) };
+    let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    let dy = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(dy4));
+    let p = _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
+    [
+        _mm512_castps512_ps128(p),
+        _mm512_extractf32x4_ps::<1>(p),
+        _mm512_extractf32x4_ps::<2>(p),
+        _mm512_extractf32x4_ps::<3>(p),
+    ]
+}
+
+/// Gives a one-column kernel's constants struct `$dot` (whose `sums(x, y)`, or `$sums`, is
+/// one super-block's integer sum T spread over 16 lanes, and whose f16 scale is `$block`'s
+/// `d`, or `$d_bits`) a `rows4x4`: four rows by four super-blocks of products ([`products4x4`], `$inner`·T).
+/// A macro so that each expansion is its own `#[target_feature]` function (loops, not
+/// closures: a closure here is not inlined and passes its vectors in memory).
+macro_rules! rows4x4_impl {
+    ($dot:ty, $block:ty, $inner:expr) => {
+        rows4x4_impl!($dot, $block, $inner, sums, |x| u16::from_le_bytes(x.d));
+    };
+    ($dot:ty, $block:ty, $inner:expr, $sums:ident, |$x:ident| $d_bits:expr) => {
+        impl $dot {
+            /// Four rows by four super-blocks of block products (see [`products4x4`]).
+            #[target_feature(
+                enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+            )]
+            unsafe fn rows4x4(&self, xs: &[&[$block; 4]; 4], ys: &[BlockQ8K; 4]) -> [__m128; 4] {
+                let mut t = [_mm512_setzero_si512(); 4];
+                for (k, tk) in t.iter_mut().enumerate() {
+                    let mut z = [_mm512_setzero_si512(); 4];
+                    for (zr, x) in z.iter_mut().zip(xs) {
+                        // SAFETY: same features as this function.
+                        *zr = unsafe { self.$sums(&x[k], &ys[k]) };
+                    }
+                    *tk = tree4(z[0], z[1], z[2], z[3]);
+                }
+                let hd: [u16; 16] = std::array::from_fn(|i| {
+                    let $x = &xs[i % 4][i / 4];
+                    $d_bits
+                });
+                let dy = [ys[0].d(), ys[1].d(), ys[2].d(), ys[3].d()];
+                products4x4(&t, &hd, &dy, $inner)
+            }
+        }
+    };
+}
+
+/// The body of the multi-row kernels whose super-blocks reduce to one integer each: four
+/// rows per pass, four super-blocks at a time by `$k.rows4x4` (copies padded with zero
+/// blocks for the last 1–3, whose products are not added), each row prefetched
+/// [`crate::simd::prefetch_distance`] bytes ahead; the products added in block order and
+/// each row's sum times `$scale` into `$out`. A short pass repeats its first row in the
+/// other lanes and does not store them.
+macro_rules! grid_rows4 {
+    ($k:ident, $block:ty, $rows:ident, $a:ident, $out:ident, $scale:expr) => {
+        let ys = view::<BlockQ8K>($a);
+        let pd = crate::simd::prefetch_distance();
+        for (rows, out) in $rows.chunks(4).zip($out.chunks_mut(4)) {
+            let (mut xs, nb) = crate::simd::row_views::<$block>(rows, ys.len());
+            for r in rows.len()..4 {
+                xs[r] = xs[0];
+            }
+            let mut s = _mm_setzero_ps();
+            for c in (0..nb).step_by(4) {
+                let cnt = (nb - c).min(4);
+                for x in &xs[..rows.len()] {
+                    crate::simd::prefetch_ahead(
+                        x[c..].as_ptr().cast(),
+                        4 * size_of::<$block>(),
+                        pd,
+                    );
+                }
+                let v = if cnt == 4 {
+                    let xq = xs.map(|x| <&[$block; 4]>::try_from(&x[c..c + 4]).unwrap());
+                    let yq: &[BlockQ8K; 4] = ys[c..c + 4].try_into().unwrap();
+                    // SAFETY: the kernel expanding this has the features of `rows4x4`.
+                    unsafe { $k.rows4x4(&xq, yq) }
+                } else {
+                    let xp = xs.map(|x| {
+                        let mut t = [<$block as bytemuck::Zeroable>::zeroed(); 4];
+                        t[..cnt].copy_from_slice(&x[c..nb]);
+                        t
+                    });
+                    let mut yp = [<BlockQ8K as bytemuck::Zeroable>::zeroed(); 4];
+                    yp[..cnt].copy_from_slice(&ys[c..nb]);
+                    // SAFETY: as above.
+                    unsafe { $k.rows4x4(&xp.each_ref(), &yp) }
+                };
+                for vk in &v[..cnt] {
+                    s = _mm_add_ps(s, *vk);
+                }
+            }
+            let mut o = [0f32; 4];
+            // SAFETY: `o` holds four f32 (unaligned store).
+            unsafe { _mm_storeu_ps(o.as_mut_ptr(), _mm_mul_ps(_mm_set1_ps($scale), s)) };
+            out.copy_from_slice(&o[..out.len()]);
+        }
+    };
+}
+
+rows4x4_impl!(Iq2Dot, BlockIQ2XXS, 1.0);
 
 /// IQ2_XXS · Q8_K with AVX-512, one column (decode's matvec). Per super-block: the 32 grid
 /// indices, zero-extended to dwords per quarter by one zero-masking `vpermb`, and each quarter's eight grid rows
@@ -432,7 +571,7 @@ macro_rules! grid_rows {
 unsafe fn dot_iq2_xxs_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq2Dot::new() };
-    grid_rows!(k, BlockIQ2XXS, rows, a, out, 0.125);
+    grid_rows4!(k, BlockIQ2XXS, rows, a, out, 0.125);
 }
 
 /// IQ1_S's per-block bsum terms for one activation block: (Σ ls_g·B_g, Σ ±ls_g·B_g) with
@@ -593,7 +732,7 @@ unsafe fn dot_iq1_s_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 unsafe fn dot_iq1_s_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1xDot::new() };
-    grid_rows!(k, BlockIQ1SX, rows, a, out, 1.0);
+    grid_rows4!(k, BlockIQ1SX, rows, a, out, 1.0);
 }
 
 /// The level codes of an IQ1_S_X block's four quarters, element order: one 64-byte load,
@@ -685,6 +824,35 @@ impl Iq1xDot {
         }
     }
 
+    /// One IQ1_S_X super-block's T = 8·sumi + sumi1 against `y`, spread over the lanes (see
+    /// [`dot_iq1_s_x_avx512`]).
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
+    #[inline]
+    unsafe fn sums(&self, x: &BlockIQ1SX, y: &BlockQ8K) -> __m512i {
+        // SAFETY: same features as this function.
+        let lvs = unsafe { iq1sx_codes(x) };
+        let sc = _mm512_set1_epi32(i32::from_le_bytes(x.sc));
+        let idx = _mm512_ternarylogic_epi32::<0xEA>(
+            _mm512_multishift_epi64_epi8(self.ctrl, sc),
+            _mm512_set1_epi16(0xF),
+            self.off,
+        );
+        let wv = _mm512_permutexvar_epi16(idx, self.lut);
+        // SAFETY: 32 `bsums` bytes (unaligned load; the upper half of the register is 0).
+        let bs = unsafe { _mm512_zextsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())) };
+        let zero = _mm512_setzero_si512();
+        let d: [__m512i; 4] = std::array::from_fn(|p| {
+            // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+            let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+            _mm512_dpbusd_epi32(zero, lvs[p], yv)
+        });
+        // four-element sums |Σ| ≤ 4·2·128
+        let sc = self.pick.map(|t| _mm512_permutexvar_epi16(t, wv));
+        scale_pairs(_mm512_madd_epi16(bs, wv), &d, &sc)
+    }
+
     /// The products `f32(d)·dy·(T/8)` of four IQ1_S_X super-blocks of `xs · ys`, one per
     /// lane, with T = 8·sumi + sumi1 (see [`dot_iq1_s_x_avx512`]).
     #[target_feature(
@@ -693,33 +861,12 @@ impl Iq1xDot {
     #[inline]
     unsafe fn group(&self, xs: &[BlockIQ1SX; 4], ys: &[BlockQ8K; 4]) -> __m128 {
         let mut z = [_mm512_setzero_si512(); 4];
-        let mut hd = [0u16; 4];
-        let mut dy = [0f32; 4];
         for (k, zk) in z.iter_mut().enumerate() {
-            let (x, y) = (&xs[k], &ys[k]);
-            hd[k] = u16::from_le_bytes(x.d);
-            dy[k] = y.d();
             // SAFETY: same features as this function.
-            let lvs = unsafe { iq1sx_codes(x) };
-            let sc = _mm512_set1_epi32(i32::from_le_bytes(x.sc));
-            let idx = _mm512_ternarylogic_epi32::<0xEA>(
-                _mm512_multishift_epi64_epi8(self.ctrl, sc),
-                _mm512_set1_epi16(0xF),
-                self.off,
-            );
-            let wv = _mm512_permutexvar_epi16(idx, self.lut);
-            // SAFETY: 32 `bsums` bytes (unaligned load; the upper half of the register is 0).
-            let bs = unsafe { _mm512_zextsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())) };
-            let zero = _mm512_setzero_si512();
-            let d: [__m512i; 4] = std::array::from_fn(|p| {
-                // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
-                let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-                _mm512_dpbusd_epi32(zero, lvs[p], yv)
-            });
-            // four-element sums |Σ| ≤ 4·2·128
-            let sc = self.pick.map(|t| _mm512_permutexvar_epi16(t, wv));
-            *zk = scale_pairs(_mm512_madd_epi16(bs, wv), &d, &sc);
+            *zk = unsafe { self.sums(&xs[k], &ys[k]) };
         }
+        let hd = xs.each_ref().map(|x| u16::from_le_bytes(x.d));
+        let dy = ys.each_ref().map(|y| y.d());
         let t = _mm_mul_ps(
             _mm_cvtepi32_ps(sums4(z[0], z[1], z[2], z[3])),
             _mm_set1_ps(0.125),
@@ -727,6 +874,8 @@ impl Iq1xDot {
         block_products(&hd, &dy, t)
     }
 }
+
+rows4x4_impl!(Iq1xDot, BlockIQ1SX, 0.125);
 
 /// The constants of the one-column IQ1_S kernels, in registers.
 struct Iq1Dot {

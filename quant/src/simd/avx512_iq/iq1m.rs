@@ -1,5 +1,5 @@
 //! AVX-512 kernels for IQ1_M · Q8_K, one row and four rows (decode's matvecs): a child of
-//! `avx512_iq`, whose IQ1_S gather scheme and `grid_one!` / `grid_rows!` passes these share.
+//! `avx512_iq`, whose IQ1_S gather scheme and `grid_one!` / `grid_rows4!` passes these share.
 //!
 //! IQ1_M differs from IQ1_S in its delta: one sign per 8 elements, not per 32, so the delta
 //! term Σ σ·Σ₈y cannot come from the 16-element `bsums`. Instead each element's weight is
@@ -302,6 +302,22 @@ impl Iq1mDot {
     }
 }
 
+impl Iq1mDot {
+    /// One IQ1_M super-block's T against `y`, spread over the lanes (for `rows4x4`).
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
+    #[inline]
+    unsafe fn block_sums(&self, x: &BlockIQ1M, y: &BlockQ8K) -> __m512i {
+        // SAFETY: same features as this function.
+        unsafe { Self::sums(&self.unpack(x), y) }
+    }
+}
+
+rows4x4_impl!(Iq1mDot, BlockIQ1M, 0.125, block_sums, |x| iq1m_d_bits(
+    &x.scales
+));
+
 /// IQ1_M · Q8_K with AVX-512, one column: four super-blocks per [`Iq1mDot::group`], their
 /// products added in block order (the reference's bits; see the module docs).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
@@ -312,13 +328,13 @@ unsafe fn dot_iq1_m_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 }
 
 /// IQ1_M · Q8_K for several weight rows against one activation row, four rows per pass
-/// (`grid_rows!`: four independent chains and four prefetched weight streams): each row gets
-/// the one-row kernel's bits.
+/// (`grid_rows4!`: four independent chains and four prefetched weight streams, sixteen sums
+/// reduced together): each row gets the one-row kernel's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_m_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
-    grid_rows!(k, BlockIQ1M, rows, a, out, 1.0);
+    grid_rows4!(k, BlockIQ1M, rows, a, out, 1.0);
 }
 
 /// IQ1_M_X · Q8_K with AVX-512, one column: [`dot_iq1_m_avx512`] with the weights cut out
@@ -425,15 +441,13 @@ impl Iq1mDot {
         super::super::dpwssd(acc, act.sum8, sw)
     }
 
-    /// The block products `f32(d)·dy·(T/8)` of four rows by four super-blocks: element k
-    /// holds super-block k's, one row per lane. The 16 sums are reduced together (one
-    /// unpack tree per super-block, then one 4 × 4 transpose of 128-bit lanes) and their
-    /// products formed in one register, in the reference's order `(d·dy)·t`.
+    /// The block products `f32(d)·dy·(T/8)` of four rows by four super-blocks
+    /// ([`products4x4`]: element k holds super-block k's, one row per lane).
     #[target_feature(
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
     )]
     #[inline]
-    unsafe fn rows4x4(
+    unsafe fn rows4x4_x(
         &self,
         xs: &[&[BlockIQ1MX; 4]; 4],
         ys: &[BlockQ8K; 4],
@@ -451,30 +465,9 @@ impl Iq1mDot {
             }
             *tk = tree4(z[0], z[1], z[2], z[3]);
         }
-        // 128-bit lane k of `tt`: super-block k's four row sums
-        let u0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(t[0], t[1]);
-        let u1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(t[0], t[1]);
-        let u2 = _mm512_shuffle_i32x4::<0b01_00_01_00>(t[2], t[3]);
-        let u3 = _mm512_shuffle_i32x4::<0b11_10_11_10>(t[2], t[3]);
-        let (a, b) = (_mm512_add_epi32(u0, u1), _mm512_add_epi32(u2, u3));
-        let tt = _mm512_add_epi32(
-            _mm512_shuffle_i32x4::<0b10_00_10_00>(a, b),
-            _mm512_shuffle_i32x4::<0b11_01_11_01>(a, b),
-        );
-        let f = _mm512_mul_ps(_mm512_cvtepi32_ps(tt), _mm512_set1_ps(0.125));
         let hd: [u16; 16] = std::array::from_fn(|i| iq1m_d_bits(&xs[i % 4][i / 4].scales));
-        // SAFETY: `hd` is 32 bytes (unaligned load).
-        let dx = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(hd.as_ptr().cast()) });
-        let dy4 = _mm_setr_ps(ys[0].d(), ys[1].d(), ys[2].d(), ys[3].d());
-        let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-        let dy = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(dy4));
-        let p = _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
-        [
-            _mm512_castps512_ps128(p),
-            _mm512_extractf32x4_ps::<1>(p),
-            _mm512_extractf32x4_ps::<2>(p),
-            _mm512_extractf32x4_ps::<3>(p),
-        ]
+        let dy = [ys[0].d(), ys[1].d(), ys[2].d(), ys[3].d()];
+        products4x4(&t, &hd, &dy, 0.125)
     }
 }
 
@@ -535,7 +528,7 @@ unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut
                         let yq = ys[b..b + 4].try_into().unwrap();
                         let aq = acts[c..c + 4].try_into().unwrap();
                         // SAFETY: same features as this function.
-                        unsafe { k.rows4x4(&xq, yq, aq, sub) }
+                        unsafe { k.rows4x4_x(&xq, yq, aq, sub) }
                     } else {
                         // the last 1–3 super-blocks: copies padded with zero blocks (their
                         // products are not added)
@@ -553,7 +546,7 @@ unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut
                         }; 4];
                         ap[..cnt].copy_from_slice(&acts[c..c + cnt]);
                         // SAFETY: same features as this function.
-                        unsafe { k.rows4x4(&xp.each_ref(), &yp, &ap, sub) }
+                        unsafe { k.rows4x4_x(&xp.each_ref(), &yp, &ap, sub) }
                     };
                     for vk in &v[..cnt] {
                         *sp = _mm_add_ps(*sp, *vk);

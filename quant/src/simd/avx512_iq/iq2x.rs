@@ -1,7 +1,7 @@
 //! AVX-512 kernels for the repacked IQ2_XXS_X · Q8_K (see `codec::repack`): a child of
 //! `avx512_iq`, whose IQ2_XXS kernel bodies these share (the multi-column kernel and the
 //! tile expander through [`Iq2Layout`], the one-column and four-row passes through
-//! `grid_one!` / `grid_rows!`).
+//! `grid_one!` / `grid_rows4!`).
 //!
 //! IQ2_XXS_X holds what IQ2_XXS's kernels compute per super-block before they can multiply:
 //! the grid magnitudes as 2-bit level codes (a quarter's 64 magnitudes are one `vpermb` of
@@ -114,6 +114,27 @@ impl Iq2xDot {
         }
     }
 
+    /// One IQ2_XXS_X super-block's integer sum against `y`, spread over the lanes (see
+    /// [`dot_iq2_xxs_x_avx512`]).
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
+    #[inline]
+    unsafe fn sums(&self, x: &BlockIQ2XXSX, y: &BlockQ8K) -> __m512i {
+        let zero = _mm512_setzero_si512();
+        // SAFETY: same features as this function.
+        let Iq2Block { grid, neg, ls } = unsafe { self.un.block(x) };
+        let d: [__m512i; 4] = std::array::from_fn(|p| {
+            // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
+            let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+            let sy = _mm512_mask_sub_epi8(yv, neg[p], zero, yv);
+            _mm512_dpbusd_epi32(zero, grid[p], sy)
+        });
+        // four-element sums |Σ| ≤ 4·43·128
+        let sc = self.pick.map(|t| _mm512_permutexvar_epi16(t, ls));
+        scale_pairs(zero, &d, &sc)
+    }
+
     /// The products `f32(d)·dy·Σ` of four super-blocks of `xs · ys`, one per lane (see
     /// [`dot_iq2_xxs_x_avx512`]).
     #[target_feature(
@@ -122,20 +143,9 @@ impl Iq2xDot {
     #[inline]
     unsafe fn group(&self, xs: &[BlockIQ2XXSX; 4], ys: &[BlockQ8K; 4]) -> __m128 {
         let mut z = [_mm512_setzero_si512(); 4];
-        let zero = _mm512_setzero_si512();
         for (k, zk) in z.iter_mut().enumerate() {
-            let y = &ys[k];
             // SAFETY: same features as this function.
-            let Iq2Block { grid, neg, ls } = unsafe { self.un.block(&xs[k]) };
-            let d: [__m512i; 4] = std::array::from_fn(|p| {
-                // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
-                let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-                let sy = _mm512_mask_sub_epi8(yv, neg[p], zero, yv);
-                _mm512_dpbusd_epi32(zero, grid[p], sy)
-            });
-            // four-element sums |Σ| ≤ 4·43·128
-            let sc = self.pick.map(|t| _mm512_permutexvar_epi16(t, ls));
-            *zk = scale_pairs(zero, &d, &sc);
+            *zk = unsafe { self.sums(&xs[k], &ys[k]) };
         }
         let hd = xs.each_ref().map(|x| u16::from_le_bytes(x.d));
         let dy = ys.each_ref().map(|y| y.d());
@@ -143,6 +153,8 @@ impl Iq2xDot {
         unsafe { sums4_products(&z, &hd, &dy) }
     }
 }
+
+rows4x4_impl!(Iq2xDot, BlockIQ2XXSX, 1.0);
 
 /// IQ2_XXS_X · Q8_K with AVX-512, one column (decode's matvec): per super-block
 /// [`Iq2xUnpack::block`], then per quarter the activations negated by the sign mask and
@@ -164,7 +176,7 @@ unsafe fn dot_iq2_xxs_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 unsafe fn dot_iq2_xxs_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Iq2xDot::new() };
-    grid_rows!(k, BlockIQ2XXSX, rows, a, out, 0.125);
+    grid_rows4!(k, BlockIQ2XXSX, rows, a, out, 0.125);
 }
 
 /// IQ2_XXS_X · Q8_K against up to eight activation columns per pass: IQ2_XXS's
