@@ -19,7 +19,6 @@
 //! 17.1–17.4 GB/s against 10.4 for the kernel before it, which put one row per lane and one
 //! block per register (three inserts and two more `vpdpbusd` per block and four rows).
 
-use super::f16c;
 use crate::blocks::{view, BlockMXFP4, BlockQ8_0};
 use crate::grids::KVALUES_MXFP4;
 use crate::scalar::e8m0_to_f32_half;
@@ -118,8 +117,6 @@ struct MxAct {
     nlo: __m512i,
     /// −12·Σ₄y of `yhi`.
     nhi: __m512i,
-    /// Each lane's activation scale in f32.
-    dy: __m512,
 }
 
 /// The multi-row kernel's constant permutes.
@@ -189,15 +186,26 @@ unsafe fn mx_act(y: &[BlockQ8_0], k: &Fp4, picks: &MxPicks) -> MxAct {
     let ylo = _mm512_permutex2var_epi8(a, picks.ylo, b);
     let yhi = _mm512_permutex2var_epi8(a, picks.yhi, b);
     let zero = _mm512_setzero_si512();
-    let dy0 = f16c!(y[0].d);
-    let dy1 = f16c!(y[1].d);
     MxAct {
         ylo,
         yhi,
         nlo: _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k.twelve, ylo)),
         nhi: _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k.twelve, yhi)),
-        dy: _mm512_insertf32x8::<1>(_mm512_set1_ps(dy0), _mm256_set1_ps(dy1)),
     }
+}
+
+/// The activation scales of up to eight blocks `y` in f32, twice: lanes k and 8 + k hold
+/// block k's (the lane order of [`dxy8`]'s registers); lanes past `y` are 0.
+#[target_feature(enable = "avx512f,avx512dq,f16c")]
+#[inline]
+fn dy8(y: &[BlockQ8_0]) -> __m512 {
+    let mut h = [0u16; 8];
+    for (h, y) in h.iter_mut().zip(y) {
+        *h = u16::from_le_bytes(y.d);
+    }
+    // SAFETY: `h` is 16 bytes (unaligned load).
+    let v = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) });
+    _mm512_insertf32x8::<1>(_mm512_castps256_ps512(v), v)
 }
 
 /// MXFP4 · Q8_0 for several weight rows against one activation row (decode).
@@ -206,9 +214,10 @@ unsafe fn mx_act(y: &[BlockQ8_0], k: &Fp4, picks: &MxPicks) -> MxAct {
 /// blocks b and b + 1 out of one 64-byte load per row, so four rows cost two permutes per
 /// pair of blocks where single-block lanes cost three inserts per block. The activation side
 /// of each pair ([`MxAct`]: its codes in the same lane order, the −12·Σ₄y the `vpdpbusd`
-/// chains start at, and dy) is prepared once per [`MX_SEG`] pairs and used by every
-/// four-row pass of up to [`super::DOT_BATCH`] rows. The scales come from [`dx8`], one
-/// `vpermps` per register and pair. Each lane keeps the reference's accumulator: even
+/// chains start at) and each group of eight blocks' scales dy ([`dy8`]) are prepared once
+/// per [`MX_SEG`] pairs and used by every four-row pass of up to [`super::DOT_BATCH`] rows.
+/// The products d = dy·2^(e−128) of a group's eight blocks and four rows are formed
+/// together ([`dxy8`]) and picked by one `vpermps` per register and pair. Each lane keeps the reference's accumulator: even
 /// blocks (acc1) in lanes of block b, odd blocks (acc2) in lanes of block b + 1, low and
 /// high nibbles in two registers, so the FMAs, lane sums, [`crate::dot::hsum8`] and scalar
 /// last odd block give per row the reference's bits. A pass of fewer than four rows repeats
@@ -221,6 +230,7 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
     let picks = MxPicks::new();
     let pd = super::prefetch_distance();
     let mut acts = [const { MaybeUninit::<MxAct>::uninit() }; MX_SEG];
+    let mut dys = [_mm512_setzero_ps(); MX_SEG / 4];
     for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
         let mut xs: [&[BlockMXFP4]; BATCH] = [&[]; BATCH];
         let mut nb = ys.len();
@@ -239,6 +249,12 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
                 // SAFETY: same features as this function.
                 act.write(unsafe { mx_act(&ys[b..b + 2], &k4, &picks) });
             }
+            // the groups of eight blocks (the last may hold fewer)
+            let (b0, b1) = (2 * seg, 2 * (seg + segn));
+            for (i, dy) in dys[..segn.div_ceil(4)].iter_mut().enumerate() {
+                let g = b0 + 8 * i;
+                *dy = dy8(&ys[g..(g + 8).min(b1)]);
+            }
             // SAFETY: the first `segn` entries were written just above.
             let acts = unsafe { std::slice::from_raw_parts(acts.as_ptr().cast::<MxAct>(), segn) };
             for (r, acc) in (0..nr).step_by(4).zip(acc.iter_mut()) {
@@ -250,7 +266,7 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
                     pd,
                 };
                 // SAFETY: same features as this function; every row has `nb` blocks.
-                unsafe { pass.run(2 * seg, acts, acc, &k4, &picks) };
+                unsafe { pass.run(2 * seg, acts, &dys, acc, &k4, &picks) };
             }
         }
         for ((r, o), acc) in (0..nr).step_by(4).zip(out.chunks_mut(4)).zip(&acc) {
@@ -303,6 +319,7 @@ impl Pass<'_> {
         &self,
         b0: usize,
         acts: &[MxAct],
+        dys: &[__m512],
         acc: &mut [__m512; 4],
         k4: &Fp4,
         picks: &MxPicks,
@@ -313,7 +330,7 @@ impl Pass<'_> {
             let b = b0 + 8 * g;
             let dx = if b + 8 <= nb {
                 // SAFETY: same features as this function; every row has blocks b..b + 8.
-                unsafe { dx8(xs, b) }
+                unsafe { dxy8(xs, b, dys[g]) }
             } else {
                 // the last 2–7 blocks: padded copies (their lanes are not used)
                 let pad: [[BlockMXFP4; 8]; 4] = std::array::from_fn(|r| {
@@ -323,7 +340,7 @@ impl Pass<'_> {
                 });
                 let pr: [&[BlockMXFP4]; 4] = pad.each_ref().map(|t| &t[..]);
                 // SAFETY: as above, on the eight padded blocks.
-                unsafe { dx8(&pr, 0) }
+                unsafe { dxy8(&pr, 0, dys[g]) }
             };
             for x in &xs[..self.distinct] {
                 super::prefetch_ahead(x[b..].as_ptr().cast(), 8 * size_of::<BlockMXFP4>(), self.pd);
@@ -395,9 +412,8 @@ impl Pass<'_> {
             )
         };
         let pick = picks.scale[b % 8 / 2];
-        // d = dy·2^(e−128): the reference's one f32 product
-        let d01 = _mm512_mul_ps(_mm512_permutexvar_ps(pick, dx[0]), act.dy);
-        let d23 = _mm512_mul_ps(_mm512_permutexvar_ps(pick, dx[1]), act.dy);
+        let d01 = _mm512_permutexvar_ps(pick, dx[0]);
+        let d23 = _mm512_permutexvar_ps(pick, dx[1]);
         let (l, h) = k4.pair(q01, act);
         acc[0] = _mm512_fmadd_ps(d01, l, acc[0]);
         acc[1] = _mm512_fmadd_ps(d01, h, acc[1]);
@@ -442,16 +458,19 @@ static E_PICK: [u8; 64] = {
     t
 };
 
-/// The E8M0 scales `2^(e−128)` (as [`e8m0_to_f32_half`], subnormal cases included) of blocks
-/// `g..g + 8` of the four rows: lane `8·(r % 2) + k` of register `r / 2` is row r's block
-/// g + k. Per row two 64-byte loads and one `vpermt2b`; the bits are formed in vectors.
+/// The scales d = dy·2^(e−128) of blocks `g..g + 8` of the four rows, `dy` the blocks'
+/// activation scales ([`dy8`]): lane `8·(r % 2) + k` of register `r / 2` is row r's block
+/// g + k. Per row two 64-byte loads and one `vpermt2b` pick the E8M0 bytes; one `vscalefps`
+/// per register forms the products: dy·2^(e−128) rounded once, as the reference's product
+/// of dy and the exact power of two [`e8m0_to_f32_half`] (subnormal results included).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512dq")]
 #[inline]
-unsafe fn dx8(xs: &[&[BlockMXFP4]; 4], g: usize) -> [__m512; 2] {
+unsafe fn dxy8(xs: &[&[BlockMXFP4]; 4], g: usize, dy: __m512) -> [__m512; 2] {
     // SAFETY: E_PICK has 64 bytes (unaligned load).
     let idx = unsafe { _mm512_loadu_si512(E_PICK.as_ptr().cast()) };
-    let e: [__m512i; 4] = std::array::from_fn(|r| {
-        let p = xs[r][g..g + 8].as_ptr().cast::<u8>();
+    let mut e = [_mm512_setzero_si512(); 4];
+    for (e, x) in e.iter_mut().zip(xs) {
+        let p = x[g..g + 8].as_ptr().cast::<u8>();
         // SAFETY: the eight blocks are 136 bytes; the two loads read the first 128.
         let (lo, hi) = unsafe {
             (
@@ -459,16 +478,15 @@ unsafe fn dx8(xs: &[&[BlockMXFP4]; 4], g: usize) -> [__m512; 2] {
                 _mm512_loadu_si512(p.add(64).cast()),
             )
         };
-        _mm512_permutex2var_epi8(lo, idx, hi)
-    });
-    let pair = |a: __m512i, b: __m512i| {
-        let e = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(_mm512_unpacklo_epi64(a, b)));
-        let normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-        let small = _mm512_sllv_epi32(_mm512_set1_epi32(0x0020_0000), e);
-        let m = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
-        _mm512_castsi512_ps(_mm512_mask_blend_epi32(m, normal, small))
-    };
-    [pair(e[0], e[1]), pair(e[2], e[3])]
+        *e = _mm512_permutex2var_epi8(lo, idx, hi);
+    }
+    let mut d = [_mm512_setzero_ps(); 2];
+    for (d, e) in d.iter_mut().zip(e.chunks_exact(2)) {
+        let e = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(_mm512_unpacklo_epi64(e[0], e[1])));
+        let k = _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
+        *d = _mm512_scalef_ps(dy, k);
+    }
+    d
 }
 
 /// MXFP4 · Q8_0 against several activation columns, four per pass: the multi-row kernel
