@@ -102,7 +102,8 @@ BlockIQ1M, 56, { /// low 8 bits of grid indices
  scales: [u8; 8] });
 block!(/// IQ1_M_X: IQ1_M repacked at load time (fathom's own layout, never in a GGUF; see
 /// [`crate::codec::repack`]): 256 elements (76 bytes).
-BlockIQ1MX, 76, { /// 2-bit level codes l = v + 1: byte i, bits 2p..2p+2 hold element 64p + i
+BlockIQ1MX, 76, { /// 2-bit level codes l = v + 1, half-major: byte i, bits 2p..2p+2 hold
+ /// element 16·(i/4) + 4p + i % 4 (see [`crate::codec::repack::iq1mx_code_at`])
  qs: [u8; 64], /// delta signs, little-endian u32: bit k set makes sub-group k's (elements
  /// 8k..8k+8) delta −1/8
  sg: [u8; 4], /// IQ1_M's `scales`, unchanged (3-bit scales, the f16 super-scale's nibbles)

@@ -20,7 +20,7 @@ use crate::codec::kquants::{q6k_codes, scale_min_k4};
 use crate::codec::lowbit::{q1_0_bit, q2_0_code};
 use crate::codec::repack::q2_0_x_blocks;
 use crate::codec::repack::{
-    iq1mx_neg, iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value, level_code,
+    iq1mx_code, iq1mx_neg, iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value,
 };
 use crate::grids::{
     IQ1S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL, KVALUES_MXFP4,
@@ -444,7 +444,7 @@ pub fn dot_iq1_m_x(_n: usize, w: &[u8], a: &[u8]) -> f32 {
                 let e0 = 32 * g + 8 * k;
                 let (mut grid, mut sum8) = (0i32, 0i32);
                 for e in e0..e0 + 8 {
-                    grid += (level_code(&x.qs, e) as i32 - 1) * y.qs[e] as i32;
+                    grid += (iq1mx_code(x, e) as i32 - 1) * y.qs[e] as i32;
                     sum8 += y.qs[e] as i32;
                 }
                 sumi += ls[k / 2] * grid;

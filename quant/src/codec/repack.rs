@@ -29,9 +29,11 @@
 //! grid lookups done at load, as IQ1_S_X is IQ1_S's. IQ1_M shares IQ1_S's 2048-row grid but
 //! has a delta sign per eight elements and a 3-bit scale per sixteen; its kernels gathered
 //! 32 grid rows per super-block (IQ1_M matvecs ran at 18–29% of the DRAM read). IQ1_M_X
-//! keeps the level codes in IQ1_S_X's register order, the 32 delta signs as one u32 (bit k:
-//! sub-group k) and IQ1_M's eight scale bytes unchanged (the 3-bit scales and the f16
-//! super-scale in their top nibbles). Lossless: every value, dot product and dequantized
+//! keeps the level codes half-major ([`iq1mx_code_at`]: byte i holds four codes of half
+//! i/4, so each 2-bit cut of the 64 code bytes has one half per dword and the multi-row
+//! kernel's four cuts add into one register before one scale multiply), the 32 delta signs
+//! as one u32 (bit k: sub-group k) and IQ1_M's eight scale bytes unchanged (the 3-bit
+//! scales and the f16 super-scale in their top nibbles). Lossless: every value, dot product and dequantized
 //! element is IQ1_M's.
 //!
 //! **Q2_0_X** ([`BlockQ2_0X`], 144 bytes per 512 elements: Q2_0's bytes, reordered): eight
@@ -266,6 +268,22 @@ pub fn iq1mx_neg(x: &BlockIQ1MX, k: usize) -> bool {
     u32::from_le_bytes(x.sg) >> k & 1 != 0
 }
 
+/// Where IQ1_M_X keeps element `e`'s level code: byte `4·(e/16) + e % 4`, bits `2p..2p + 2`
+/// with `p = (e % 16) / 4` ("half-major": byte i's four codes all belong to half i/4, the
+/// 16 elements one scale covers, so the four 2-bit cuts of a 512-bit register line up
+/// dword by dword with the halves, see `quant::simd`'s IQ1_M kernels).
+#[inline]
+pub fn iq1mx_code_at(e: usize) -> (usize, u32) {
+    (4 * (e / 16) + e % 4, 2 * ((e % 16) / 4) as u32)
+}
+
+/// The level code l = v + 1 (0..=2) of element `e` (0..256) of an IQ1_M_X block.
+#[inline]
+pub fn iq1mx_code(x: &BlockIQ1MX, e: usize) -> u8 {
+    let (byte, shift) = iq1mx_code_at(e);
+    (x.qs[byte] >> shift) & 3
+}
+
 /// Repacks IQ1_M blocks `src` into IQ1_M_X blocks `dst` (the same number of blocks).
 ///
 /// # Panics
@@ -279,7 +297,11 @@ pub fn repack_iq1_m_x(src: &[u8], dst: &mut [u8]) {
         for g in 0..8 {
             for k in 0..4 {
                 let (idx, delta) = iq1m_index(x, g, k);
-                put_levels(&mut qs, g, k, IQ1S_LEVEL_ROWS[idx]);
+                let row = IQ1S_LEVEL_ROWS[idx].to_le_bytes();
+                for (j, &l) in row.iter().enumerate() {
+                    let (byte, shift) = iq1mx_code_at(32 * g + 8 * k + j);
+                    qs[byte] |= l << shift;
+                }
                 sg |= u32::from(delta < 0.0) << (4 * g + k);
             }
         }
@@ -308,7 +330,7 @@ pub fn dequant_iq1_m_x(src: &[u8], dst: &mut [f32]) {
                     IQ1_DELTA
                 };
                 for e in 32 * g + 8 * k..32 * g + 8 * k + 8 {
-                    y[e] = dl[k / 2] * ((level_code(&b.qs, e) as i32 - 1) as f32 + delta);
+                    y[e] = dl[k / 2] * ((iq1mx_code(b, e) as i32 - 1) as f32 + delta);
                 }
             }
         }

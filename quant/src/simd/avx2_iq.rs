@@ -267,24 +267,20 @@ unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     s
 }
 
-/// IQ1_M_X · Q8_K with AVX2: [`dot_iq1_s_x_avx2`]'s codes (a shift and a mask, Σ l·y by
-/// `vpmaddubsw`, the −1 of the offset from the block sums) with IQ1_M's scales per 16
+/// IQ1_M_X · Q8_K with AVX2: per 32-element group its eight half-major code bytes, one
+/// qword per 2-bit cut (`vpsrlvq`), a mask and one `vpermd` into element order; Σ l·y by
+/// `vpmaddubsw`, the −1 of the offset from the block sums, with IQ1_M's scales per 16
 /// elements and its delta term Σ ±y per 8 elements ([`dot_iq1_m_avx2`]'s `vpsignb`). Exact
 /// integers and the reference's float combine: IQ1_M's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_m_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let (m3, ones8) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
+    let shifts = _mm256_setr_epi64x(0, 2, 4, 6);
+    let order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     const PLUS: u64 = 0x0101_0101_0101_0101;
     const MINUS: u64 = u64::MAX;
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ1MX>(w).iter().zip(view::<BlockQ8K>(a)) {
-        // SAFETY: 64 code bytes (two unaligned loads of 32).
-        let q = unsafe {
-            [
-                _mm256_loadu_si256(x.qs.as_ptr().cast()),
-                _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
-            ]
-        };
         let (mut acc, mut acc1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         let mut off = 0i32;
         for g in 0..8 {
@@ -292,8 +288,13 @@ unsafe fn dot_iq1_m_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             let (l1, l2) = ((2 * s1 + 1) as i16, (2 * s2 + 1) as i16);
             // i16 lane i covers elements 2i, 2i+1: lanes 0..8 are the first 16 elements
             let ls = _mm256_set_m128i(_mm_set1_epi16(l2), _mm_set1_epi16(l1));
-            let (p, h) = (g / 2, g % 2);
-            let lv = _mm256_and_si256(_mm256_srl_epi16(q[h], _mm_cvtsi32_si128(2 * p as i32)), m3);
+            // the group's codes are bytes 8g..8g + 8 (halves 2g, 2g + 1, half-major): qword p
+            // takes cut p (byte 8p + 4d + r: element 32g + 16d + 4p + r), one `vpermd` puts
+            // them in element order (dword 4d + p from dword 2p + d)
+            let q8 = u64::from_le_bytes(x.qs[8 * g..8 * g + 8].try_into().unwrap());
+            let cuts =
+                _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(q8 as i64), shifts), m3);
+            let lv = _mm256_permutevar8x32_epi32(cuts, order);
             let yv = y32!(y, g);
             let dm = |k: usize| if iq1mx_neg(x, 4 * g + k) { MINUS } else { PLUS };
             let delta = rows4!(dm(0), dm(1), dm(2), dm(3));

@@ -26,11 +26,14 @@
 //! `sumi + 0.125·sumi1` is: with the reference's float combine, the reference's bits.
 //!
 //! The repacked IQ1_M_X (`codec::repack`) keeps the level codes l = v + 1 in place of the
-//! grid indices and the 32 delta signs as one u32, so its kernels form W + 9 = 8·l + 2 − 2·[σ
-//! < 0] without a lookup: per quarter one `vgf2p8affineqb` that moves the codes to bits 3–4,
-//! clears the rest and sets bit 1 (8·l + 2), and the sign step above with the signs cut from
-//! the broadcast u32. Everything after the weights (scales, sums, float combine) is shared
-//! ([`Iq1mLayout`]), so IQ1_M_X gets IQ1_M's bits.
+//! grid indices, half-major (byte i holds four codes of the 16-element half i/4), and the 32
+//! delta signs as one u32, so its one-column and multi-column kernels form W + 9 = 8·l + 2 −
+//! 2·[σ < 0] without a lookup: per quarter one `vpermd` and one `vpsrlvd` put the codes in
+//! element order, one `vgf2p8affineqb` moves them to bits 3–4, clears the rest and sets bit 1
+//! (8·l + 2), and the sign step above uses the signs cut from the broadcast u32. Everything
+//! after the weights (scales, sums, float combine) is shared ([`Iq1mLayout`]), so IQ1_M_X
+//! gets IQ1_M's bits. Its multi-row kernel (decode) uses the half-major order directly: see
+//! [`dot_iq1_m_x_avx512_rows`].
 
 use super::*;
 use crate::blocks::{BlockIQ1M, BlockIQ1MX};
@@ -119,6 +122,10 @@ struct Iq1mDot {
     xsign: [__m512i; 4],
     sctrl: __m512i,
     pick: [__m512i; 2],
+    /// IQ1_M_X: [`M1_HALF_CTRL`].
+    half: __m512i,
+    /// IQ1_M_X: [`M1_QUARTER_PICK`].
+    quarter: [__m512i; 4],
 }
 
 /// The two IQ1_M layouts ([`BlockIQ1M`] and its repacked [`BlockIQ1MX`]) the kernels share:
@@ -161,6 +168,8 @@ impl Iq1mDot {
             xsign: std::array::from_fn(|p| ld(MX_SIGN[p].as_ptr())),
             sctrl: ld(M_SCALE_CTRL.as_ptr()),
             pick: std::array::from_fn(|q| ld(M_PICK[q].as_ptr().cast())),
+            half: ld(M1_HALF_CTRL.as_ptr()),
+            quarter: std::array::from_fn(|q| ld(M1_QUARTER_PICK[q].as_ptr().cast())),
         }
     }
 
@@ -194,25 +203,24 @@ impl Iq1mDot {
         }
     }
 
-    /// IQ1_M_X's unsigned weights W + 9 per quarter: the codes moved to bits 3–4 with 2
-    /// added (one `vgf2p8affineqb`), and the sign step (see the module docs).
+    /// IQ1_M_X's unsigned weights W + 9 per quarter, element order: 8·l + 2 from the
+    /// half-major codes ([`Self::quarters_x`]), and the sign step (see the module docs).
     #[target_feature(
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
     )]
     #[inline]
     unsafe fn weights_x(&self, x: &BlockIQ1MX) -> [__m512i; 4] {
-        // SAFETY: 64 code bytes (unaligned load).
-        let c = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
+        // SAFETY: same features as this function.
+        let base = unsafe { self.quarters_x(x) };
         let sg = _mm512_set1_epi32(i32::from_le_bytes(x.sg));
         let two = _mm512_set1_epi8(2);
-        std::array::from_fn(|p| {
-            // quarter p's codes at bits 2p..2p+2 of every byte moved to bits 3–4, the rest
-            // cleared and bit 1 set (the affine constant): 8·l + 2; then ⊕ (sign bit at bit 1)
-            let m = _mm512_set1_epi64(super::super::gf_move2(2 * p as u32, 3));
-            let t = _mm512_gf2p8affine_epi64_epi8::<2>(c, m);
+        let mut w = base;
+        for (p, w) in w.iter_mut().enumerate() {
+            // 8·l + 2, then ⊕ (the sub-group's sign bit at bit 1)
             let signs = _mm512_multishift_epi64_epi8(self.xsign[p], sg);
-            _mm512_ternarylogic_epi64::<0x78>(t, signs, two)
-        })
+            *w = _mm512_ternarylogic_epi64::<0x78>(*w, signs, two);
+        }
+        w
     }
 
     /// IQ1_M's unsigned weights W + 9 per quarter: the gathered grid rows and the sign step
@@ -347,95 +355,149 @@ unsafe fn dot_iq1_m_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 }
 
 /// Super-blocks whose activation side the IQ1_M_X multi-row kernel prepares at once
-/// ([`M1Act`], 6 KiB on the stack: 8192 elements, a whole row of most matrices).
+/// ([`M1Act`], 12 KiB on the stack: 8192 elements, a whole row of most matrices).
 const M1_SEG: usize = 32;
 
 /// The activation side of one super-block for [`dot_iq1_m_x_avx512_rows`], prepared once
-/// per call and used by every row: the sums the delta term and the grid offset need.
+/// per call and used by every row: the codes in the order of IQ1_M_X's half-major cuts and
+/// the sums the grid offset and the delta term need.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct M1Act {
-    /// Word w < 16: −8·bsum_w (half w's sum, times the grid offset 8·1); words 16..32: 0.
+    /// Per cut p: dword h holds activation dword 4h + p (elements 16h + 4p .. + 4), the
+    /// elements cut p of the weight codes holds in dword h.
+    y: [__m512i; 4],
+    /// Dword h: −4·bsum_h (half h's sum times the grid offset, halved as the codes are:
+    /// see [`Iq1mDot::sums_prepared`]), |·| < 2¹⁵.
     nbs: __m512i,
     /// Word w: Σ y over sub-group w (elements 8w..8w + 8).
     sum8: __m512i,
 }
 
-/// The [`M1Act`] of activation block `y`: the 8-element sums by `vpsadbw` on the codes
-/// biased to unsigned (each qword Σ(y + 128) over its eight bytes), narrowed to words.
+/// The [`M1Act`] of activation block `y`: the cut-ordered codes by two `vpermt2d` and a
+/// blend per cut, the 8-element sums by `vpsadbw` on the codes biased to unsigned (each
+/// qword Σ(y + 128) over its eight bytes), narrowed to words.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni")]
 #[inline]
 unsafe fn m1_act(y: &BlockQ8K) -> M1Act {
     let bias = _mm512_set1_epi8(-128);
     let zero = _mm512_setzero_si512();
-    let q: [__m128i; 4] = std::array::from_fn(|p| {
+    let mut qv = [zero; 4];
+    let mut q = [_mm_setzero_si128(); 4];
+    for (p, (qv, q)) in qv.iter_mut().zip(q.iter_mut()).enumerate() {
         // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
-        let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-        _mm512_cvtepi64_epi16(_mm512_sad_epu8(_mm512_xor_si512(yv, bias), zero))
-    });
+        *qv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+        *q = _mm512_cvtepi64_epi16(_mm512_sad_epu8(_mm512_xor_si512(*qv, bias), zero));
+    }
+    let mut cut = [zero; 4];
+    for (p, c) in cut.iter_mut().enumerate() {
+        // dword h from activation dword 4h + p: quarters 0, 1 for h < 8, 2, 3 after
+        let idx = _mm512_add_epi32(
+            _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
+            _mm512_set1_epi32(p as i32),
+        );
+        *c = _mm512_mask_blend_epi32(
+            0xFF00,
+            _mm512_permutex2var_epi32(qv[0], idx, qv[1]),
+            _mm512_permutex2var_epi32(qv[2], idx, qv[3]),
+        );
+    }
     let lo = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(q[0]), q[1]);
     let hi = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(q[2]), q[3]);
     let sums = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
-    // SAFETY: 32 `bsums` bytes (unaligned load; the upper half of the register is 0).
-    let bs = unsafe { _mm512_zextsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())) };
+    // SAFETY: 32 `bsums` bytes (unaligned load).
+    let bs = _mm512_cvtepi16_epi32(unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) });
     M1Act {
-        nbs: _mm512_sub_epi16(zero, _mm512_slli_epi16::<3>(bs)),
+        y: cut,
+        nbs: _mm512_sub_epi32(zero, _mm512_slli_epi32::<2>(bs)),
         sum8: _mm512_sub_epi16(sums, _mm512_set1_epi16(8 * 128)),
     }
 }
 
-/// `vpermw` control from the scale words (word h: s'_h) to the sub-group words (word w:
-/// s'_{w/2}, sub-group w's half).
-static M1_SUB_PICK: [u16; 32] = {
-    let mut t = [0u16; 32];
-    let mut w = 0;
-    while w < 32 {
-        t[w] = (w / 2) as u16;
-        w += 1;
+/// `vpmultishiftqb` control on the broadcast scale qword: the low byte of word w takes the
+/// bits from one below half h = w/2's 3-bit scale (at bit 16·(h/4) + 3·(h mod 4)), so the
+/// scale sits at bits 1–3 (the rotation wraps half 0's to bit 63); high bytes unused.
+static M1_HALF_CTRL: [u8; 64] = bytes64!(|b| if b % 2 == 0 {
+    let h = b / 4;
+    ((16 * (h / 4) + 3 * (h % 4) + 63) % 64) as u8
+} else {
+    0
+});
+
+/// `vpermd` controls of the one-column kernels' half-major → element-order step: for
+/// quarter q, dword m = 4d + p takes code dword 4q + d (whose cut p holds elements
+/// 64q + 16d + 4p ..).
+static M1_QUARTER_PICK: [[u32; 16]; 4] = {
+    let mut t = [[0u32; 16]; 4];
+    let mut q = 0;
+    while q < 4 {
+        let mut m = 0;
+        while m < 16 {
+            t[q][m] = (4 * q + m / 4) as u32;
+            m += 1;
+        }
+        q += 1;
     }
     t
 };
 
 impl Iq1mDot {
-    /// T = 8·sumi + sumi1 of IQ1_M_X block `x` against `y` (prepared: `act`), spread over
-    /// the lanes: the grid term from the codes 8·l (one `vgf2p8affineqb` per quarter, no
-    /// sign step) as Σ_h s'_h·(Σ 8·l·y − 8·bsum_h), the delta term as Σ_w ±s'·Σ₈y with the
-    /// signs applied to the scale words by one masked subtract (see
-    /// [`dot_iq1_m_x_avx512_rows`]).
+    /// IQ1_M_X's codes per quarter in element order, 8·l + 2 in every byte (what
+    /// `vgf2p8affineqb` forms from IQ1_S_X-ordered codes): per quarter one `vpermd` that
+    /// puts dword m = 4d + p's half (code dword 4q + d) in place, one `vpsrlvd` that moves
+    /// its cut p (bits 2p..2p+2 of each byte) down, and one `vgf2p8affineqb` that moves
+    /// bits 0–1 to 3–4, clears the rest and sets bit 1.
     #[target_feature(
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
     )]
     #[inline]
-    unsafe fn sums_prepared(
-        &self,
-        x: &BlockIQ1MX,
-        y: &BlockQ8K,
-        act: &M1Act,
-        sub: __m512i,
-    ) -> __m512i {
+    unsafe fn quarters_x(&self, x: &BlockIQ1MX) -> [__m512i; 4] {
+        // SAFETY: 64 code bytes (unaligned load).
+        let c = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
+        let shifts = _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6);
+        let m = _mm512_set1_epi64(super::super::gf_move2(0, 3));
+        let mut out = [c; 4];
+        for (o, pick) in out.iter_mut().zip(&self.quarter) {
+            let t = _mm512_srlv_epi32(_mm512_permutexvar_epi32(*pick, c), shifts);
+            *o = _mm512_gf2p8affine_epi64_epi8::<2>(t, m);
+        }
+        out
+    }
+
+    /// T = 8·sumi + sumi1 of IQ1_M_X block `x` against a prepared activation block `act`,
+    /// spread over the lanes. The four 2-bit cuts of the half-major codes, each moved to
+    /// 4·l by one `vgf2p8affineqb`, add into one register with one `vpdpbusd` each against
+    /// the cut-ordered codes: dword h is Σ_{e∈h} 4·l·y (|·| ≤ 16·12·127 < 2¹⁵ for every
+    /// code 0..=3), which one `vpdpwssd` multiplies by 2·s'_h (each dword's low word
+    /// against a scale word whose high word is 0). The grid offset −8·s'_h·bsum_h comes
+    /// from one `vpmaddwd` of −4·bsum_h with the same scales, the delta term
+    /// Σ_w ±s'_{w/2}·Σ₈y_w from one `vpdpwssd`, the signs put on the scale words by one
+    /// masked subtract (see [`dot_iq1_m_x_avx512_rows`]).
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+    )]
+    #[inline]
+    unsafe fn sums_prepared(&self, x: &BlockIQ1MX, act: &M1Act) -> __m512i {
         // SAFETY: 64 code bytes (unaligned load).
         let c = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
         let z = _mm512_setzero_si512();
-        let d: [__m512i; 4] = std::array::from_fn(|p| {
-            // quarter p's codes at bits 2p..2p+2 of every byte moved to bits 3–4: 8·l
-            let m = _mm512_set1_epi64(super::super::gf_move2(2 * p as u32, 3));
-            let l8 = _mm512_gf2p8affine_epi64_epi8::<0>(c, m);
-            // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
-            let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-            // four-element sums |Σ| ≤ 4·16·128
-            _mm512_dpbusd_epi32(z, l8, yv)
-        });
-        // word h (and h + 16): s'_h = 2·s_h + 1
+        let mut d = z;
+        for (p, y) in act.y.iter().enumerate() {
+            // cut p (bits 2p..2p+2 of every byte) moved to bits 2–3: 4·l
+            let m = _mm512_set1_epi64(super::super::gf_move2(2 * p as u32, 2));
+            d = _mm512_dpbusd_epi32(d, _mm512_gf2p8affine_epi64_epi8::<0>(c, m), *y);
+        }
+        // words 2h and 2h + 1: s'_h = 2·s_h + 1
         let sc = _mm512_set1_epi64(i64::from_le_bytes(x.scales));
-        let wv = _mm512_ternarylogic_epi32::<0xEA>(
-            _mm512_multishift_epi64_epi8(self.sctrl, sc),
+        let sw = _mm512_ternarylogic_epi32::<0xEA>(
+            _mm512_multishift_epi64_epi8(self.half, sc),
             _mm512_set1_epi16(0xE),
             _mm512_set1_epi16(1),
         );
-        let pairs = self.pick.map(|t| _mm512_permutexvar_epi16(t, wv));
-        let acc = scale_pairs(_mm512_madd_epi16(act.nbs, wv), &d, &pairs);
+        // dword h: 2·s'_h in its low word, 0 in its high word
+        let sd = _mm512_and_si512(_mm512_slli_epi32::<1>(sw), _mm512_set1_epi32(0xFFFF));
+        let acc = super::super::dpwssd(_mm512_madd_epi16(act.nbs, sd), d, sd);
         // word w: ±s'_{w/2}, negative where sub-group w's delta is
-        let sw = _mm512_permutexvar_epi16(sub, wv);
         let neg: __mmask32 = u32::from_le_bytes(x.sg);
         let sw = _mm512_mask_sub_epi16(sw, neg, z, sw);
         super::super::dpwssd(acc, act.sum8, sw)
@@ -452,7 +514,6 @@ impl Iq1mDot {
         xs: &[&[BlockIQ1MX; 4]; 4],
         ys: &[BlockQ8K; 4],
         acts: &[M1Act; 4],
-        sub: __m512i,
     ) -> [__m128; 4] {
         // per super-block k: 128-bit lane l holds the four rows' partial sums of lane l
         // (plain loops: a closure here is not inlined and passes its vectors in memory)
@@ -461,7 +522,7 @@ impl Iq1mDot {
             let mut z = [_mm512_setzero_si512(); 4];
             for (zr, x) in z.iter_mut().zip(xs) {
                 // SAFETY: same features as this function.
-                *zr = unsafe { self.sums_prepared(&x[k], &ys[k], &acts[k], sub) };
+                *zr = unsafe { self.sums_prepared(&x[k], &acts[k]) };
             }
             *tk = tree4(z[0], z[1], z[2], z[3]);
         }
@@ -474,10 +535,13 @@ impl Iq1mDot {
 /// IQ1_M_X · Q8_K for several weight rows against one activation row (decode).
 ///
 /// The one-row kernel forms each weight whole, W + 9 = 8·l + 2 − 2·[σ < 0], which costs a
-/// sign cut and a merge per quarter. Here the sign stays out of the weights:
-/// T = Σ_h s'_h·(Σ_{e∈h} 8·l_e·y_e − 8·bsum_h) + Σ_w σ_w·s'_{w/2}·Σ₈y_w, whose activation
-/// parts (−8·bsum, the 8-element sums Σ₈y) are prepared once per [`M1_SEG`] super-blocks
-/// ([`M1Act`]) for every row of the call ([`Iq1mDot::sums_prepared`]). The same exact T,
+/// sign cut and a merge per quarter, and scales two quarters' sums per register pair. Here
+/// the sign stays out of the weights and the half-major codes put one half in each dword of
+/// every cut: T = Σ_h 2·s'_h·(Σ_{e∈h} 4·l_e·y_e − 4·bsum_h) + Σ_w σ_w·s'_{w/2}·Σ₈y_w, the
+/// four cuts' sums added in one register and scaled by one `vpdpwssd`. The activation parts
+/// (the codes in cut order, −4·bsum, the 8-element sums Σ₈y) are prepared once per
+/// [`M1_SEG`] super-blocks ([`M1Act`]) for every row of the call
+/// ([`Iq1mDot::sums_prepared`]). The same exact T,
 /// so with the one-row kernel's float combine (four super-blocks' sums reduced by one
 /// unpack tree, their products added in block order) each row gets the reference's bits.
 /// Four rows per pass; a short pass repeats its first row in the other lanes and does not
@@ -487,8 +551,6 @@ unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut
     const BATCH: usize = crate::simd::DOT_BATCH;
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
-    // SAFETY: the table is 64 bytes (unaligned load).
-    let sub = unsafe { _mm512_loadu_si512(M1_SUB_PICK.as_ptr().cast()) };
     let ys = view::<BlockQ8K>(a);
     let pd = crate::simd::prefetch_distance();
     let mut acts = [const { std::mem::MaybeUninit::<M1Act>::uninit() }; M1_SEG];
@@ -528,7 +590,7 @@ unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut
                         let yq = ys[b..b + 4].try_into().unwrap();
                         let aq = acts[c..c + 4].try_into().unwrap();
                         // SAFETY: same features as this function.
-                        unsafe { k.rows4x4_x(&xq, yq, aq, sub) }
+                        unsafe { k.rows4x4_x(&xq, yq, aq) }
                     } else {
                         // the last 1–3 super-blocks: copies padded with zero blocks (their
                         // products are not added)
@@ -541,12 +603,13 @@ unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut
                         yp[..cnt].copy_from_slice(&ys[b..b + cnt]);
                         let zero = _mm512_setzero_si512();
                         let mut ap = [M1Act {
+                            y: [zero; 4],
                             nbs: zero,
                             sum8: zero,
                         }; 4];
                         ap[..cnt].copy_from_slice(&acts[c..c + cnt]);
                         // SAFETY: same features as this function.
-                        unsafe { k.rows4x4_x(&xp.each_ref(), &yp, &ap, sub) }
+                        unsafe { k.rows4x4_x(&xp.each_ref(), &yp, &ap) }
                     };
                     for vk in &v[..cnt] {
                         *sp = _mm_add_ps(*sp, *vk);
