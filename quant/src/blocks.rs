@@ -78,7 +78,8 @@ block!(/// IQ1_S_X: IQ1_S repacked at load time (fathom's own layout, never in a
 BlockIQ1SX, 70, { /// scale (f16), IQ1_S's `d`
  d: [u8; 2], /// eight 4-bit group fields (3-bit scale, delta sign at bit 3) as a little-endian
  /// u32: group g's nibble at bit 4g
- sc: [u8; 4], /// 2-bit level codes l = v + 1: byte i, bits 2p..2p+2 hold element 64p + i
+ sc: [u8; 4], /// 2-bit level codes l = v + 1, half-major: byte i, bits 2p..2p+2 hold
+ /// element 16·(i/4) + 4p + i % 4 (see [`crate::codec::repack::iq1mx_code_at`])
  qs: [u8; 64] });
 block!(/// IQ2_XXS_X: IQ2_XXS repacked at load time (fathom's own layout, never in a GGUF; see
 /// [`crate::codec::repack`]): 256 elements (102 bytes).

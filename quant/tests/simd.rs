@@ -279,32 +279,38 @@ fn iq1_m_kernels_match_the_reference_bit_for_bit() {
     }
 }
 
-/// IQ1_M_X's multi-row kernel sums sixteen 4·l·y products per 16-bit lane: the largest
-/// sums (every code 3, no repack makes it, against every activation ±127, both signs) must
-/// still give the reference's bits, in the one-row and the multi-row kernels.
+/// IQ1_S_X's and IQ1_M_X's multi-row kernels sum sixteen 4·l·y products per 16-bit lane:
+/// the largest sums (every code 3, which no repack writes, against every activation ±127,
+/// both signs) must still give the reference's bits, in the one-row and multi-row kernels.
 #[test]
-fn iq1_m_x_extreme_codes_and_activations_match_the_reference() {
+fn iq1_x_extreme_codes_and_activations_match_the_reference() {
     let mut r = rng(0x131a);
     let bits = quant::scalar::f32_to_f16(0.004);
     let n = 512;
-    for sign in [1.0f32, -1.0] {
-        let x = vec![sign; n];
-        let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
-        quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
-        let ws: Vec<Vec<u8>> = (0..5)
-            .map(|_| {
-                let mut w = random_blocks(&mut r, DType::IQ1_M_X, n, &[], 0.0);
-                set_iq1m_scale(&mut w, DType::IQ1_M_X, bits);
-                for blk in w.chunks_exact_mut(DType::IQ1_M_X.type_size()) {
-                    blk[..64].fill(0xFF);
-                }
-                w
-            })
-            .collect();
-        assert_kernels_match(DType::IQ1_M_X, DType::Q8_K, &ws[0], &x);
-        let kernels = quant::simd::rows_available(DType::IQ1_M_X);
-        let reference = DType::IQ1_M_X.info().vec_dot.unwrap();
-        assert_rows_match(DType::IQ1_M_X, &kernels, n, &ws, &a, reference);
+    for wt in [DType::IQ1_S_X, DType::IQ1_M_X] {
+        // the code bytes: IQ1_S_X's after `d` and `sc`, IQ1_M_X's first
+        let codes = if wt == DType::IQ1_S_X { 6..70 } else { 0..64 };
+        for sign in [1.0f32, -1.0] {
+            let x = vec![sign; n];
+            let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+            quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+            let ws: Vec<Vec<u8>> = (0..5)
+                .map(|_| {
+                    let mut w = random_blocks(&mut r, wt, n, &[0], 0.004);
+                    if wt == DType::IQ1_M_X {
+                        set_iq1m_scale(&mut w, wt, bits);
+                    }
+                    for blk in w.chunks_exact_mut(wt.type_size()) {
+                        blk[codes.clone()].fill(0xFF);
+                    }
+                    w
+                })
+                .collect();
+            assert_kernels_match(wt, DType::Q8_K, &ws[0], &x);
+            let kernels = quant::simd::rows_available(wt);
+            let reference = wt.info().vec_dot.unwrap();
+            assert_rows_match(wt, &kernels, n, &ws, &a, reference);
+        }
     }
 }
 

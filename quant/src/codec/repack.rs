@@ -7,8 +7,11 @@
 //! index into a 2048-entry grid of {−1, 0, +1} rows; a decode kernel must look up 32 grid rows
 //! per super-block, and on the AVX-512 hosts measured those lookups (gathers) and not memory
 //! bounded the matvec (about 4 GiB/s of weights from DRAM against 17 GB/s). IQ1_S_X keeps the
-//! values themselves as 2-bit level codes l = v + 1 in the order a 512-bit register wants them
-//! (byte i holds elements i, i + 64, i + 128 and i + 192), so unpacking is a shift and a mask.
+//! values themselves as 2-bit level codes l = v + 1, half-major ([`iq1mx_code_at`]: byte i
+//! holds four elements of the 16-element half i/4, so each 2-bit cut of the 64 code bytes
+//! has one half per dword and the decode kernel adds the four cuts' sums into one register
+//! before it applies the group scales; until 2026-12-04 byte i held elements i, i + 64,
+//! i + 128 and i + 192), so unpacking is a shift and a mask.
 //! The group scale and delta sign (IQ1_S's top four `qh` bits) become one nibble per group;
 //! the index bits are gone. The conversion is lossless: values, scales, deltas and therefore
 //! every dot product and dequantized value are IQ1_S's bits.
@@ -18,8 +21,8 @@
 //! an 8-bit index into a 256-entry grid of magnitudes {8, 25, 43} and each group's signs as
 //! a 7-bit index into a parity table; its decode kernels spend their time gathering grid
 //! rows and cutting sign fields (8–9 GiB/s of weights from DRAM against ~25 GB/s measured).
-//! IQ2_XXS_X keeps each magnitude as a 2-bit level code in IQ1_S_X's register order (byte i
-//! holds elements i, i + 64, i + 128, i + 192), every sign as one bit (bit e of a 256-bit
+//! IQ2_XXS_X keeps each magnitude as a 2-bit level code in register order (byte i holds
+//! elements i, i + 64, i + 128, i + 192), every sign as one bit (bit e of a 256-bit
 //! plane: 64 sign bits are one quarter's negation mask, loaded straight into an AVX-512 mask
 //! register) and the eight 4-bit group scales in one u32. Lossless: the values, scales and
 //! so every dot product are IQ2_XXS's bits. (Three bit planes — code low bits, high bits,
@@ -84,17 +87,29 @@ pub fn iq1sx_group(x: &BlockIQ1SX, g: usize) -> (i32, bool) {
     (2 * (nib & 7) as i32 + 1, nib & 8 != 0)
 }
 
-/// The 2-bit level code of element `e` (0..256) in a repacked block's code bytes (byte i,
-/// bits 2p..2p+2 hold element 64p + i; IQ1_S_X, IQ2_XXS_X and IQ1_M_X alike).
+/// The 2-bit level code of element `e` (0..256) in IQ2_XXS_X's code bytes (byte i, bits
+/// 2p..2p+2 hold element 64p + i; IQ1_S_X and IQ1_M_X are half-major, [`iq1mx_code_at`]).
 #[inline]
 pub fn level_code(qs: &[u8; 64], e: usize) -> u8 {
     (qs[e % 64] >> (2 * (e / 64))) & 3
 }
 
-/// The level code l = v + 1 (0..=3; 0..=2 in a repacked block) of element `e` (0..256).
+/// The level code l = v + 1 (0..=3; 0..=2 in a repacked block) of element `e` (0..256),
+/// half-major as IQ1_M_X's ([`iq1mx_code_at`]).
 #[inline]
 pub fn iq1sx_code(x: &BlockIQ1SX, e: usize) -> u8 {
-    level_code(&x.qs, e)
+    let (byte, shift) = iq1mx_code_at(e);
+    (x.qs[byte] >> shift) & 3
+}
+
+/// Writes the eight level codes of grid row `row` (a byte each) as elements `e0 .. e0 + 8`
+/// of half-major code bytes ([`iq1mx_code_at`]).
+#[inline]
+fn put_levels_half_major(qs: &mut [u8; 64], e0: usize, row: u64) {
+    for (j, l) in row.to_le_bytes().into_iter().enumerate() {
+        let (byte, shift) = iq1mx_code_at(e0 + j);
+        qs[byte] |= l << shift;
+    }
 }
 
 /// Per IQ1_S grid row: byte j holds the level code `v + 1` of its element j.
@@ -166,7 +181,7 @@ pub fn repack_iq1_s_x(src: &[u8], dst: &mut [u8]) {
             sc |= nib << iq1sx_nibble_shift(g);
             for k in 0..4 {
                 let idx = x.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
-                put_levels(&mut qs, g, k, IQ1S_LEVEL_ROWS[idx]);
+                put_levels_half_major(&mut qs, 32 * g + 8 * k, IQ1S_LEVEL_ROWS[idx]);
             }
         }
         *o = BlockIQ1SX {
@@ -297,11 +312,7 @@ pub fn repack_iq1_m_x(src: &[u8], dst: &mut [u8]) {
         for g in 0..8 {
             for k in 0..4 {
                 let (idx, delta) = iq1m_index(x, g, k);
-                let row = IQ1S_LEVEL_ROWS[idx].to_le_bytes();
-                for (j, &l) in row.iter().enumerate() {
-                    let (byte, shift) = iq1mx_code_at(32 * g + 8 * k + j);
-                    qs[byte] |= l << shift;
-                }
+                put_levels_half_major(&mut qs, 32 * g + 8 * k, IQ1S_LEVEL_ROWS[idx]);
                 sg |= u32::from(delta < 0.0) << (4 * g + k);
             }
         }

@@ -186,28 +186,29 @@ unsafe fn dot_iq1_s_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     s
 }
 
-/// IQ1_S_X · Q8_K with AVX2. Half h of the 64 code bytes shifted by 2p holds group 2p + h's
-/// 32 level codes l = v + 1 in element order: a shift and a mask, then `vpmaddubsw` against
+/// IQ1_S_X · Q8_K with AVX2. Group g's 32 level codes l = v + 1 are code bytes 8g..8g + 8
+/// (half-major): one qword per 2-bit cut (`vpsrlvq`), a mask and one `vpermd` into element
+/// order, then `vpmaddubsw` against
 /// the activations (Σ l·y), `vpmaddwd` by the group scale, and the −1 of the offset and the
 /// delta from the block sums. Exact integers and the reference's float combine: its bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_s_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let m3 = _mm256_set1_epi8(3);
+    let shifts = _mm256_setr_epi64x(0, 2, 4, 6);
+    let order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ1SX>(w).iter().zip(view::<BlockQ8K>(a)) {
-        // SAFETY: 64 code bytes (two unaligned loads of 32).
-        let q = unsafe {
-            [
-                _mm256_loadu_si256(x.qs.as_ptr().cast()),
-                _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
-            ]
-        };
         let mut acc = _mm256_setzero_si256();
         let (mut sumi1, mut off) = (0i32, 0i32);
         for g in 0..8 {
             let (ls, neg) = iq1sx_group(x, g);
-            let (p, h) = (g / 2, g % 2);
-            let lv = _mm256_and_si256(_mm256_srl_epi16(q[h], _mm_cvtsi32_si128(2 * p as i32)), m3);
+            // the group's codes are bytes 8g..8g + 8 (halves 2g, 2g + 1, half-major): qword p
+            // takes cut p (byte 8p + 4d + r: element 32g + 16d + 4p + r), one `vpermd` puts
+            // them in element order (dword 4d + p from dword 2p + d)
+            let q8 = u64::from_le_bytes(x.qs[8 * g..8 * g + 8].try_into().unwrap());
+            let cuts =
+                _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(q8 as i64), shifts), m3);
+            let lv = _mm256_permutevar8x32_epi32(cuts, order);
             let t = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(lv, y32!(y, g)),
                 _mm256_set1_epi16(ls as i16),

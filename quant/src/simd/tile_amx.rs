@@ -520,8 +520,9 @@ mod x86 {
 
     /// [`super::amx_expand_iq2_xxs_x`] / [`super::amx_expand_iq1_s_x`] with 512-bit
     /// registers, a quarter (64 elements) per step. Both repacked blocks start with `d`
-    /// (bytes 0..2), the group nibbles `sc` (2..6) and the level codes (6..70, element
-    /// `64p + i` at bits 2p, 2p + 1 of byte i); IQ2_XXS_X adds the sign bits (70..102). The
+    /// (bytes 0..2), the group nibbles `sc` (2..6) and the level codes (6..70: IQ2_XXS_X's
+    /// element `64p + i` at bits 2p, 2p + 1 of byte i, IQ1_S_X's half-major, see
+    /// `codec::repack::iq1mx_code_at`); IQ2_XXS_X adds the sign bits (70..102). The
     /// level codes (shifted down) and the two groups' nibbles (`vpmultishiftqb` of `sc`) merge
     /// into a 6-bit index by one `vpternlogd`, each plane is one `vpermb`, and IQ2_XXS_X's
     /// signs negate both planes by a masked subtraction: negation commutes with the split
@@ -553,12 +554,19 @@ mod x86 {
             // SAFETY: a block's 64 code bytes at 6..70 are readable (unaligned load).
             let q = unsafe { _mm512_loadu_si512(x[6..70].as_ptr().cast()) };
             let sc = _mm512_set1_epi32(i32::from_le_bytes([x[2], x[3], x[4], x[5]]));
-            let codes = [
-                q,
-                _mm512_srli_epi16::<2>(q),
-                _mm512_srli_epi16::<4>(q),
-                _mm512_srli_epi16::<6>(q),
-            ];
+            // each quarter's codes at bits 0..2 of every byte (the bits above are masked
+            // below): IQ2_XXS_X's by a shift, IQ1_S_X's (half-major) by a `vpermd` and a
+            // `vpsrlvd`
+            let codes = if IQ2 {
+                [
+                    q,
+                    _mm512_srli_epi16::<2>(q),
+                    _mm512_srli_epi16::<4>(q),
+                    _mm512_srli_epi16::<6>(q),
+                ]
+            } else {
+                crate::simd::avx512_iq::half_major_quarters(q)
+            };
             for (p, c) in codes.into_iter().enumerate() {
                 // bits 0..2 the level code, 2..6 the group's nibble; `vpermb` ignores 6..8
                 let idx = _mm512_ternarylogic_epi32::<0xE2>(

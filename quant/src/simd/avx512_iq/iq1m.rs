@@ -124,8 +124,6 @@ struct Iq1mDot {
     pick: [__m512i; 2],
     /// IQ1_M_X: [`M1_HALF_CTRL`].
     half: __m512i,
-    /// IQ1_M_X: [`M1_QUARTER_PICK`].
-    quarter: [__m512i; 4],
 }
 
 /// The two IQ1_M layouts ([`BlockIQ1M`] and its repacked [`BlockIQ1MX`]) the kernels share:
@@ -169,7 +167,6 @@ impl Iq1mDot {
             sctrl: ld(M_SCALE_CTRL.as_ptr()),
             pick: std::array::from_fn(|q| ld(M_PICK[q].as_ptr().cast())),
             half: ld(M1_HALF_CTRL.as_ptr()),
-            quarter: std::array::from_fn(|q| ld(M1_QUARTER_PICK[q].as_ptr().cast())),
         }
     }
 
@@ -374,33 +371,19 @@ struct M1Act {
     sum8: __m512i,
 }
 
-/// The [`M1Act`] of activation block `y`: the cut-ordered codes by two `vpermt2d` and a
-/// blend per cut, the 8-element sums by `vpsadbw` on the codes biased to unsigned (each
+/// The [`M1Act`] of activation block `y`: the cut-ordered codes ([`cut_order`]), the
+/// 8-element sums by `vpsadbw` on the codes biased to unsigned (each
 /// qword Σ(y + 128) over its eight bytes), narrowed to words.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni")]
 #[inline]
-unsafe fn m1_act(y: &BlockQ8K) -> M1Act {
+fn m1_act(y: &BlockQ8K) -> M1Act {
     let bias = _mm512_set1_epi8(-128);
     let zero = _mm512_setzero_si512();
-    let mut qv = [zero; 4];
     let mut q = [_mm_setzero_si128(); 4];
-    for (p, (qv, q)) in qv.iter_mut().zip(q.iter_mut()).enumerate() {
+    for (p, q) in q.iter_mut().enumerate() {
         // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
-        *qv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-        *q = _mm512_cvtepi64_epi16(_mm512_sad_epu8(_mm512_xor_si512(*qv, bias), zero));
-    }
-    let mut cut = [zero; 4];
-    for (p, c) in cut.iter_mut().enumerate() {
-        // dword h from activation dword 4h + p: quarters 0, 1 for h < 8, 2, 3 after
-        let idx = _mm512_add_epi32(
-            _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
-            _mm512_set1_epi32(p as i32),
-        );
-        *c = _mm512_mask_blend_epi32(
-            0xFF00,
-            _mm512_permutex2var_epi32(qv[0], idx, qv[1]),
-            _mm512_permutex2var_epi32(qv[2], idx, qv[3]),
-        );
+        let qv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
+        *q = _mm512_cvtepi64_epi16(_mm512_sad_epu8(_mm512_xor_si512(qv, bias), zero));
     }
     let lo = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(q[0]), q[1]);
     let hi = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(q[2]), q[3]);
@@ -408,7 +391,7 @@ unsafe fn m1_act(y: &BlockQ8K) -> M1Act {
     // SAFETY: 32 `bsums` bytes (unaligned load).
     let bs = _mm512_cvtepi16_epi32(unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) });
     M1Act {
-        y: cut,
+        y: cut_order(y),
         nbs: _mm512_sub_epi32(zero, _mm512_slli_epi32::<2>(bs)),
         sum8: _mm512_sub_epi16(sums, _mm512_set1_epi16(8 * 128)),
     }
@@ -424,23 +407,6 @@ static M1_HALF_CTRL: [u8; 64] = bytes64!(|b| if b % 2 == 0 {
     0
 });
 
-/// `vpermd` controls of the one-column kernels' half-major → element-order step: for
-/// quarter q, dword m = 4d + p takes code dword 4q + d (whose cut p holds elements
-/// 64q + 16d + 4p ..).
-static M1_QUARTER_PICK: [[u32; 16]; 4] = {
-    let mut t = [[0u32; 16]; 4];
-    let mut q = 0;
-    while q < 4 {
-        let mut m = 0;
-        while m < 16 {
-            t[q][m] = (4 * q + m / 4) as u32;
-            m += 1;
-        }
-        q += 1;
-    }
-    t
-};
-
 impl Iq1mDot {
     /// IQ1_M_X's codes per quarter in element order, 8·l + 2 in every byte (what
     /// `vgf2p8affineqb` forms from IQ1_S_X-ordered codes): per quarter one `vpermd` that
@@ -454,14 +420,8 @@ impl Iq1mDot {
     unsafe fn quarters_x(&self, x: &BlockIQ1MX) -> [__m512i; 4] {
         // SAFETY: 64 code bytes (unaligned load).
         let c = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-        let shifts = _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6);
         let m = _mm512_set1_epi64(super::super::gf_move2(0, 3));
-        let mut out = [c; 4];
-        for (o, pick) in out.iter_mut().zip(&self.quarter) {
-            let t = _mm512_srlv_epi32(_mm512_permutexvar_epi32(*pick, c), shifts);
-            *o = _mm512_gf2p8affine_epi64_epi8::<2>(t, m);
-        }
-        out
+        half_major_quarters(c).map(|t| _mm512_gf2p8affine_epi64_epi8::<2>(t, m))
     }
 
     /// T = 8·sumi + sumi1 of IQ1_M_X block `x` against a prepared activation block `act`,
@@ -509,7 +469,7 @@ impl Iq1mDot {
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
     )]
     #[inline]
-    unsafe fn rows4x4_x(
+    unsafe fn rows4x4_prepared(
         &self,
         xs: &[&[BlockIQ1MX; 4]; 4],
         ys: &[BlockQ8K; 4],
@@ -548,82 +508,15 @@ impl Iq1mDot {
 /// store them.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
 unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    const BATCH: usize = crate::simd::DOT_BATCH;
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
-    let ys = view::<BlockQ8K>(a);
-    let pd = crate::simd::prefetch_distance();
-    let mut acts = [const { std::mem::MaybeUninit::<M1Act>::uninit() }; M1_SEG];
-    for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-        let mut xs: [&[BlockIQ1MX]; BATCH] = [&[]; BATCH];
-        let mut nb = ys.len();
-        for (x, w) in xs.iter_mut().zip(rows) {
-            *x = view::<BlockIQ1MX>(w);
-            nb = nb.min(x.len());
-        }
-        let nr = rows.len();
-        let mut s = [_mm_setzero_ps(); BATCH / 4];
-        for seg in (0..nb).step_by(M1_SEG) {
-            let segn = (nb - seg).min(M1_SEG);
-            for (act, y) in acts[..segn].iter_mut().zip(&ys[seg..]) {
-                // SAFETY: same features as this function.
-                act.write(unsafe { m1_act(y) });
-            }
-            // SAFETY: the first `segn` entries were written just above.
-            let acts = unsafe { std::slice::from_raw_parts(acts.as_ptr().cast::<M1Act>(), segn) };
-            for (r, sp) in (0..nr).step_by(4).zip(s.iter_mut()) {
-                // the pass's rows (a short pass repeats its first; not stored)
-                let x4: [&[BlockIQ1MX]; 4] =
-                    std::array::from_fn(|j| xs[if r + j < nr { r + j } else { r }]);
-                for c in (0..segn).step_by(4) {
-                    let cnt = (segn - c).min(4);
-                    let b = seg + c;
-                    for x in &x4[..(nr - r).min(4)] {
-                        crate::simd::prefetch_ahead(
-                            x[b..].as_ptr().cast(),
-                            4 * size_of::<BlockIQ1MX>(),
-                            pd,
-                        );
-                    }
-                    let v = if cnt == 4 {
-                        let xq = x4.map(|x| <&[BlockIQ1MX; 4]>::try_from(&x[b..b + 4]).unwrap());
-                        let yq = ys[b..b + 4].try_into().unwrap();
-                        let aq = acts[c..c + 4].try_into().unwrap();
-                        // SAFETY: same features as this function.
-                        unsafe { k.rows4x4_x(&xq, yq, aq) }
-                    } else {
-                        // the last 1–3 super-blocks: copies padded with zero blocks (their
-                        // products are not added)
-                        let xp = x4.map(|x| {
-                            let mut t = [<BlockIQ1MX as bytemuck::Zeroable>::zeroed(); 4];
-                            t[..cnt].copy_from_slice(&x[b..b + cnt]);
-                            t
-                        });
-                        let mut yp = [<BlockQ8K as bytemuck::Zeroable>::zeroed(); 4];
-                        yp[..cnt].copy_from_slice(&ys[b..b + cnt]);
-                        let zero = _mm512_setzero_si512();
-                        let mut ap = [M1Act {
-                            y: [zero; 4],
-                            nbs: zero,
-                            sum8: zero,
-                        }; 4];
-                        ap[..cnt].copy_from_slice(&acts[c..c + cnt]);
-                        // SAFETY: same features as this function.
-                        unsafe { k.rows4x4_x(&xp.each_ref(), &yp, &ap) }
-                    };
-                    for vk in &v[..cnt] {
-                        *sp = _mm_add_ps(*sp, *vk);
-                    }
-                }
-            }
-        }
-        for (o, sp) in out.chunks_mut(4).zip(&s) {
-            let mut v = [0f32; 4];
-            // SAFETY: `v` holds four f32 (unaligned store).
-            unsafe { _mm_storeu_ps(v.as_mut_ptr(), *sp) };
-            o.copy_from_slice(&v[..o.len()]);
-        }
-    }
+    let zero = _mm512_setzero_si512();
+    let none = M1Act {
+        y: [zero; 4],
+        nbs: zero,
+        sum8: zero,
+    };
+    prepared_rows!(k, BlockIQ1MX, M1Act, M1_SEG, m1_act, none, rows, a, out);
 }
 
 /// IQ1_M · Q8_K against up to eight activation columns per pass (prompt chunks, MoE experts
