@@ -23,12 +23,20 @@
 //! kernels amortise the in-register lookup over their columns.
 //!
 //! The repacked IQ2_XXS_X's kernels are in the child module `iq2x`, IQ1_M's and the repacked
-//! IQ1_M_X's in `iq1m`.
+//! IQ1_M_X's in `iq1m`, the repacked IQ1_S_X's one-row and multi-row kernels (and the
+//! half-major code helpers IQ1_M_X shares) in `iq1sx`, and the four-rows-by-four-super-blocks
+//! passes of the decode kernels in `rows`.
 
 use super::{entry, f16c, fold_pairs, sums4, tree4};
 use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID};
 use std::arch::x86_64::*;
+
+#[macro_use]
+mod rows;
+pub(super) use iq1sx::{cut_order, half_major_quarters};
+use iq1sx::{dot_iq1_s_x_avx512, dot_iq1_s_x_avx512_rows, iq1sx_codes};
+use rows::products4x4;
 
 entry!(multi dot_iq2_xxs_avx512_multi_entry => dot_iq2_xxs_avx512_multi, dot_iq1_s_avx512_multi_entry => dot_iq1_s_avx512_multi, dot_iq1_s_x_avx512_multi_entry => dot_iq1_s_x_avx512_multi);
 entry!(rows dot_iq2_xxs_avx512_rows_entry => dot_iq2_xxs_avx512_rows, dot_iq2_xxs_avx512_lut_rows_entry => dot_iq2_xxs_avx512_lut_rows, dot_iq1_s_avx512_rows_entry => dot_iq1_s_avx512_rows, dot_iq1_s_x_avx512_rows_entry => dot_iq1_s_x_avx512_rows);
@@ -276,6 +284,30 @@ macro_rules! grid_one {
     }};
 }
 
+/// An IQ2_XXS super-block's four quarters' negation masks from its code words `q`: the
+/// 7-bit sign fields cut by `vpmultishiftqb` (`fields`), their parity bit from `vpopcntb`
+/// (the table `KSIGNS_IQ2XS` holds `i | parity(i) << 7`), and one `vpermb` (`masks_c`)
+/// that gathers each quarter's 64 sign bits, read back as four u64 masks.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512bitalg")]
+#[inline]
+fn iq2_negations(q: __m512i, fields: __m512i, masks_c: __m512i) -> [u64; 4] {
+    let f = _mm512_and_si512(
+        _mm512_multishift_epi64_epi8(fields, q),
+        _mm512_set1_epi8(0x7F),
+    );
+    let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), _mm512_set1_epi8(1));
+    let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, _mm512_set1_epi8(-128)));
+    let mut neg = [0u64; 4];
+    // SAFETY: `neg` has room for 32 bytes; the low half of the permuted masks is stored.
+    unsafe {
+        _mm256_storeu_si256(
+            neg.as_mut_ptr().cast(),
+            _mm512_castsi512_si256(_mm512_permutexvar_epi8(masks_c, signs)),
+        )
+    };
+    neg
+}
+
 /// The tables of the one-column IQ2_XXS kernels, in registers.
 struct Iq2Dot {
     gidx: [__m512i; 4],
@@ -319,20 +351,7 @@ impl Iq2Dot {
             // 8·index.
             unsafe { _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(ix), base.cast()) }
         });
-        let f = _mm512_and_si512(
-            _mm512_multishift_epi64_epi8(self.fields, q),
-            _mm512_set1_epi8(0x7F),
-        );
-        let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), _mm512_set1_epi8(1));
-        let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, _mm512_set1_epi8(-128)));
-        let mut neg = [0u64; 4];
-        // SAFETY: `neg` has room for 32 bytes; the low half of the permuted masks is stored.
-        unsafe {
-            _mm256_storeu_si256(
-                neg.as_mut_ptr().cast(),
-                _mm512_castsi512_si256(_mm512_permutexvar_epi8(self.masks_c, signs)),
-            )
-        };
+        let neg = iq2_negations(q, self.fields, self.masks_c);
         // word 4g + 3 of the codes is the top half of group g's `a1`: there,
         // ((w >> 11) & 0x1E) | 1 = 2·(a1 >> 28) + 1, the group's scale (other words: unused)
         let ls = _mm512_ternarylogic_epi32::<0xEA>(
@@ -377,248 +396,6 @@ impl Iq2Dot {
 unsafe fn sums4_products(z: &[__m512i; 4], hd: &[u16; 4], dy: &[f32; 4]) -> __m128 {
     let t = sums4(z[0], z[1], z[2], z[3]);
     block_products(hd, dy, _mm_cvtepi32_ps(t))
-}
-
-/// The reference's block products `f32(d)·dy·(inner·T)` of four rows by four super-blocks,
-/// element k holding super-block k's with one row per lane: `t[k]` is the [`tree4`] of
-/// super-block k's four rows' sums (128-bit lane l: the rows' partial sums of lane l),
-/// `hd[4k + r]` row r's f16 scale, `dy[k]` the activation scale. One 4 × 4 transpose of
-/// 128-bit lanes finishes the sixteen exact sums, and the products are formed in one
-/// register in the reference's order `(d·dy)·t` (`inner` is 1 or a power of two, exact).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c")]
-#[inline]
-pub(super) fn products4x4(
-    t: &[__m512i; 4],
-    hd: &[u16; 16],
-    dy: &[f32; 4],
-    inner: f32,
-) -> [__m128; 4] {
-    let u0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(t[0], t[1]);
-    let u1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(t[0], t[1]);
-    let u2 = _mm512_shuffle_i32x4::<0b01_00_01_00>(t[2], t[3]);
-    let u3 = _mm512_shuffle_i32x4::<0b11_10_11_10>(t[2], t[3]);
-    let (a, b) = (_mm512_add_epi32(u0, u1), _mm512_add_epi32(u2, u3));
-    // 128-bit lane k: super-block k's four row sums
-    let tt = _mm512_add_epi32(
-        _mm512_shuffle_i32x4::<0b10_00_10_00>(a, b),
-        _mm512_shuffle_i32x4::<0b11_01_11_01>(a, b),
-    );
-    let f = _mm512_mul_ps(_mm512_cvtepi32_ps(tt), _mm512_set1_ps(inner));
-    // SAFETY: `hd` is 32 bytes (unaligned load).
-    let dx = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(hd.as_ptr().cast()) });
-    // SAFETY: `dy` is four f32 (unaligned load).
-    let dy4 = unsafe { _mm_loadu_ps(dy.as_ptr()) };
-    let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    let dy = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(dy4));
-    let p = _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
-    [
-        _mm512_castps512_ps128(p),
-        _mm512_extractf32x4_ps::<1>(p),
-        _mm512_extractf32x4_ps::<2>(p),
-        _mm512_extractf32x4_ps::<3>(p),
-    ]
-}
-
-/// Gives a one-column kernel's constants struct `$dot` (whose `sums(x, y)`, or `$sums`, is
-/// one super-block's integer sum T spread over 16 lanes, and whose f16 scale is `$block`'s
-/// `d`, or `$d_bits`) a `rows4x4`: four rows by four super-blocks of products ([`products4x4`], `$inner`·T).
-/// A macro so that each expansion is its own `#[target_feature]` function (loops, not
-/// closures: a closure here is not inlined and passes its vectors in memory).
-macro_rules! rows4x4_impl {
-    ($dot:ty, $block:ty, $inner:expr) => {
-        rows4x4_impl!($dot, $block, $inner, sums, |x| u16::from_le_bytes(x.d));
-    };
-    (prepared $dot:ty, $block:ty, $act:ty, $inner:expr, $sums:ident, |$x:ident| $d_bits:expr) => {
-        impl $dot {
-            /// Four rows by four super-blocks of block products against prepared
-            /// activations (see [`products4x4`], [`prepared_rows!`]).
-            #[target_feature(
-                enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
-            )]
-            unsafe fn rows4x4_prepared(
-                &self,
-                xs: &[&[$block; 4]; 4],
-                ys: &[BlockQ8K; 4],
-                acts: &[$act; 4],
-            ) -> [__m128; 4] {
-                let mut t = [_mm512_setzero_si512(); 4];
-                for (k, tk) in t.iter_mut().enumerate() {
-                    let mut z = [_mm512_setzero_si512(); 4];
-                    for (zr, x) in z.iter_mut().zip(xs) {
-                        // SAFETY: same features as this function.
-                        *zr = unsafe { self.$sums(&x[k], &acts[k]) };
-                    }
-                    *tk = tree4(z[0], z[1], z[2], z[3]);
-                }
-                let hd: [u16; 16] = std::array::from_fn(|i| {
-                    let $x = &xs[i % 4][i / 4];
-                    $d_bits
-                });
-                let dy = [ys[0].d(), ys[1].d(), ys[2].d(), ys[3].d()];
-                products4x4(&t, &hd, &dy, $inner)
-            }
-        }
-    };
-    ($dot:ty, $block:ty, $inner:expr, $sums:ident, |$x:ident| $d_bits:expr) => {
-        impl $dot {
-            /// Four rows by four super-blocks of block products (see [`products4x4`]).
-            #[target_feature(
-                enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
-            )]
-            unsafe fn rows4x4(&self, xs: &[&[$block; 4]; 4], ys: &[BlockQ8K; 4]) -> [__m128; 4] {
-                let mut t = [_mm512_setzero_si512(); 4];
-                for (k, tk) in t.iter_mut().enumerate() {
-                    let mut z = [_mm512_setzero_si512(); 4];
-                    for (zr, x) in z.iter_mut().zip(xs) {
-                        // SAFETY: same features as this function.
-                        *zr = unsafe { self.$sums(&x[k], &ys[k]) };
-                    }
-                    *tk = tree4(z[0], z[1], z[2], z[3]);
-                }
-                let hd: [u16; 16] = std::array::from_fn(|i| {
-                    let $x = &xs[i % 4][i / 4];
-                    $d_bits
-                });
-                let dy = [ys[0].d(), ys[1].d(), ys[2].d(), ys[3].d()];
-                products4x4(&t, &hd, &dy, $inner)
-            }
-        }
-    };
-}
-
-/// The body of the multi-row kernels whose super-blocks reduce to one integer each: four
-/// rows per pass, four super-blocks at a time by `$k.rows4x4` (copies padded with zero
-/// blocks for the last 1–3, whose products are not added), each row prefetched
-/// [`crate::simd::prefetch_distance`] bytes ahead; the products added in block order and
-/// each row's sum times `$scale` into `$out`. A short pass repeats its first row in the
-/// other lanes and does not store them.
-macro_rules! grid_rows4 {
-    ($k:ident, $block:ty, $rows:ident, $a:ident, $out:ident, $scale:expr) => {
-        let ys = view::<BlockQ8K>($a);
-        let pd = crate::simd::prefetch_distance();
-        for (rows, out) in $rows.chunks(4).zip($out.chunks_mut(4)) {
-            let (mut xs, nb) = crate::simd::row_views::<$block>(rows, ys.len());
-            for r in rows.len()..4 {
-                xs[r] = xs[0];
-            }
-            let mut s = _mm_setzero_ps();
-            for c in (0..nb).step_by(4) {
-                let cnt = (nb - c).min(4);
-                for x in &xs[..rows.len()] {
-                    crate::simd::prefetch_ahead(
-                        x[c..].as_ptr().cast(),
-                        4 * size_of::<$block>(),
-                        pd,
-                    );
-                }
-                let v = if cnt == 4 {
-                    let xq = xs.map(|x| <&[$block; 4]>::try_from(&x[c..c + 4]).unwrap());
-                    let yq: &[BlockQ8K; 4] = ys[c..c + 4].try_into().unwrap();
-                    // SAFETY: the kernel expanding this has the features of `rows4x4`.
-                    unsafe { $k.rows4x4(&xq, yq) }
-                } else {
-                    let xp = xs.map(|x| {
-                        let mut t = [<$block as bytemuck::Zeroable>::zeroed(); 4];
-                        t[..cnt].copy_from_slice(&x[c..nb]);
-                        t
-                    });
-                    let mut yp = [<BlockQ8K as bytemuck::Zeroable>::zeroed(); 4];
-                    yp[..cnt].copy_from_slice(&ys[c..nb]);
-                    // SAFETY: as above.
-                    unsafe { $k.rows4x4(&xp.each_ref(), &yp) }
-                };
-                for vk in &v[..cnt] {
-                    s = _mm_add_ps(s, *vk);
-                }
-            }
-            let mut o = [0f32; 4];
-            // SAFETY: `o` holds four f32 (unaligned store).
-            unsafe { _mm_storeu_ps(o.as_mut_ptr(), _mm_mul_ps(_mm_set1_ps($scale), s)) };
-            out.copy_from_slice(&o[..out.len()]);
-        }
-    };
-}
-
-/// The body of the multi-row kernels that prepare their activation side once per call
-/// (IQ1_M_X, IQ1_S_X): per batch of up to [`crate::simd::DOT_BATCH`] rows and segment of
-/// `$seg` super-blocks, `$prep` (a `&BlockQ8K` → `$act` closure) for every activation block,
-/// then four-row passes of four super-blocks at a time through `$k.rows4x4_prepared`
-/// (copies padded with zero blocks and `$none` for the last 1–3, whose products are not
-/// added), each row prefetched [`crate::simd::prefetch_distance`] bytes ahead; the products
-/// added in block order. A short pass repeats its first row in the other lanes and does not
-/// store them. A macro so that it expands inside each `#[target_feature]` kernel.
-macro_rules! prepared_rows {
-    ($k:ident, $block:ty, $act:ty, $seg:expr, $prep:expr, $none:expr, $rows:ident, $a:ident, $out:ident) => {
-        const BATCH: usize = crate::simd::DOT_BATCH;
-        let ys = view::<BlockQ8K>($a);
-        let pd = crate::simd::prefetch_distance();
-        let mut acts = [const { std::mem::MaybeUninit::<$act>::uninit() }; $seg];
-        for (rows, out) in $rows.chunks(BATCH).zip($out.chunks_mut(BATCH)) {
-            let mut xs: [&[$block]; BATCH] = [&[]; BATCH];
-            let mut nb = ys.len();
-            for (x, w) in xs.iter_mut().zip(rows) {
-                *x = view::<$block>(w);
-                nb = nb.min(x.len());
-            }
-            let nr = rows.len();
-            let mut s = [_mm_setzero_ps(); BATCH / 4];
-            for seg in (0..nb).step_by($seg) {
-                let segn = (nb - seg).min($seg);
-                for (act, y) in acts[..segn].iter_mut().zip(&ys[seg..]) {
-                    act.write(($prep)(y));
-                }
-                let written = acts.as_ptr().cast::<$act>();
-                // SAFETY: the first `segn` entries were written just above.
-                let acts = unsafe { std::slice::from_raw_parts(written, segn) };
-                for (r, sp) in (0..nr).step_by(4).zip(s.iter_mut()) {
-                    // the pass's rows (a short pass repeats its first; not stored)
-                    let x4: [&[$block]; 4] =
-                        std::array::from_fn(|j| xs[if r + j < nr { r + j } else { r }]);
-                    for c in (0..segn).step_by(4) {
-                        let cnt = (segn - c).min(4);
-                        let b = seg + c;
-                        for x in &x4[..(nr - r).min(4)] {
-                            crate::simd::prefetch_ahead(
-                                x[b..].as_ptr().cast(),
-                                4 * size_of::<$block>(),
-                                pd,
-                            );
-                        }
-                        let v = if cnt == 4 {
-                            let xq = x4.map(|x| <&[$block; 4]>::try_from(&x[b..b + 4]).unwrap());
-                            let yq = ys[b..b + 4].try_into().unwrap();
-                            let aq = acts[c..c + 4].try_into().unwrap();
-                            // SAFETY: the kernel expanding this has `rows4x4_prepared`'s features.
-                            unsafe { $k.rows4x4_prepared(&xq, yq, aq) }
-                        } else {
-                            // the last 1–3 super-blocks: copies padded with zero blocks (their
-                            // products are not added)
-                            let xp = x4.map(|x| {
-                                let mut t = [<$block as bytemuck::Zeroable>::zeroed(); 4];
-                                t[..cnt].copy_from_slice(&x[b..b + cnt]);
-                                t
-                            });
-                            let mut yp = [<BlockQ8K as bytemuck::Zeroable>::zeroed(); 4];
-                            yp[..cnt].copy_from_slice(&ys[b..b + cnt]);
-                            let mut ap = [$none; 4];
-                            ap[..cnt].copy_from_slice(&acts[c..c + cnt]);
-                            // SAFETY: the kernel expanding this has `rows4x4_prepared`'s features.
-                            unsafe { $k.rows4x4_prepared(&xp.each_ref(), &yp, &ap) }
-                        };
-                        for vk in &v[..cnt] {
-                            *sp = _mm_add_ps(*sp, *vk);
-                        }
-                    }
-                }
-            }
-            for (o, sp) in out.chunks_mut(4).zip(&s) {
-                let mut v = [0f32; 4];
-                // SAFETY: `v` holds four f32 (unaligned store).
-                unsafe { _mm_storeu_ps(v.as_mut_ptr(), *sp) };
-                o.copy_from_slice(&v[..o.len()]);
-            }
-        }
-    };
 }
 
 rows4x4_impl!(Iq2Dot, BlockIQ2XXS, 1.0);
@@ -819,350 +596,6 @@ unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
     let k = unsafe { Iq1Dot::new() };
     grid_rows!(k, BlockIQ1S, rows, a, out, 1.0);
 }
-
-/// IQ1_S_X · Q8_K with AVX-512, one column (decode's matvec). A super-block's level codes
-/// are one 64-byte load cut by one operation per quarter ([`iq1sx_codes`]), not 32
-/// grid-row gathers. The reference's two integers (sumi, with the −1 of the level offset,
-/// and the delta sum sumi1) are formed as one, T = 8·sumi + sumi1 = Σ_g 8·ls_g·Σ l·y +
-/// Σ_k ls·(σ − 8)·bsum_k: one `vpdpwssd` of the `bsums` against per-entry coefficients and
-/// two of the four-element sums (`vpdpbusd` per quarter, two quarters packed to words per
-/// register) against 8·ls, both looked up in one register `W` made by a
-/// `vpmultishiftqb` of the broadcast scale nibbles, a mask and one `vpermw` from
-/// [`IQ1X_LUT`]. |T| < 2²⁴, so f32(T)·0.125 is exactly sumi + sumi1/8 before rounding, and
-/// rounds as the reference's `sumi + 0.125·sumi1` does: the reference's bits (and the IQ1_S
-/// row's it was repacked from). Four super-blocks are reduced by one unpack tree.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
-unsafe fn dot_iq1_s_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    // SAFETY: same features as this function.
-    let k = unsafe { Iq1xDot::new() };
-    grid_one!(k, BlockIQ1SX, w, a)
-}
-
-/// IQ1_S_X · Q8_K for several weight rows against one activation row (decode), four rows
-/// by four super-blocks at a time ([`prepared_rows!`]). The half-major codes put one half
-/// (and so one group scale) in each dword of every 2-bit cut, so the four cuts' sums, 4·l
-/// against the activations in cut order ([`S1Act`], prepared once per call per [`S1_SEG`]
-/// super-blocks), add into one register, which one `vpdpwssd` scales by 2·ls per dword
-/// ([`Iq1xDot::sums_prepared`]): the same exact T as the one-row kernel's, whose float
-/// combine follows, so each row gets the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
-unsafe fn dot_iq1_s_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    // SAFETY: same features as this function.
-    let k = unsafe { Iq1xDot::new() };
-    let zero = _mm512_setzero_si512();
-    let none = S1Act {
-        y: [zero; 4],
-        bs: zero,
-    };
-    prepared_rows!(k, BlockIQ1SX, S1Act, S1_SEG, s1_act, none, rows, a, out);
-}
-
-/// Super-blocks whose activation side the IQ1_S_X multi-row kernel prepares at once
-/// ([`S1Act`], 10 KiB on the stack: 8192 elements, a whole row of most matrices).
-const S1_SEG: usize = 32;
-
-/// The activation side of one super-block for [`dot_iq1_s_x_avx512_rows`], prepared once
-/// per call and used by every row.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct S1Act {
-    /// The codes in the order of the half-major weight cuts ([`cut_order`]).
-    y: [__m512i; 4],
-    /// Dword h: `bsums[h]` (sign-extended; the scale words' high halves are 0).
-    bs: __m512i,
-}
-
-/// The [`S1Act`] of activation block `y`.
-#[target_feature(enable = "avx512f,avx512bw")]
-#[inline]
-fn s1_act(y: &BlockQ8K) -> S1Act {
-    // SAFETY: 32 `bsums` bytes (unaligned load).
-    let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
-    S1Act {
-        y: cut_order(y),
-        bs: _mm512_cvtepi16_epi32(bs),
-    }
-}
-
-/// Per 16-bit lane w of the IQ1_S_X multi-row kernel's scale register: the
-/// `vpmultishiftqb` control that puts the nibble of group w/4 (the group of dword w/2's
-/// half) at the lane's low bits.
-static IQ1X_HALF_CTRL: [u8; 64] = bytes64!(|b| if b % 2 == 0 { (4 * (b / 8)) as u8 } else { 0 });
-
-/// 16 in the odd lanes (table entries 16..32: the scale), 0 in the even ones (the bsum
-/// coefficient).
-static IQ1X_HALF_OFF: [u16; 32] = {
-    let mut t = [0u16; 32];
-    let mut w = 1;
-    while w < 32 {
-        t[w] = 16;
-        w += 2;
-    }
-    t
-};
-
-/// The `vpermw` table from a group nibble n (scale index s = n & 7, ls = 2s + 1, delta sign
-/// σ = −1 if n & 8 else +1): entries 0..16 the bsum coefficient ls·(σ − 8), entries 16..32
-/// the scale of the 4·l sums, 2·ls.
-static IQ1X_HALF_LUT: [i16; 32] = {
-    let mut t = [0i16; 32];
-    let mut n = 0;
-    while n < 16 {
-        let ls = 2 * (n & 7) as i16 + 1;
-        let sg = if n & 8 != 0 { -1 } else { 1 };
-        t[n] = ls * (sg - 8);
-        t[16 + n] = 2 * ls;
-        n += 1;
-    }
-    t
-};
-
-/// `vpermd` controls from half-major code bytes (IQ1_S_X, IQ1_M_X: byte i holds four codes
-/// of half i/4) to quarter q in element order: dword m = 4d + p takes code dword 4q + d,
-/// whose cut p (bits 2p..2p+2 of each byte, [`HALF_MAJOR_SHIFTS`]) holds elements
-/// 64q + 16d + 4p ...
-pub(super) static HALF_MAJOR_QUARTER: [[u32; 16]; 4] = {
-    let mut t = [[0u32; 16]; 4];
-    let mut q = 0;
-    while q < 4 {
-        let mut m = 0;
-        while m < 16 {
-            t[q][m] = (4 * q + m / 4) as u32;
-            m += 1;
-        }
-        q += 1;
-    }
-    t
-};
-
-/// Per dword m of a [`HALF_MAJOR_QUARTER`] pick: the shift 2·(m mod 4) that moves its cut
-/// to bits 0–1 of each byte.
-pub(super) static HALF_MAJOR_SHIFTS: [u32; 16] = [0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6];
-
-/// The four quarters of half-major code bytes `c`, element order, each byte's code at
-/// bits 0–1 (the bits above it are not cleared): per quarter one `vpermd` and one
-/// `vpsrlvd`.
-#[target_feature(enable = "avx512f")]
-#[inline]
-pub(super) fn half_major_quarters(c: __m512i) -> [__m512i; 4] {
-    // SAFETY: the tables are 64 bytes each (unaligned loads).
-    let (picks, shifts) = unsafe {
-        (
-            HALF_MAJOR_QUARTER.map(|t| _mm512_loadu_si512(t.as_ptr().cast())),
-            _mm512_loadu_si512(HALF_MAJOR_SHIFTS.as_ptr().cast()),
-        )
-    };
-    let mut out = [c; 4];
-    for (o, pick) in out.iter_mut().zip(picks) {
-        *o = _mm512_srlv_epi32(_mm512_permutexvar_epi32(pick, c), shifts);
-    }
-    out
-}
-
-/// The level codes of an IQ1_S_X block's four quarters, element order: one 64-byte load,
-/// then per quarter [`half_major_quarters`]' two operations and a mask.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
-#[inline]
-unsafe fn iq1sx_codes(x: &BlockIQ1SX) -> [__m512i; 4] {
-    // SAFETY: 64 code bytes (unaligned load).
-    let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-    half_major_quarters(q).map(|v| _mm512_and_si512(v, _mm512_set1_epi8(3)))
-}
-
-/// The activation codes of block `y` in the order of half-major weight cuts: per cut p,
-/// dword h holds activation dword 4h + p (elements 16h + 4p .. + 4), the elements cut p
-/// of the weight codes holds in dword h. Two `vpermt2d` and a blend per cut.
-#[target_feature(enable = "avx512f")]
-#[inline]
-pub(super) fn cut_order(y: &BlockQ8K) -> [__m512i; 4] {
-    let mut qv = [_mm512_setzero_si512(); 4];
-    for (p, qv) in qv.iter_mut().enumerate() {
-        // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
-        *qv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-    }
-    let mut cut = qv;
-    for (p, c) in cut.iter_mut().enumerate() {
-        // dword h from activation dword 4h + p: quarters 0, 1 for h < 8, 2, 3 after
-        let idx = _mm512_add_epi32(
-            _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
-            _mm512_set1_epi32(p as i32),
-        );
-        *c = _mm512_mask_blend_epi32(
-            0xFF00,
-            _mm512_permutex2var_epi32(qv[0], idx, qv[1]),
-            _mm512_permutex2var_epi32(qv[2], idx, qv[3]),
-        );
-    }
-    cut
-}
-
-/// Per 16-bit lane w of the one-column IQ1_S_X kernels' weight-word register `W`: the
-/// `vpmultishiftqb` control that puts the nibble of the lane's group at its low bits (lanes
-/// 0–15: the correction coefficient of `bsums` entry w, group w/2; lanes 16–23: the scale
-/// of group w − 16; 24–31 repeat 16–23), and the table half it indexes (`IQ1X_OFF`).
-static IQ1X_CTRL: [u8; 64] = {
-    let mut t = [0u8; 64];
-    let mut w = 0;
-    while w < 32 {
-        let g = if w < 16 { w / 2 } else { (w - 16) % 8 };
-        t[2 * w] = (4 * g) as u8;
-        w += 1;
-    }
-    t
-};
-
-/// 16 in the lanes of `W` that take a scale (table entries 16..32), 0 in the others.
-static IQ1X_OFF: [u16; 32] = {
-    let mut t = [0u16; 32];
-    let mut w = 16;
-    while w < 32 {
-        t[w] = 16;
-        w += 1;
-    }
-    t
-};
-
-/// The `vpermw` table from a group nibble n (scale index s = n & 7, ls = 2s + 1, delta
-/// sign σ = −1 if n & 8 else +1): entries 0..16 the bsum coefficient ls·(σ − 8), entries
-/// 16..32 the scale 8·ls (see [`dot_iq1_s_x_avx512`]).
-static IQ1X_LUT: [i16; 32] = {
-    let mut t = [0i16; 32];
-    let mut n = 0;
-    while n < 16 {
-        let ls = 2 * (n & 7) as i16 + 1;
-        let sg = if n & 8 != 0 { -1 } else { 1 };
-        t[n] = ls * (sg - 8);
-        t[16 + n] = 8 * ls;
-        n += 1;
-    }
-    t
-};
-
-/// [`pair_pick`] from `W` (group g's 8·ls in word 16 + g).
-static IQ1X_PICK: [[u16; 32]; 2] = pair_pick(1, 16);
-
-/// The one-column IQ1_S_X kernels' constants, in registers.
-struct Iq1xDot {
-    ctrl: __m512i,
-    off: __m512i,
-    lut: __m512i,
-    pick: [__m512i; 2],
-    /// The multi-row kernel's [`IQ1X_HALF_CTRL`], [`IQ1X_HALF_OFF`], [`IQ1X_HALF_LUT`].
-    half: [__m512i; 3],
-}
-
-impl Iq1xDot {
-    /// Loads the constants.
-    #[target_feature(
-        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
-    )]
-    #[inline]
-    unsafe fn new() -> Self {
-        let ld = |p: *const u8| {
-            // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
-            unsafe { _mm512_loadu_si512(p.cast()) }
-        };
-        Iq1xDot {
-            ctrl: ld(IQ1X_CTRL.as_ptr()),
-            off: ld(IQ1X_OFF.as_ptr().cast()),
-            lut: ld(IQ1X_LUT.as_ptr().cast()),
-            pick: load_pairs(&IQ1X_PICK),
-            half: [
-                ld(IQ1X_HALF_CTRL.as_ptr()),
-                ld(IQ1X_HALF_OFF.as_ptr().cast()),
-                ld(IQ1X_HALF_LUT.as_ptr().cast()),
-            ],
-        }
-    }
-
-    /// One IQ1_S_X super-block's T = 8·sumi + sumi1 against `y`, spread over the lanes (see
-    /// [`dot_iq1_s_x_avx512`]).
-    #[target_feature(
-        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
-    )]
-    #[inline]
-    unsafe fn sums(&self, x: &BlockIQ1SX, y: &BlockQ8K) -> __m512i {
-        // SAFETY: same features as this function.
-        let lvs = unsafe { iq1sx_codes(x) };
-        let sc = _mm512_set1_epi32(i32::from_le_bytes(x.sc));
-        let idx = _mm512_ternarylogic_epi32::<0xEA>(
-            _mm512_multishift_epi64_epi8(self.ctrl, sc),
-            _mm512_set1_epi16(0xF),
-            self.off,
-        );
-        let wv = _mm512_permutexvar_epi16(idx, self.lut);
-        // SAFETY: 32 `bsums` bytes (unaligned load; the upper half of the register is 0).
-        let bs = unsafe { _mm512_zextsi256_si512(_mm256_loadu_si256(y.bsums.as_ptr().cast())) };
-        let zero = _mm512_setzero_si512();
-        let d: [__m512i; 4] = std::array::from_fn(|p| {
-            // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
-            let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-            _mm512_dpbusd_epi32(zero, lvs[p], yv)
-        });
-        // four-element sums |Σ| ≤ 4·2·128
-        let sc = self.pick.map(|t| _mm512_permutexvar_epi16(t, wv));
-        scale_pairs(_mm512_madd_epi16(bs, wv), &d, &sc)
-    }
-
-    /// The products `f32(d)·dy·(T/8)` of four IQ1_S_X super-blocks of `xs · ys`, one per
-    /// lane, with T = 8·sumi + sumi1 (see [`dot_iq1_s_x_avx512`]).
-    #[target_feature(
-        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
-    )]
-    #[inline]
-    unsafe fn group(&self, xs: &[BlockIQ1SX; 4], ys: &[BlockQ8K; 4]) -> __m128 {
-        let mut z = [_mm512_setzero_si512(); 4];
-        for (k, zk) in z.iter_mut().enumerate() {
-            // SAFETY: same features as this function.
-            *zk = unsafe { self.sums(&xs[k], &ys[k]) };
-        }
-        let hd = xs.each_ref().map(|x| u16::from_le_bytes(x.d));
-        let dy = ys.each_ref().map(|y| y.d());
-        let t = _mm_mul_ps(
-            _mm_cvtepi32_ps(sums4(z[0], z[1], z[2], z[3])),
-            _mm_set1_ps(0.125),
-        );
-        block_products(&hd, &dy, t)
-    }
-}
-
-impl Iq1xDot {
-    /// One IQ1_S_X super-block's T = 8·sumi + sumi1 against a prepared activation block,
-    /// spread over the lanes. The four 2-bit cuts of the half-major codes, each moved to 4·l
-    /// by one `vgf2p8affineqb`, add into one register with one `vpdpbusd` each against the
-    /// cut-ordered codes: dword h is Σ_{e∈h} 4·l·y (|·| ≤ 16·12·127 < 2¹⁵ for every code
-    /// 0..=3). One `vpermw` of the group nibbles gives word 2h the bsum coefficient
-    /// ls·(σ − 8) and word 2h + 1 the scale 2·ls of dword h's group; split into low words
-    /// (high words 0), one `vpmaddwd` against the sign-extended bsums and one `vpdpwssd`
-    /// against the sums add Σ_h ls·(σ − 8)·bsum_h + Σ_g 8·ls_g·Σ l·y.
-    #[target_feature(
-        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
-    )]
-    #[inline]
-    unsafe fn sums_prepared(&self, x: &BlockIQ1SX, act: &S1Act) -> __m512i {
-        // SAFETY: 64 code bytes (unaligned load).
-        let c = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-        let mut d = _mm512_setzero_si512();
-        for (p, y) in act.y.iter().enumerate() {
-            // cut p (bits 2p..2p+2 of every byte) moved to bits 2–3: 4·l
-            let m = _mm512_set1_epi64(super::gf_move2(2 * p as u32, 2));
-            d = _mm512_dpbusd_epi32(d, _mm512_gf2p8affine_epi64_epi8::<0>(c, m), *y);
-        }
-        let [ctrl, off, lut] = self.half;
-        let sc = _mm512_set1_epi32(i32::from_le_bytes(x.sc));
-        let idx = _mm512_ternarylogic_epi32::<0xEA>(
-            _mm512_multishift_epi64_epi8(ctrl, sc),
-            _mm512_set1_epi16(0xF),
-            off,
-        );
-        let wv = _mm512_permutexvar_epi16(idx, lut);
-        let coef = _mm512_and_si512(wv, _mm512_set1_epi32(0xFFFF));
-        let scale = _mm512_srli_epi32::<16>(wv);
-        super::dpwssd(_mm512_madd_epi16(act.bs, coef), d, scale)
-    }
-}
-
-rows4x4_impl!(prepared Iq1xDot, BlockIQ1SX, S1Act, 0.125, sums_prepared, |x| u16::from_le_bytes(x.d));
 
 /// The constants of the one-column IQ1_S kernels, in registers.
 struct Iq1Dot {
@@ -1507,8 +940,8 @@ impl Iq1Unpack {
         unsafe { Self::with_scales(lvs, qh) }
     }
 
-    /// The level codes of an IQ1_S_X block's four quarters (one operation each, [`iq1sx_codes`])
-    /// and its eight group words in every 128-bit lane, each with the group's scale at bits
+    /// The level codes of an IQ1_S_X block's four quarters (three operations each,
+    /// [`iq1sx_codes`]) and its eight group words in every 128-bit lane, each with the group's scale at bits
     /// 12–14 and its delta sign at bit 15 (where IQ1_S's `qh` words hold them; the low bits
     /// are other groups' nibbles, which no user of the words reads).
     #[target_feature(
@@ -1664,20 +1097,7 @@ impl Iq2Unpack {
             _mm512_permutex2var_epi8(hi_t[0], idx, hi_t[1]),
             _mm512_permutex2var_epi8(hi_t[2], idx, hi_t[3]),
         );
-        let f = _mm512_and_si512(
-            _mm512_multishift_epi64_epi8(self.fields, q),
-            _mm512_set1_epi8(0x7F),
-        );
-        let odd = _mm512_test_epi8_mask(_mm512_popcnt_epi8(f), _mm512_set1_epi8(1));
-        let signs = _mm512_or_si512(f, _mm512_maskz_mov_epi8(odd, _mm512_set1_epi8(-128)));
-        let mut neg = [0u64; 4];
-        // SAFETY: `neg` has room for 32 bytes; the low half of the permuted masks is stored.
-        unsafe {
-            _mm256_storeu_si256(
-                neg.as_mut_ptr().cast(),
-                _mm512_castsi512_si256(_mm512_permutexvar_epi8(self.masks_c, signs)),
-            )
-        };
+        let neg = iq2_negations(q, self.fields, self.masks_c);
         let ls = _mm512_add_epi64(
             _mm512_slli_epi64(_mm512_srli_epi64(q, 60), 1),
             _mm512_set1_epi64(1),
@@ -1918,6 +1338,7 @@ unsafe fn expand_iq1<B: Iq1Layout>(w: &[u8], out: &mut [u8]) {
 }
 
 mod iq1m;
+mod iq1sx;
 pub(super) use iq1m::{
     dot_iq1_m_avx512_entry, dot_iq1_m_avx512_multi_entry, dot_iq1_m_avx512_rows_entry,
     dot_iq1_m_x_avx512_entry, dot_iq1_m_x_avx512_multi_entry, dot_iq1_m_x_avx512_rows_entry,
