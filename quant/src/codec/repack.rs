@@ -36,8 +36,8 @@
 //! i/4, so each 2-bit cut of the 64 code bytes has one half per dword and the multi-row
 //! kernel's four cuts add into one register before one scale multiply), the 32 delta signs
 //! as one u32 (bit k: sub-group k) and IQ1_M's eight scale bytes unchanged (the 3-bit
-//! scales and the f16 super-scale in their top nibbles). Lossless: every value, dot product and dequantized
-//! element is IQ1_M's.
+//! scales and the f16 super-scale in their top nibbles). Lossless: every value, dot
+//! product and dequantized element is IQ1_M's.
 //!
 //! **Q2_0_X** ([`BlockQ2_0X`], 144 bytes per 512 elements: Q2_0's bytes, reordered): eight
 //! Q2_0 blocks with their code bytes in the order the AVX-512 decode kernel's two step

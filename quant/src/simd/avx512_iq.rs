@@ -941,9 +941,9 @@ impl Iq1Unpack {
     }
 
     /// The level codes of an IQ1_S_X block's four quarters (three operations each,
-    /// [`iq1sx_codes`]) and its eight group words in every 128-bit lane, each with the group's scale at bits
-    /// 12–14 and its delta sign at bit 15 (where IQ1_S's `qh` words hold them; the low bits
-    /// are other groups' nibbles, which no user of the words reads).
+    /// [`iq1sx_codes`]) and its eight group words in every 128-bit lane, each with the
+    /// group's scale at bits 12–14 and its delta sign at bit 15 (where IQ1_S's `qh` words
+    /// hold them; the low bits are other groups' nibbles, which no user of the words reads).
     #[target_feature(
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
     )]

@@ -217,11 +217,12 @@ fn dy8(y: &[BlockQ8_0]) -> __m512 {
 /// chains start at) and each group of eight blocks' scales dy ([`dy8`]) are prepared once
 /// per [`MX_SEG`] pairs and used by every four-row pass of up to [`super::DOT_BATCH`] rows.
 /// The products d = dy·2^(e−128) of a group's eight blocks and four rows are formed
-/// together ([`dxy8`]) and picked by one `vpermps` per register and pair. Each lane keeps the reference's accumulator: even
-/// blocks (acc1) in lanes of block b, odd blocks (acc2) in lanes of block b + 1, low and
-/// high nibbles in two registers, so the FMAs, lane sums, [`crate::dot::hsum8`] and scalar
-/// last odd block give per row the reference's bits. A pass of fewer than four rows repeats
-/// its last row in the other lanes and does not store them.
+/// together ([`dxy8`]) and picked by one `vpermps` per register and pair. Each lane keeps
+/// the reference's accumulator: even blocks (acc1) in lanes of block b, odd blocks (acc2) in
+/// lanes of block b + 1, low and high nibbles in two registers, so the FMAs, lane sums,
+/// [`crate::dot::hsum8`] and scalar last odd block give per row the reference's bits. A
+/// pass of fewer than four rows repeats its last row in the other lanes and does not store
+/// them.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     const BATCH: usize = super::DOT_BATCH;

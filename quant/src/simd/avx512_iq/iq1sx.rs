@@ -5,9 +5,9 @@
 
 use super::*;
 
-/// IQ1_S_X · Q8_K with AVX-512, one column (decode's matvec). A super-block's level codes
-/// are one 64-byte load put in element order by three operations per quarter
-/// ([`iq1sx_codes`]), not 32 grid-row gathers. The reference's two integers (sumi, with the −1 of the level offset,
+/// IQ1_S_X · Q8_K with AVX-512, one column. A super-block's level codes are one 64-byte
+/// load put in element order by three operations per quarter ([`iq1sx_codes`]), not 32
+/// grid-row gathers. The reference's two integers (sumi, with the −1 of the level offset,
 /// and the delta sum sumi1) are formed as one, T = 8·sumi + sumi1 = Σ_g 8·ls_g·Σ l·y +
 /// Σ_k ls·(σ − 8)·bsum_k: one `vpdpwssd` of the `bsums` against per-entry coefficients and
 /// two of the four-element sums (`vpdpbusd` per quarter, two quarters packed to words per

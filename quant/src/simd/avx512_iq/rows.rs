@@ -49,9 +49,11 @@ pub(in crate::simd) fn products4x4(
 
 /// Gives a one-column kernel's constants struct `$dot` (whose `sums(x, y)`, or `$sums`, is
 /// one super-block's integer sum T spread over 16 lanes, and whose f16 scale is `$block`'s
-/// `d`, or `$d_bits`) a `rows4x4`: four rows by four super-blocks of products ([`products4x4`], `$inner`·T).
-/// A macro so that each expansion is its own `#[target_feature]` function (loops, not
-/// closures: a closure here is not inlined and passes its vectors in memory).
+/// `d`, or `$d_bits`) a `rows4x4`: four rows by four super-blocks of products
+/// ([`products4x4`], `$inner`·T); with `prepared`, a `rows4x4_prepared` whose sums take a
+/// prepared activation block (`$act`). A macro so that each expansion is its own
+/// `#[target_feature]` function (loops, not closures: a closure here is not inlined and
+/// passes its vectors in memory).
 macro_rules! rows4x4_impl {
     ($dot:ty, $block:ty, $inner:expr) => {
         rows4x4_impl!($dot, $block, $inner, sums, |x| u16::from_le_bytes(x.d));
