@@ -276,27 +276,6 @@ impl Iq1xDot {
         let sc = self.pick.map(|t| _mm512_permutexvar_epi16(t, wv));
         scale_pairs(_mm512_madd_epi16(bs, wv), &d, &sc)
     }
-
-    /// The products `f32(d)·dy·(T/8)` of four IQ1_S_X super-blocks of `xs · ys`, one per
-    /// lane, with T = 8·sumi + sumi1 (see [`dot_iq1_s_x_avx512`]).
-    #[target_feature(
-        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
-    )]
-    #[inline]
-    unsafe fn group(&self, xs: &[BlockIQ1SX; 4], ys: &[BlockQ8K; 4]) -> __m128 {
-        let mut z = [_mm512_setzero_si512(); 4];
-        for (k, zk) in z.iter_mut().enumerate() {
-            // SAFETY: same features as this function.
-            *zk = unsafe { self.sums(&xs[k], &ys[k]) };
-        }
-        let hd = xs.each_ref().map(|x| u16::from_le_bytes(x.d));
-        let dy = ys.each_ref().map(|y| y.d());
-        let t = _mm_mul_ps(
-            _mm_cvtepi32_ps(sums4(z[0], z[1], z[2], z[3])),
-            _mm_set1_ps(0.125),
-        );
-        block_products(&hd, &dy, t)
-    }
 }
 
 impl Iq1xDot {
@@ -335,4 +314,5 @@ impl Iq1xDot {
     }
 }
 
+rows4x4_impl!(group Iq1xDot, BlockIQ1SX, 0.125);
 rows4x4_impl!(prepared Iq1xDot, BlockIQ1SX, S1Act, 0.125, sums_prepared, |x| u16::from_le_bytes(x.d));

@@ -121,39 +121,14 @@ impl Iq2xDot {
     )]
     #[inline]
     unsafe fn sums(&self, x: &BlockIQ2XXSX, y: &BlockQ8K) -> __m512i {
-        let zero = _mm512_setzero_si512();
         // SAFETY: same features as this function.
         let Iq2Block { grid, neg, ls } = unsafe { self.un.block(x) };
-        let d: [__m512i; 4] = std::array::from_fn(|p| {
-            // SAFETY: quarter p is activation bytes 64p..64p+64 (unaligned load).
-            let yv = unsafe { _mm512_loadu_si512(y.qs[64 * p..].as_ptr().cast()) };
-            let sy = _mm512_mask_sub_epi8(yv, neg[p], zero, yv);
-            _mm512_dpbusd_epi32(zero, grid[p], sy)
-        });
-        // four-element sums |Σ| ≤ 4·43·128
         let sc = self.pick.map(|t| _mm512_permutexvar_epi16(t, ls));
-        scale_pairs(zero, &d, &sc)
-    }
-
-    /// The products `f32(d)·dy·Σ` of four super-blocks of `xs · ys`, one per lane (see
-    /// [`dot_iq2_xxs_x_avx512`]).
-    #[target_feature(
-        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
-    )]
-    #[inline]
-    unsafe fn group(&self, xs: &[BlockIQ2XXSX; 4], ys: &[BlockQ8K; 4]) -> __m128 {
-        let mut z = [_mm512_setzero_si512(); 4];
-        for (k, zk) in z.iter_mut().enumerate() {
-            // SAFETY: same features as this function.
-            *zk = unsafe { self.sums(&xs[k], &ys[k]) };
-        }
-        let hd = xs.each_ref().map(|x| u16::from_le_bytes(x.d));
-        let dy = ys.each_ref().map(|y| y.d());
-        // SAFETY: same features as this function.
-        unsafe { sums4_products(&z, &hd, &dy) }
+        iq2_signed_sums(&grid, &neg, &sc, y)
     }
 }
 
+rows4x4_impl!(group Iq2xDot, BlockIQ2XXSX, 1.0);
 rows4x4_impl!(Iq2xDot, BlockIQ2XXSX, 1.0);
 
 /// IQ2_XXS_X · Q8_K with AVX-512, one column (decode's matvec): per super-block

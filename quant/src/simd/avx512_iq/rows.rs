@@ -47,16 +47,58 @@ pub(in crate::simd) fn products4x4(
     ]
 }
 
+/// The reference's block products `f32(d)·dy·(inner·T)` of four super-blocks of one row,
+/// one per lane, from their sums spread over the 16 lanes of `z[k]` (exact reduction:
+/// [`super::super::sums4`]); `inner` is 1 (no multiply) or a power of two (exact).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c")]
+#[inline]
+pub(in crate::simd) fn products4(
+    z: &[__m512i; 4],
+    hd: &[u16; 4],
+    dy: &[f32; 4],
+    inner: f32,
+) -> __m128 {
+    let t = _mm_cvtepi32_ps(sums4(z[0], z[1], z[2], z[3]));
+    let t = if inner == 1.0 {
+        t
+    } else {
+        _mm_mul_ps(t, _mm_set1_ps(inner))
+    };
+    block_products(hd, dy, t)
+}
+
 /// Gives a one-column kernel's constants struct `$dot` (whose `sums(x, y)`, or `$sums`, is
 /// one super-block's integer sum T spread over 16 lanes, and whose f16 scale is `$block`'s
 /// `d`, or `$d_bits`) a `rows4x4`: four rows by four super-blocks of products
 /// ([`products4x4`], `$inner`·T); with `prepared`, a `rows4x4_prepared` whose sums take a
 /// prepared activation block (`$act`). A macro so that each expansion is its own
 /// `#[target_feature]` function (loops, not closures: a closure here is not inlined and
-/// passes its vectors in memory).
+/// passes its vectors in memory). The `group` arm gives it the one-column kernels' `group`
+/// from the same `sums`.
 macro_rules! rows4x4_impl {
     ($dot:ty, $block:ty, $inner:expr) => {
         rows4x4_impl!($dot, $block, $inner, sums, |x| u16::from_le_bytes(x.d));
+    };
+    (group $dot:ty, $block:ty, $inner:expr) => {
+        impl $dot {
+            /// The block products `f32(d)·dy·(inner·T)` of four super-blocks of `xs · ys`,
+            /// one per lane, from `sums` (the one-column kernels' step, `grid_one!`): their
+            /// sums reduced by one unpack tree, then the reference's float operations.
+            #[target_feature(
+                enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
+            )]
+            #[inline]
+            unsafe fn group(&self, xs: &[$block; 4], ys: &[BlockQ8K; 4]) -> __m128 {
+                let mut z = [_mm512_setzero_si512(); 4];
+                for (k, zk) in z.iter_mut().enumerate() {
+                    // SAFETY: same features as this function.
+                    *zk = unsafe { self.sums(&xs[k], &ys[k]) };
+                }
+                let hd = xs.each_ref().map(|x| u16::from_le_bytes(x.d));
+                let dy = ys.each_ref().map(|y| y.d());
+                products4(&z, &hd, &dy, $inner)
+            }
+        }
     };
     ($dot:ty, $block:ty, $inner:expr, $sums:ident, |$x:ident| $d_bits:expr) => {
         impl $dot {
