@@ -12,7 +12,7 @@
 //!   `vpmultishiftqb` of the broadcast `qh` for bits 8–10: sub-group i's index bits and sign
 //!   are nibble i of the 16 `qh` bytes) and each quarter's eight grid rows are one
 //!   `vpgatherdq` from [`M_LEVELS`], which stores each value as 8·(v + 1) + 2.
-//! - W + 9 = 8·(v + 1) + 2 − 2·[σ < 0]: bit 1 of every table byte is set, so one
+//! - W + 9 = 8·(v + 1) + 2 − 2·\[σ < 0\]: bit 1 of every table byte is set, so one
 //!   `vpmultishiftqb` that puts the sub-group's sign bit at bit 1 of its eight bytes and one
 //!   `vpternlogq` (t ⊕ (sign ∧ 2)) give the unsigned weights, and `vpdpbusd` their four-element
 //!   sums against the activations (each 128-bit lane: one half).
@@ -28,7 +28,7 @@
 //! The repacked IQ1_M_X (`codec::repack`) keeps the level codes l = v + 1 in place of the
 //! grid indices, half-major (byte i holds four codes of the 16-element half i/4), and the 32
 //! delta signs as one u32, so its one-column and multi-column kernels form W + 9 = 8·l + 2 −
-//! 2·[σ < 0] without a lookup: per quarter one `vpermd` and one `vpsrlvd` put the codes in
+//! 2·\[σ < 0\] without a lookup: per quarter one `vpermd` and one `vpsrlvd` put the codes in
 //! element order, one `vgf2p8affineqb` moves them to bits 3–4, clears the rest and sets bit 1
 //! (8·l + 2), and the sign step above uses the signs cut from the broadcast u32. Everything
 //! after the weights (scales, sums, float combine) is shared ([`Iq1mLayout`]), so IQ1_M_X
@@ -494,7 +494,7 @@ impl Iq1mDot {
 
 /// IQ1_M_X · Q8_K for several weight rows against one activation row (decode).
 ///
-/// The one-row kernel forms each weight whole, W + 9 = 8·l + 2 − 2·[σ < 0], which costs a
+/// The one-row kernel forms each weight whole, W + 9 = 8·l + 2 − 2·\[σ < 0\], which costs a
 /// sign cut and a merge per quarter, and scales two quarters' sums per register pair. Here
 /// the sign stays out of the weights and the half-major codes put one half in each dword of
 /// every cut: T = Σ_h 2·s'_h·(Σ_{e∈h} 4·l_e·y_e − 4·bsum_h) + Σ_w σ_w·s'_{w/2}·Σ₈y_w, the

@@ -24,7 +24,7 @@ pub(super) unsafe fn dot_iq1_s_x_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 }
 
 /// IQ1_S_X · Q8_K for several weight rows against one activation row (decode), four rows
-/// by four super-blocks at a time ([`prepared_rows!`]). The half-major codes put one half
+/// by four super-blocks at a time (`prepared_rows!`). The half-major codes put one half
 /// (and so one group scale) in each dword of every 2-bit cut, so the four cuts' sums, 4·l
 /// against the activations in cut order ([`S1Act`], prepared once per call per [`S1_SEG`]
 /// super-blocks), add into one register, which one `vpdpwssd` scales by 2·ls per dword

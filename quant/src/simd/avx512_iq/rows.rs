@@ -1,8 +1,8 @@
 //! The decode (multi-row) kernels' shared passes for the grid types whose super-blocks
 //! reduce to one integer each: four rows by four super-blocks at a time, their sixteen sums
 //! reduced together and their products formed in one register ([`products4x4`]), either
-//! straight from the activation blocks ([`grid_rows4!`], [`rows4x4_impl!`]) or against
-//! activations prepared once per call ([`prepared_rows!`]). A child of `avx512_iq`, declared
+//! straight from the activation blocks (`grid_rows4!`, `rows4x4_impl!`) or against
+//! activations prepared once per call (`prepared_rows!`). A child of `avx512_iq`, declared
 //! with `#[macro_use]` so that its macros reach the kernels after it.
 
 use super::*;
@@ -114,7 +114,7 @@ macro_rules! rows4x4_impl {
     (prepared $dot:ty, $block:ty, $act:ty, $inner:expr, $sums:ident, |$x:ident| $d_bits:expr) => {
         impl $dot {
             /// Four rows by four super-blocks of block products against prepared
-            /// activations (see [`products4x4`], [`prepared_rows!`]).
+            /// activations (see [`products4x4`], `prepared_rows!`).
             #[target_feature(
                 enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
             )]
