@@ -580,8 +580,9 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
 
 /// Callers hand a multi-row kernel up to `DOT_BATCH` rows at once, and kernels that prepare
 /// their activation side once per call (Q2_0: per segment of 128 blocks, MXFP4: of 64 block
-/// pairs, IQ1_S_X and IQ1_M_X: of 32 super-blocks; for batches of 64 rows) must give every
-/// row the reference's bits across segment and batch boundaries.
+/// pairs, IQ1_S_X, IQ1_M_X and IQ2_XXS: of 32 super-blocks, IQ2_XXS's in pairs, so odd
+/// counts end on a single block; for batches of 64 rows) must give every row the
+/// reference's bits across segment and batch boundaries.
 #[test]
 fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
     let mut r = rng(0xba7c4);
@@ -598,6 +599,7 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
         (DType::MXFP4, DType::Q8_0, 32, [128, 131, 263], &[]),
         (DType::IQ1_M_X, DType::Q8_K, 256, [32, 35, 70], &[]),
         (DType::IQ1_S_X, DType::Q8_K, 256, [32, 35, 70], &[0]),
+        (DType::IQ2_XXS, DType::Q8_K, 256, [32, 35, 71], &[0]),
     ] {
         let kernels = quant::simd::rows_available(wt);
         let reference = wt.info().vec_dot.unwrap();

@@ -1318,6 +1318,8 @@ pub(super) use iq1m::{
     dot_iq1_m_avx512_entry, dot_iq1_m_avx512_multi_entry, dot_iq1_m_avx512_rows_entry,
     dot_iq1_m_x_avx512_entry, dot_iq1_m_x_avx512_multi_entry, dot_iq1_m_x_avx512_rows_entry,
 };
+mod iq2pairs;
+pub(super) use iq2pairs::dot_iq2_xxs_avx512_pairs_entry;
 mod iq2x;
 pub(super) use iq2x::{
     dot_iq2_xxs_x_avx512_entry, dot_iq2_xxs_x_avx512_multi_entry, dot_iq2_xxs_x_avx512_rows_entry,

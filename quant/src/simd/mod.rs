@@ -166,6 +166,7 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
                 ("avx512", avx512_iq::dot_iq2_xxs_avx512_rows_entry);
             let lut: (&'static str, RowsDotFn) =
                 ("avx512-lut", avx512_iq::dot_iq2_xxs_avx512_lut_rows_entry);
+            v.push(("avx512-pairs", avx512_iq::dot_iq2_xxs_avx512_pairs_entry));
             v.extend(if gathers_slow() {
                 [lut, gather]
             } else {

@@ -516,7 +516,19 @@ unsafe fn dot_iq1_m_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut
         nbs: zero,
         sum8: zero,
     };
-    prepared_rows!(k, BlockIQ1MX, M1Act, M1_SEG, m1_act, none, rows, a, out);
+    prepared_rows!(
+        k,
+        BlockIQ1MX,
+        M1Act,
+        M1_SEG,
+        1,
+        |y: &[BlockQ8K]| m1_act(&y[0]),
+        none,
+        rows,
+        a,
+        out,
+        1.0
+    );
 }
 
 /// IQ1_M · Q8_K against up to eight activation columns per pass (prompt chunks, MoE experts

@@ -39,7 +39,19 @@ pub(super) unsafe fn dot_iq1_s_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8]
         y: [zero; 4],
         bs: zero,
     };
-    prepared_rows!(k, BlockIQ1SX, S1Act, S1_SEG, s1_act, none, rows, a, out);
+    prepared_rows!(
+        k,
+        BlockIQ1SX,
+        S1Act,
+        S1_SEG,
+        1,
+        |y: &[BlockQ8K]| s1_act(&y[0]),
+        none,
+        rows,
+        a,
+        out,
+        1.0
+    );
 }
 
 /// Super-blocks whose activation side the IQ1_S_X multi-row kernel prepares at once

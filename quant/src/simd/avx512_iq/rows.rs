@@ -202,19 +202,25 @@ macro_rules! grid_rows4 {
 }
 
 /// The body of the multi-row kernels that prepare their activation side once per call
-/// (IQ1_M_X, IQ1_S_X): per batch of up to [`crate::simd::DOT_BATCH`] rows and segment of
-/// `$seg` super-blocks, `$prep` (a `&BlockQ8K` → `$act` closure) for every activation block,
-/// then four-row passes of four super-blocks at a time through `$k.rows4x4_prepared`
-/// (copies padded with zero blocks and `$none` for the last 1–3, whose products are not
-/// added), each row prefetched [`crate::simd::prefetch_distance`] bytes ahead; the products
-/// added in block order. A short pass repeats its first row in the other lanes and does not
-/// store them. A macro so that it expands inside each `#[target_feature]` kernel.
+/// (IQ1_M_X, IQ1_S_X, IQ2_XXS): per batch of up to [`crate::simd::DOT_BATCH`] rows and
+/// segment of `$seg` super-blocks, `$prep` (a `&[BlockQ8K]` → `$act` closure) for every
+/// `$per` activation blocks (1, or 2 for kernels that work on pairs of super-blocks; the
+/// segment's last act may get one block), then four-row passes of four super-blocks at a
+/// time through `$k.rows4x4_prepared` (copies padded with zero blocks and `$none` for the
+/// last 1–3, whose products are not added), each row prefetched
+/// [`crate::simd::prefetch_distance`] bytes ahead; the products added in block order. A
+/// short pass repeats its first row in the other lanes and does not store them; each row's
+/// sum is multiplied by `$scale` (exact: 1 or a power of two). A macro so that it expands
+/// inside each `#[target_feature]` kernel.
 macro_rules! prepared_rows {
-    ($k:ident, $block:ty, $act:ty, $seg:expr, $prep:expr, $none:expr, $rows:ident, $a:ident, $out:ident) => {
+    ($k:ident, $block:ty, $act:ty, $seg:expr, $per:expr, $prep:expr, $none:expr, $rows:ident, $a:ident, $out:ident, $scale:expr) => {
         const BATCH: usize = crate::simd::DOT_BATCH;
+        const PER: usize = $per;
+        const { assert!(PER == 1 || PER == 2) };
+        const { assert!($seg % 4 == 0) };
         let ys = view::<BlockQ8K>($a);
         let pd = crate::simd::prefetch_distance();
-        let mut acts = [const { std::mem::MaybeUninit::<$act>::uninit() }; $seg];
+        let mut acts = [const { std::mem::MaybeUninit::<$act>::uninit() }; $seg / PER];
         for (rows, out) in $rows.chunks(BATCH).zip($out.chunks_mut(BATCH)) {
             let mut xs: [&[$block]; BATCH] = [&[]; BATCH];
             let mut nb = ys.len();
@@ -226,12 +232,13 @@ macro_rules! prepared_rows {
             let mut s = [_mm_setzero_ps(); BATCH / 4];
             for seg in (0..nb).step_by($seg) {
                 let segn = (nb - seg).min($seg);
-                for (act, y) in acts[..segn].iter_mut().zip(&ys[seg..]) {
+                let nact = segn.div_ceil(PER);
+                for (act, y) in acts[..nact].iter_mut().zip(ys[seg..seg + segn].chunks(PER)) {
                     act.write(($prep)(y));
                 }
                 let written = acts.as_ptr().cast::<$act>();
-                // SAFETY: the first `segn` entries were written just above.
-                let acts = unsafe { std::slice::from_raw_parts(written, segn) };
+                // SAFETY: the first `nact` entries were written just above.
+                let acts = unsafe { std::slice::from_raw_parts(written, nact) };
                 for (r, sp) in (0..nr).step_by(4).zip(s.iter_mut()) {
                     // the pass's rows (a short pass repeats its first; not stored)
                     let x4: [&[$block]; 4] =
@@ -249,7 +256,7 @@ macro_rules! prepared_rows {
                         let v = if cnt == 4 {
                             let xq = x4.map(|x| <&[$block; 4]>::try_from(&x[b..b + 4]).unwrap());
                             let yq = ys[b..b + 4].try_into().unwrap();
-                            let aq = acts[c..c + 4].try_into().unwrap();
+                            let aq = acts[c / PER..(c + 4) / PER].try_into().unwrap();
                             // SAFETY: the kernel expanding this has `rows4x4_prepared`'s features.
                             unsafe { $k.rows4x4_prepared(&xq, yq, aq) }
                         } else {
@@ -262,8 +269,9 @@ macro_rules! prepared_rows {
                             });
                             let mut yp = [<BlockQ8K as bytemuck::Zeroable>::zeroed(); 4];
                             yp[..cnt].copy_from_slice(&ys[b..b + cnt]);
-                            let mut ap = [$none; 4];
-                            ap[..cnt].copy_from_slice(&acts[c..c + cnt]);
+                            let mut ap = [$none; 4 / PER];
+                            let na = cnt.div_ceil(PER);
+                            ap[..na].copy_from_slice(&acts[c / PER..c / PER + na]);
                             // SAFETY: the kernel expanding this has `rows4x4_prepared`'s features.
                             unsafe { $k.rows4x4_prepared(&xp.each_ref(), &yp, &ap) }
                         };
@@ -276,7 +284,7 @@ macro_rules! prepared_rows {
             for (o, sp) in out.chunks_mut(4).zip(&s) {
                 let mut v = [0f32; 4];
                 // SAFETY: `v` holds four f32 (unaligned store).
-                unsafe { _mm_storeu_ps(v.as_mut_ptr(), *sp) };
+                unsafe { _mm_storeu_ps(v.as_mut_ptr(), _mm_mul_ps(_mm_set1_ps($scale), *sp)) };
                 o.copy_from_slice(&v[..o.len()]);
             }
         }

@@ -1,0 +1,272 @@
+//! The IQ2_XXS decode (multi-row) kernel that works on pairs of super-blocks, with no
+//! gathers and no repack: a child of `avx512_iq`.
+//!
+//! On the Intel hosts measured here a `vpermi2b` costs two shuffle-port cycles and a
+//! `vpgatherdq` about fifteen, while `vgf2p8affineqb` runs on the other vector port. So
+//! this kernel spends the shuffle port only where a table lookup cannot be avoided and
+//! does the rest with affine maps over GF(2). Per pair of super-blocks A, B of one row:
+//!
+//! - one `vpermt2b` puts the pair's 64 grid indices in one register (lane L: grid L of A
+//!   for L < 32, grid L − 32 of B above), and four `vpermi2b` and two blends look up every
+//!   index's 16-bit level code ([`LEVELS_LO`], [`LEVELS_HI`]: 2 bits per element). A pair
+//!   fills all 64 lanes; one super-block would fill half of them for the same four lookups;
+//! - element P's magnitudes (P < 4 from the low code bytes, P ≥ 4 from the high) are one
+//!   `vgf2p8affineqb` each: the level l ∈ {0, 1, 2} maps to 8 ⊕ 17·l₀ ⊕ 35·l₁ = 8, 25, 43,
+//!   which is affine in l's bits;
+//! - the eight sign fields of grids 8j..8j + 8 sit in qword j after one `vpermt2d` (the
+//!   groups' `a1` words) and one `vpmultishiftqb`, so byte L holds grid L's field. One
+//!   `vgf2p8affineqb` appends the parity bit (`KSIGNS_IQ2XS[i] = i | parity(i) << 7` is
+//!   linear over GF(2)), and one `vptestmb` per element P cuts its 64 sign bits into mask P.
+//!   (Transposing the bits with a second `vgf2p8affineqb` and reading the masks back from
+//!   memory was 1.4× slower: the 8-byte loads of a 64-byte store do not forward; left to
+//!   itself, LLVM cut the masks out with shuffle-port extracts, 1.1× slower.)
+//! - per element P, the activations or their negations picked by mask P (one blend; both
+//!   are prepared) and one `vpdpbusd`: dword d sums group d of A (d < 8) or group d − 8 of
+//!   B, |Σ| ≤ 32·43·127; one `vpmulld` by the group scales 2·(a1 >> 28) + 1 (the `a1`
+//!   words shifted, in place).
+//!
+//! The activations are prepared once per call and pair ([`PairAct`]: element P of the pair's
+//! 64 grids in register P). Every sum is the reference's exact integer, and the float
+//! combine is the reference's ([`products4x4`]), so the results are the reference's bits.
+
+use super::*;
+use crate::blocks::BlockQ8K;
+
+entry!(rows dot_iq2_xxs_avx512_pairs_entry => dot_iq2_xxs_avx512_pairs);
+
+/// Super-blocks whose activation side [`dot_iq2_xxs_avx512_pairs`] prepares at once (16
+/// [`PairAct`]s, 16 KiB on the stack: 8192 elements, a whole row of most matrices).
+const PAIR_SEG: usize = 32;
+
+/// `vpermt2b` control: lane L takes grid index L of A (L < 32; byte 8·(L/4) + L%4 of its
+/// code bytes) or grid index L − 32 of B (the second source, + 64).
+static PAIR_IDX: [u8; 64] = bytes64!(|i| (64 * (i / 32) + 8 * ((i % 32) / 4) + i % 4) as u8);
+
+/// `vpermt2d` control: dword d takes the `a1` word of group d of A (d < 8: dword 2d + 1 of
+/// A's codes) or of group d − 8 of B (second source).
+static A1_IDX: [u32; 16] = {
+    let mut t = [0u32; 16];
+    let mut d = 0;
+    while d < 16 {
+        t[d] = (16 * (d / 8) + 2 * (d % 8) + 1) as u32;
+        d += 1;
+    }
+    t
+};
+
+/// `vpmultishiftqb` control on the `a1` words (qword j: groups 2j, 2j + 1 of A or B, so
+/// grids 8j..8j + 8 of the pair): byte b takes grid b's 7-bit sign field (bits 7·(b%4) of
+/// the low or high dword; the eighth bit, the next field's, is ignored downstream).
+static SIGN_FIELDS: [u8; 64] = bytes64!(|i| {
+    let b = i % 8;
+    (32 * (b / 4) + 7 * (b % 4)) as u8
+});
+
+/// `vgf2p8affineqb` matrix appending the parity bit: output bit k < 7 is input bit k, bit 7
+/// the XOR of input bits 0..7 (input bit 7, the next field's first bit, is ignored). Row k
+/// of the matrix is byte 7 − k.
+const KSIGNS_AFFINE: i64 = 0x0102_0408_1020_407F;
+
+/// `vgf2p8affineqb` matrix mapping the level code at bits 2p, 2p + 1 of each byte to its
+/// magnitude minus 8: 17·l₀ ⊕ 35·l₁ (output bits 0 and 4 take bit 2p, bits 0, 1 and 5 take
+/// bit 2p + 1); the constant 8 is the instruction's immediate. Row k is byte 7 − k.
+const fn level_affine(p: usize) -> i64 {
+    let (l0, l1) = (1u64 << (2 * p), 1u64 << (2 * p + 1));
+    let mut m = 0u64;
+    let mut k = 0;
+    while k < 8 {
+        let mut row = 0;
+        if k == 0 || k == 4 {
+            row |= l0;
+        }
+        if k == 0 || k == 1 || k == 5 {
+            row |= l1;
+        }
+        m |= row << (8 * (7 - k));
+        k += 1;
+    }
+    m as i64
+}
+
+/// The four level maps, for code bits 0..2, 2..4, 4..6 and 6..8.
+const LEVEL_AFFINE: [i64; 4] = [
+    level_affine(0),
+    level_affine(1),
+    level_affine(2),
+    level_affine(3),
+];
+
+/// The activation side of a pair of super-blocks for [`dot_iq2_xxs_avx512_pairs`]: register
+/// P holds element P of each of the pair's 64 grid rows (lane L: element 8L + P of the
+/// first block for L < 32, element 8·(L − 32) + P of the second above; zeros where the
+/// pair has one block).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct PairAct {
+    y: [__m512i; 8],
+    /// `−y` (Q8_K codes are in −127..=127, so no negation wraps): the negated activations
+    /// are then one blend per register.
+    neg_y: [__m512i; 8],
+}
+
+/// The [`PairAct`] of one or two activation blocks.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+fn pair_act(ys: &[BlockQ8K]) -> PairAct {
+    let load = |y: Option<&BlockQ8K>| -> [__m512i; 4] {
+        std::array::from_fn(|i| match y {
+            // SAFETY: quarter i is bytes 64i..64i + 64 of the block's codes (unaligned).
+            Some(y) => unsafe { _mm512_loadu_si512(y.qs[64 * i..].as_ptr().cast()) },
+            None => _mm512_setzero_si512(),
+        })
+    };
+    let (a, b) = (load(ys.first()), load(ys.get(1)));
+    let y: [__m512i; 8] = std::array::from_fn(|p| {
+        // lane L takes byte 8·(L % 16) + p of the 128 bytes its quarter of lanes reads
+        let idx = _mm512_add_epi8(
+            _mm512_set1_epi8(p as i8),
+            // SAFETY: the table is 64 bytes (unaligned load).
+            unsafe { _mm512_loadu_si512(ACT_STRIDE.as_ptr().cast()) },
+        );
+        let q = [
+            _mm512_permutex2var_epi8(a[0], idx, a[1]),
+            _mm512_permutex2var_epi8(a[2], idx, a[3]),
+            _mm512_permutex2var_epi8(b[0], idx, b[1]),
+            _mm512_permutex2var_epi8(b[2], idx, b[3]),
+        ];
+        let lo = _mm512_mask_blend_epi8(0xFFFF_0000_FFFF_0000, q[0], q[1]);
+        let hi = _mm512_mask_blend_epi8(0xFFFF_0000_FFFF_0000, q[2], q[3]);
+        _mm512_mask_blend_epi8(0xFFFF_FFFF_0000_0000, lo, hi)
+    });
+    PairAct {
+        y,
+        neg_y: y.map(|v| _mm512_sub_epi8(_mm512_setzero_si512(), v)),
+    }
+}
+
+/// 8·(L % 16) for lane L (see [`pair_act`]).
+static ACT_STRIDE: [u8; 64] = bytes64!(|i| (8 * (i % 16)) as u8);
+
+/// The pair kernel's tables, in registers.
+struct PairDot {
+    lo_t: [__m512i; 4],
+    hi_t: [__m512i; 4],
+    idx: __m512i,
+    a1_idx: __m512i,
+    fields: __m512i,
+}
+
+impl PairDot {
+    /// Loads the tables.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    fn new() -> Self {
+        let ld = |p: *const u8| {
+            // SAFETY: every pointer passed is into a table of at least 64 bytes (unaligned).
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        };
+        PairDot {
+            lo_t: std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr())),
+            hi_t: std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr())),
+            idx: ld(PAIR_IDX.as_ptr()),
+            a1_idx: ld(A1_IDX.as_ptr().cast()),
+            fields: ld(SIGN_FIELDS.as_ptr()),
+        }
+    }
+
+    /// The scaled group sums of super-blocks `xa` and `xb` of one row against `act`: dword
+    /// d holds ls·Σ of group d of `xa` (d < 8) or of group d − 8 of `xb` (exact).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni,gfni")]
+    #[inline]
+    fn pair_sums(&self, xa: &BlockIQ2XXS, xb: &BlockIQ2XXS, act: &PairAct) -> __m512i {
+        // SAFETY: a block's 64 code bytes are readable (unaligned loads).
+        let (qa, qb) = unsafe {
+            (
+                _mm512_loadu_si512(xa.qs.as_ptr().cast()),
+                _mm512_loadu_si512(xb.qs.as_ptr().cast()),
+            )
+        };
+        let idx = _mm512_permutex2var_epi8(qa, self.idx, qb);
+        let upper = _mm512_movepi8_mask(idx);
+        let (l, h) = (&self.lo_t, &self.hi_t);
+        let lo = _mm512_mask_blend_epi8(
+            upper,
+            _mm512_permutex2var_epi8(l[0], idx, l[1]),
+            _mm512_permutex2var_epi8(l[2], idx, l[3]),
+        );
+        let hi = _mm512_mask_blend_epi8(
+            upper,
+            _mm512_permutex2var_epi8(h[0], idx, h[1]),
+            _mm512_permutex2var_epi8(h[2], idx, h[3]),
+        );
+        let a1 = _mm512_permutex2var_epi32(qa, self.a1_idx, qb);
+        let fields = _mm512_multishift_epi64_epi8(self.fields, a1);
+        let signs = _mm512_gf2p8affine_epi64_epi8::<0>(fields, _mm512_set1_epi64(KSIGNS_AFFINE));
+        let neg: [u64; 8] =
+            std::array::from_fn(|p| _mm512_test_epi8_mask(signs, _mm512_set1_epi8(1 << p)));
+        let mut acc = _mm512_setzero_si512();
+        for (p, ((y, ny), neg)) in act.y.iter().zip(&act.neg_y).zip(neg).enumerate() {
+            let codes = if p < 4 { lo } else { hi };
+            let w =
+                _mm512_gf2p8affine_epi64_epi8::<8>(codes, _mm512_set1_epi64(LEVEL_AFFINE[p % 4]));
+            let sy = _mm512_mask_blend_epi8(neg, *y, *ny);
+            acc = _mm512_dpbusd_epi32(acc, w, sy);
+        }
+        // dword d of `a1`, shifted right by 27 and with bit 0 set: 2·(a1 >> 28) + 1
+        let ls = _mm512_or_si512(_mm512_srli_epi32::<27>(a1), _mm512_set1_epi32(1));
+        _mm512_mullo_epi32(acc, ls)
+    }
+
+    /// Four rows by four super-blocks (two pairs) of block products (see
+    /// [`products4x4`], `prepared_rows!`).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,gfni,f16c")]
+    unsafe fn rows4x4_prepared(
+        &self,
+        xs: &[&[BlockIQ2XXS; 4]; 4],
+        ys: &[BlockQ8K; 4],
+        acts: &[PairAct; 2],
+    ) -> [__m128; 4] {
+        let mut t = [_mm512_setzero_si512(); 4];
+        for (pair, act) in acts.iter().enumerate() {
+            let mut z = [_mm512_setzero_si512(); 4];
+            for (zr, x) in z.iter_mut().zip(xs) {
+                *zr = self.pair_sums(&x[2 * pair], &x[2 * pair + 1], act);
+            }
+            // 128-bit lanes 0, 1: the first block's row partials; 2, 3: the second's
+            let s = tree4(z[0], z[1], z[2], z[3]);
+            t[2 * pair] = _mm512_maskz_mov_epi32(0x00FF, s);
+            t[2 * pair + 1] = _mm512_maskz_mov_epi32(0xFF00, s);
+        }
+        let hd: [u16; 16] = std::array::from_fn(|i| u16::from_le_bytes(xs[i % 4][i / 4].d));
+        let dy = [ys[0].d(), ys[1].d(), ys[2].d(), ys[3].d()];
+        products4x4(&t, &hd, &dy, 1.0)
+    }
+}
+
+/// IQ2_XXS · Q8_K for several weight rows against one activation row (decode), four rows
+/// by two pairs of super-blocks at a time (`prepared_rows!`), per pair the steps of the
+/// module docs: each row gets the reference's bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
+pub(super) unsafe fn dot_iq2_xxs_avx512_pairs(
+    _n: usize,
+    rows: &[&[u8]],
+    a: &[u8],
+    out: &mut [f32],
+) {
+    let k = PairDot::new();
+    let none = PairAct {
+        y: [_mm512_setzero_si512(); 8],
+        neg_y: [_mm512_setzero_si512(); 8],
+    };
+    prepared_rows!(
+        k,
+        BlockIQ2XXS,
+        PairAct,
+        PAIR_SEG,
+        2,
+        pair_act,
+        none,
+        rows,
+        a,
+        out,
+        0.125
+    );
+}
