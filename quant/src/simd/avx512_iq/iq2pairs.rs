@@ -6,24 +6,25 @@
 //! this kernel spends the shuffle port only where a table lookup cannot be avoided and
 //! does the rest with affine maps over GF(2). Per pair of super-blocks A, B of one row:
 //!
-//! - one `vpermt2b` puts the pair's 64 grid indices in one register (lane L: grid L of A
-//!   for L < 32, grid L − 32 of B above), and four `vpermi2b` and two blends look up every
+//! - one shift and one blend put the pair's 64 grid indices in one register (qword g: A's
+//!   grid indices 4g..4g + 4, then B's), and four `vpermi2b` and two blends look up every
 //!   index's 16-bit level code ([`LEVELS_LO`], [`LEVELS_HI`]: 2 bits per element). A pair
 //!   fills all 64 lanes; one super-block would fill half of them for the same four lookups;
 //! - element P's magnitudes (P < 4 from the low code bytes, P ≥ 4 from the high) are one
 //!   `vgf2p8affineqb` each: the level l ∈ {0, 1, 2} maps to 8 ⊕ 17·l₀ ⊕ 35·l₁ = 8, 25, 43,
 //!   which is affine in l's bits;
-//! - the eight sign fields of grids 8j..8j + 8 sit in qword j after one `vpermt2d` (the
-//!   groups' `a1` words) and one `vpmultishiftqb`, so byte L holds grid L's field. One
-//!   `vgf2p8affineqb` appends the parity bit (`KSIGNS_IQ2XS[i] = i | parity(i) << 7` is
-//!   linear over GF(2)), and one `vptestmb` per element P cuts its 64 sign bits into mask P.
-//!   (Transposing the bits with a second `vgf2p8affineqb` and reading the masks back from
+//! - the sign fields: a shift and a blend put group g's `a1` words of A and B in qword g
+//!   and one `vpmultishiftqb` cuts the fields into bytes, so byte L holds the field of lane
+//!   L's grid. One `vgf2p8affineqb` appends the parity bit (`KSIGNS_IQ2XS[i] = i |
+//!   parity(i) << 7` is linear over GF(2)), and one `vptestmb` per element P cuts its 64
+//!   sign bits into mask P. (Transposing the bits with a second `vgf2p8affineqb` and reading the masks back from
 //!   memory was 1.4× slower: the 8-byte loads of a 64-byte store do not forward; left to
 //!   itself, LLVM cut the masks out with shuffle-port extracts, 1.1× slower.)
 //! - per element P, the activations or their negations picked by mask P (one blend; both
-//!   are prepared) and one `vpdpbusd`: dword d sums group d of A (d < 8) or group d − 8 of
+//!   are prepared) and one `vpdpbusd`: dword 2g sums group g of A, dword 2g + 1 group g of
 //!   B, |Σ| ≤ 32·43·127; one `vpmulld` by the group scales 2·(a1 >> 28) + 1 (the `a1`
-//!   words shifted, in place).
+//!   words shifted, in place). The sixteen sums of four rows reduce with two unpacks and
+//!   adds per pair of rows, even dwords apart from odd ones.
 //!
 //! The activations are prepared once per call and pair ([`PairAct`]: element P of the pair's
 //! 64 grids in register P). Every sum is the reference's exact integer, and the float
@@ -38,25 +39,9 @@ entry!(rows dot_iq2_xxs_avx512_pairs_entry => dot_iq2_xxs_avx512_pairs);
 /// [`PairAct`]s, 16 KiB on the stack: 8192 elements, a whole row of most matrices).
 const PAIR_SEG: usize = 32;
 
-/// `vpermt2b` control: lane L takes grid index L of A (L < 32; byte 8·(L/4) + L%4 of its
-/// code bytes) or grid index L − 32 of B (the second source, + 64).
-static PAIR_IDX: [u8; 64] = bytes64!(|i| (64 * (i / 32) + 8 * ((i % 32) / 4) + i % 4) as u8);
-
-/// `vpermt2d` control: dword d takes the `a1` word of group d of A (d < 8: dword 2d + 1 of
-/// A's codes) or of group d − 8 of B (second source).
-static A1_IDX: [u32; 16] = {
-    let mut t = [0u32; 16];
-    let mut d = 0;
-    while d < 16 {
-        t[d] = (16 * (d / 8) + 2 * (d % 8) + 1) as u32;
-        d += 1;
-    }
-    t
-};
-
-/// `vpmultishiftqb` control on the `a1` words (qword j: groups 2j, 2j + 1 of A or B, so
-/// grids 8j..8j + 8 of the pair): byte b takes grid b's 7-bit sign field (bits 7·(b%4) of
-/// the low or high dword; the eighth bit, the next field's, is ignored downstream).
+/// `vpmultishiftqb` control on the `a1` words (qword g: group g's of A, then of B): byte b
+/// takes the 7-bit sign field of A's grid 4g + b (b < 4, bits 7b of the low dword) or B's
+/// grid 4g + b − 4 (the high dword); the eighth bit, the next field's, is ignored downstream.
 static SIGN_FIELDS: [u8; 64] = bytes64!(|i| {
     let b = i % 8;
     (32 * (b / 4) + 7 * (b % 4)) as u8
@@ -97,8 +82,8 @@ const LEVEL_AFFINE: [i64; 4] = [
 ];
 
 /// The activation side of a pair of super-blocks for [`dot_iq2_xxs_avx512_pairs`]: register
-/// P holds element P of each of the pair's 64 grid rows (lane L: element 8L + P of the
-/// first block for L < 32, element 8·(L − 32) + P of the second above; zeros where the
+/// P holds element P of each of the pair's 64 grid rows in the weights' lane order (lane L:
+/// grid 4·(L/8) + L%4 of the first block for L%8 < 4, of the second above; zeros where the
 /// pair has one block).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
@@ -121,7 +106,8 @@ fn pair_act(ys: &[BlockQ8K]) -> PairAct {
     };
     let (a, b) = (load(ys.first()), load(ys.get(1)));
     let y: [__m512i; 8] = std::array::from_fn(|p| {
-        // lane L takes byte 8·(L % 16) + p of the 128 bytes its quarter of lanes reads
+        // lane L reads byte 32·(L/8 % 4) + 8·(L % 4) + p of the 128-byte half L/8 < 4 or
+        // ≥ 4 of block (L % 8)/4
         let idx = _mm512_add_epi8(
             _mm512_set1_epi8(p as i8),
             // SAFETY: the table is 64 bytes (unaligned load).
@@ -133,9 +119,9 @@ fn pair_act(ys: &[BlockQ8K]) -> PairAct {
             _mm512_permutex2var_epi8(b[0], idx, b[1]),
             _mm512_permutex2var_epi8(b[2], idx, b[3]),
         ];
-        let lo = _mm512_mask_blend_epi8(0xFFFF_0000_FFFF_0000, q[0], q[1]);
-        let hi = _mm512_mask_blend_epi8(0xFFFF_0000_FFFF_0000, q[2], q[3]);
-        _mm512_mask_blend_epi8(0xFFFF_FFFF_0000_0000, lo, hi)
+        let first = _mm512_mask_blend_epi8(0xFFFF_FFFF_0000_0000, q[0], q[1]);
+        let second = _mm512_mask_blend_epi8(0xFFFF_FFFF_0000_0000, q[2], q[3]);
+        _mm512_mask_blend_epi8(0xF0F0_F0F0_F0F0_F0F0, first, second)
     });
     PairAct {
         y,
@@ -143,15 +129,13 @@ fn pair_act(ys: &[BlockQ8K]) -> PairAct {
     }
 }
 
-/// 8·(L % 16) for lane L (see [`pair_act`]).
-static ACT_STRIDE: [u8; 64] = bytes64!(|i| (8 * (i % 16)) as u8);
+/// 32·(L/8 % 4) + 8·(L % 4) for lane L (see [`pair_act`]).
+static ACT_STRIDE: [u8; 64] = bytes64!(|i| (32 * ((i / 8) % 4) + 8 * (i % 4)) as u8);
 
 /// The pair kernel's tables, in registers.
 struct PairDot {
     lo_t: [__m512i; 4],
     hi_t: [__m512i; 4],
-    idx: __m512i,
-    a1_idx: __m512i,
     fields: __m512i,
 }
 
@@ -166,8 +150,6 @@ impl PairDot {
         PairDot {
             lo_t: std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr())),
             hi_t: std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr())),
-            idx: ld(PAIR_IDX.as_ptr()),
-            a1_idx: ld(A1_IDX.as_ptr().cast()),
             fields: ld(SIGN_FIELDS.as_ptr()),
         }
     }
@@ -184,7 +166,9 @@ impl PairDot {
                 _mm512_loadu_si512(xb.qs.as_ptr().cast()),
             )
         };
-        let idx = _mm512_permutex2var_epi8(qa, self.idx, qb);
+        // qword g: A's grid indices 4g..4g + 4, then B's (the code bytes' sign words are
+        // replaced by the other block's indices)
+        let idx = _mm512_mask_blend_epi8(0xF0F0_F0F0_F0F0_F0F0, qa, _mm512_slli_epi64::<32>(qb));
         let upper = _mm512_movepi8_mask(idx);
         let (l, h) = (&self.lo_t, &self.hi_t);
         let lo = _mm512_mask_blend_epi8(
@@ -197,7 +181,8 @@ impl PairDot {
             _mm512_permutex2var_epi8(h[0], idx, h[1]),
             _mm512_permutex2var_epi8(h[2], idx, h[3]),
         );
-        let a1 = _mm512_permutex2var_epi32(qa, self.a1_idx, qb);
+        // dword 2g: group g's `a1` of A, 2g + 1: of B
+        let a1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64::<32>(qa), qb);
         let fields = _mm512_multishift_epi64_epi8(self.fields, a1);
         let signs = _mm512_gf2p8affine_epi64_epi8::<0>(fields, _mm512_set1_epi64(KSIGNS_AFFINE));
         let neg: [u64; 8] =
@@ -230,10 +215,19 @@ impl PairDot {
             for (zr, x) in z.iter_mut().zip(xs) {
                 *zr = self.pair_sums(&x[2 * pair], &x[2 * pair + 1], act);
             }
-            // 128-bit lanes 0, 1: the first block's row partials; 2, 3: the second's
-            let s = tree4(z[0], z[1], z[2], z[3]);
-            t[2 * pair] = _mm512_maskz_mov_epi32(0x00FF, s);
-            t[2 * pair + 1] = _mm512_maskz_mov_epi32(0xFF00, s);
+            // even dwords hold the first block's groups, odd ones the second's: per 128-bit
+            // lane, [A r0, A r1, B r0, B r1] and the same for rows 2, 3, then one unpack
+            // each gives the blocks' row partials in the layout `products4x4` takes
+            let ab = _mm512_add_epi32(
+                _mm512_unpacklo_epi32(z[0], z[1]),
+                _mm512_unpackhi_epi32(z[0], z[1]),
+            );
+            let cd = _mm512_add_epi32(
+                _mm512_unpacklo_epi32(z[2], z[3]),
+                _mm512_unpackhi_epi32(z[2], z[3]),
+            );
+            t[2 * pair] = _mm512_unpacklo_epi64(ab, cd);
+            t[2 * pair + 1] = _mm512_unpackhi_epi64(ab, cd);
         }
         let hd: [u16; 16] = std::array::from_fn(|i| u16::from_le_bytes(xs[i % 4][i / 4].d));
         let dy = [ys[0].d(), ys[1].d(), ys[2].d(), ys[3].d()];
