@@ -132,6 +132,17 @@ fn pair_act(ys: &[BlockQ8K]) -> PairAct {
 /// 32·(L/8 % 4) + 8·(L % 4) for lane L (see [`pair_act`]).
 static ACT_STRIDE: [u8; 64] = bytes64!(|i| (32 * ((i / 8) % 4) + 8 * (i % 4)) as u8);
 
+/// One row's pair of super-blocks, unpacked: per lane (grid row) the level codes of
+/// elements 0..4 (`lo`) and 4..8 (`hi`), the sign byte with its parity bit (`signs`), and
+/// per dword its group's scale 2·(a1 >> 28) + 1 (`ls`).
+#[derive(Clone, Copy)]
+struct Unpacked {
+    lo: __m512i,
+    hi: __m512i,
+    signs: __m512i,
+    ls: __m512i,
+}
+
 /// The pair kernel's tables, in registers.
 struct PairDot {
     lo_t: [__m512i; 4],
@@ -154,11 +165,11 @@ impl PairDot {
         }
     }
 
-    /// The scaled group sums of super-blocks `xa` and `xb` of one row against `act`: dword
-    /// d holds ls·Σ of group d of `xa` (d < 8) or of group d − 8 of `xb` (exact).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni,gfni")]
+    /// Unpacks super-blocks `xa` and `xb` of one row (lane order: qword g holds `xa`'s grid
+    /// rows 4g..4g + 4, then `xb`'s).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,gfni")]
     #[inline]
-    fn pair_sums(&self, xa: &BlockIQ2XXS, xb: &BlockIQ2XXS, act: &PairAct) -> __m512i {
+    fn unpack(&self, xa: &BlockIQ2XXS, xb: &BlockIQ2XXS) -> Unpacked {
         // SAFETY: a block's 64 code bytes are readable (unaligned loads).
         let (qa, qb) = unsafe {
             (
@@ -185,23 +196,17 @@ impl PairDot {
         let a1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64::<32>(qa), qb);
         let fields = _mm512_multishift_epi64_epi8(self.fields, a1);
         let signs = _mm512_gf2p8affine_epi64_epi8::<0>(fields, _mm512_set1_epi64(KSIGNS_AFFINE));
-        let neg: [u64; 8] =
-            std::array::from_fn(|p| _mm512_test_epi8_mask(signs, _mm512_set1_epi8(1 << p)));
-        let mut acc = _mm512_setzero_si512();
-        for (p, ((y, ny), neg)) in act.y.iter().zip(&act.neg_y).zip(neg).enumerate() {
-            let codes = if p < 4 { lo } else { hi };
-            let w =
-                _mm512_gf2p8affine_epi64_epi8::<8>(codes, _mm512_set1_epi64(LEVEL_AFFINE[p % 4]));
-            let sy = _mm512_mask_blend_epi8(neg, *y, *ny);
-            acc = _mm512_dpbusd_epi32(acc, w, sy);
-        }
         // dword d of `a1`, shifted right by 27 and with bit 0 set: 2·(a1 >> 28) + 1
         let ls = _mm512_or_si512(_mm512_srli_epi32::<27>(a1), _mm512_set1_epi32(1));
-        _mm512_mullo_epi32(acc, ls)
+        Unpacked { lo, hi, signs, ls }
     }
 
     /// Four rows by four super-blocks (two pairs) of block products (see
-    /// [`products4x4`], `prepared_rows!`).
+    /// [`products4x4`], `prepared_rows!`). Per pair the four rows are unpacked first and
+    /// their eight `vpdpbusd` steps run element by element across the rows: four chains
+    /// side by side instead of one row's chain of eight after another (+20–25% in cache;
+    /// the kernel was waiting on latency, not ports). Dword 2g of a row's sum is ls·Σ of
+    /// group g of the first block, dword 2g + 1 of the second (exact).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,gfni,f16c")]
     unsafe fn rows4x4_prepared(
         &self,
@@ -211,9 +216,29 @@ impl PairDot {
     ) -> [__m128; 4] {
         let mut t = [_mm512_setzero_si512(); 4];
         for (pair, act) in acts.iter().enumerate() {
-            let mut z = [_mm512_setzero_si512(); 4];
-            for (zr, x) in z.iter_mut().zip(xs) {
-                *zr = self.pair_sums(&x[2 * pair], &x[2 * pair + 1], act);
+            let z0 = _mm512_setzero_si512();
+            let mut u = [Unpacked {
+                lo: z0,
+                hi: z0,
+                signs: z0,
+                ls: z0,
+            }; 4];
+            for (ur, x) in u.iter_mut().zip(xs) {
+                *ur = self.unpack(&x[2 * pair], &x[2 * pair + 1]);
+            }
+            let mut z = [z0; 4];
+            for p in 0..8 {
+                let (y, ny) = (act.y[p], act.neg_y[p]);
+                let m = _mm512_set1_epi64(LEVEL_AFFINE[p % 4]);
+                for (zr, ur) in z.iter_mut().zip(&u) {
+                    let codes = if p < 4 { ur.lo } else { ur.hi };
+                    let w = _mm512_gf2p8affine_epi64_epi8::<8>(codes, m);
+                    let neg = _mm512_test_epi8_mask(ur.signs, _mm512_set1_epi8(1 << p));
+                    *zr = _mm512_dpbusd_epi32(*zr, w, _mm512_mask_blend_epi8(neg, y, ny));
+                }
+            }
+            for (zr, ur) in z.iter_mut().zip(&u) {
+                *zr = _mm512_mullo_epi32(*zr, ur.ls);
             }
             // even dwords hold the first block's groups, odd ones the second's: per 128-bit
             // lane, [A r0, A r1, B r0, B r1] and the same for rows 2, 3, then one unpack
