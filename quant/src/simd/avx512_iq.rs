@@ -1021,12 +1021,54 @@ impl Iq2Layout for BlockIQ2XXSX {
     }
 }
 
+/// [`LEVELS_LO`] and [`LEVELS_HI`] in eight registers: the 16-bit level code of every
+/// IQ2_XXS grid index, looked up 64 indices at a time.
+pub(super) struct LevelTables {
+    lo: [__m512i; 4],
+    hi: [__m512i; 4],
+}
+
+impl LevelTables {
+    /// Loads the tables.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(super) fn new() -> Self {
+        let ld = |t: &[u8; 256]| -> [__m512i; 4] {
+            // SAFETY: quarter i of a 256-byte table is 64 bytes (unaligned loads).
+            std::array::from_fn(|i| unsafe { _mm512_loadu_si512(t[64 * i..].as_ptr().cast()) })
+        };
+        LevelTables {
+            lo: ld(&LEVELS_LO),
+            hi: ld(&LEVELS_HI),
+        }
+    }
+
+    /// The low and high code bytes (levels of elements 0..4 and 4..8) of each lane's grid
+    /// index in `idx`: two `vpermi2b` per half of the 256 entries, picked by bit 7.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    #[inline]
+    pub(super) fn lookup(&self, idx: __m512i) -> (__m512i, __m512i) {
+        let upper = _mm512_movepi8_mask(idx);
+        let (l, h) = (&self.lo, &self.hi);
+        let lo = _mm512_mask_blend_epi8(
+            upper,
+            _mm512_permutex2var_epi8(l[0], idx, l[1]),
+            _mm512_permutex2var_epi8(l[2], idx, l[3]),
+        );
+        let hi = _mm512_mask_blend_epi8(
+            upper,
+            _mm512_permutex2var_epi8(h[0], idx, h[1]),
+            _mm512_permutex2var_epi8(h[2], idx, h[3]),
+        );
+        (lo, hi)
+    }
+}
+
 /// The IQ2_XXS unpacking tables, held in registers for a whole row (see the module docs),
 /// and IQ2_XXS_X's constants.
 pub(super) struct Iq2Unpack {
     x: iq2x::Iq2xUnpack,
-    lo_t: [__m512i; 4],
-    hi_t: [__m512i; 4],
+    levels: LevelTables,
     idx_c: __m512i,
     place: [__m512i; 4],
     unpack: __m512i,
@@ -1058,8 +1100,7 @@ impl Iq2Unpack {
         Iq2Unpack {
             // SAFETY: same features as this function.
             x: unsafe { iq2x::Iq2xUnpack::new() },
-            lo_t: std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr())),
-            hi_t: std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr())),
+            levels: LevelTables::new(),
             idx_c: ld(IDX.as_ptr()),
             place: std::array::from_fn(|p| ld(PLACE[p].as_ptr())),
             unpack: ld(UNPACK.as_ptr()),
@@ -1077,19 +1118,7 @@ impl Iq2Unpack {
     pub(super) unsafe fn block(&self, x: &BlockIQ2XXS) -> Iq2Block {
         // SAFETY: a block's 64 code bytes are readable (unaligned load).
         let q = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-        let idx = _mm512_permutexvar_epi8(self.idx_c, q);
-        let hi_half = _mm512_movepi8_mask(idx);
-        let (lo_t, hi_t) = (&self.lo_t, &self.hi_t);
-        let lo = _mm512_mask_blend_epi8(
-            hi_half,
-            _mm512_permutex2var_epi8(lo_t[0], idx, lo_t[1]),
-            _mm512_permutex2var_epi8(lo_t[2], idx, lo_t[3]),
-        );
-        let hi = _mm512_mask_blend_epi8(
-            hi_half,
-            _mm512_permutex2var_epi8(hi_t[0], idx, hi_t[1]),
-            _mm512_permutex2var_epi8(hi_t[2], idx, hi_t[3]),
-        );
+        let (lo, hi) = self.levels.lookup(_mm512_permutexvar_epi8(self.idx_c, q));
         let neg = iq2_negations(q, self.fields, self.masks_c);
         let ls = _mm512_add_epi64(
             _mm512_slli_epi64(_mm512_srli_epi64(q, 60), 1),

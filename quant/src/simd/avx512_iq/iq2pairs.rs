@@ -8,7 +8,7 @@
 //!
 //! - one shift and one blend put the pair's 64 grid indices in one register (qword g: A's
 //!   grid indices 4g..4g + 4, then B's), and four `vpermi2b` and two blends look up every
-//!   index's 16-bit level code ([`LEVELS_LO`], [`LEVELS_HI`]: 2 bits per element). A pair
+//!   index's 16-bit level code ([`LevelTables`]: 2 bits per element). A pair
 //!   fills all 64 lanes; one super-block would fill half of them for the same four lookups;
 //! - element P's magnitudes (P < 4 from the low code bytes, P ≥ 4 from the high) are one
 //!   `vgf2p8affineqb` each: the level l ∈ {0, 1, 2} maps to 8 ⊕ 17·l₀ ⊕ 35·l₁ = 8, 25, 43,
@@ -17,9 +17,10 @@
 //!   and one `vpmultishiftqb` cuts the fields into bytes, so byte L holds the field of lane
 //!   L's grid. One `vgf2p8affineqb` appends the parity bit (`KSIGNS_IQ2XS[i] = i |
 //!   parity(i) << 7` is linear over GF(2)), and one `vptestmb` per element P cuts its 64
-//!   sign bits into mask P. (Transposing the bits with a second `vgf2p8affineqb` and reading the masks back from
-//!   memory was 1.4× slower: the 8-byte loads of a 64-byte store do not forward; left to
-//!   itself, LLVM cut the masks out with shuffle-port extracts, 1.1× slower.)
+//!   sign bits into mask P. (Transposing the bits with a second `vgf2p8affineqb` and
+//!   reading the masks back from memory was 1.4× slower: the 8-byte loads of a 64-byte
+//!   store do not forward; left to itself, LLVM cut the masks out with shuffle-port
+//!   extracts, 1.1× slower.)
 //! - per element P, the activations or their negations picked by mask P (one blend; both
 //!   are prepared) and one `vpdpbusd`: dword 2g sums group g of A, dword 2g + 1 group g of
 //!   B, |Σ| ≤ 32·43·127; one `vpmulld` by the group scales 2·(a1 >> 28) + 1 (the `a1`
@@ -105,14 +106,12 @@ fn pair_act(ys: &[BlockQ8K]) -> PairAct {
         })
     };
     let (a, b) = (load(ys.first()), load(ys.get(1)));
+    // SAFETY: the table is 64 bytes (unaligned load).
+    let stride = unsafe { _mm512_loadu_si512(ACT_STRIDE.as_ptr().cast()) };
     let y: [__m512i; 8] = std::array::from_fn(|p| {
         // lane L reads byte 32·(L/8 % 4) + 8·(L % 4) + p of the 128-byte half L/8 < 4 or
         // ≥ 4 of block (L % 8)/4
-        let idx = _mm512_add_epi8(
-            _mm512_set1_epi8(p as i8),
-            // SAFETY: the table is 64 bytes (unaligned load).
-            unsafe { _mm512_loadu_si512(ACT_STRIDE.as_ptr().cast()) },
-        );
+        let idx = _mm512_add_epi8(_mm512_set1_epi8(p as i8), stride);
         let q = [
             _mm512_permutex2var_epi8(a[0], idx, a[1]),
             _mm512_permutex2var_epi8(a[2], idx, a[3]),
@@ -145,8 +144,7 @@ struct Unpacked {
 
 /// The pair kernel's tables, in registers.
 struct PairDot {
-    lo_t: [__m512i; 4],
-    hi_t: [__m512i; 4],
+    levels: LevelTables,
     fields: __m512i,
 }
 
@@ -154,14 +152,10 @@ impl PairDot {
     /// Loads the tables.
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
     fn new() -> Self {
-        let ld = |p: *const u8| {
-            // SAFETY: every pointer passed is into a table of at least 64 bytes (unaligned).
-            unsafe { _mm512_loadu_si512(p.cast()) }
-        };
         PairDot {
-            lo_t: std::array::from_fn(|i| ld(LEVELS_LO[64 * i..].as_ptr())),
-            hi_t: std::array::from_fn(|i| ld(LEVELS_HI[64 * i..].as_ptr())),
-            fields: ld(SIGN_FIELDS.as_ptr()),
+            levels: LevelTables::new(),
+            // SAFETY: the table is 64 bytes (unaligned load).
+            fields: unsafe { _mm512_loadu_si512(SIGN_FIELDS.as_ptr().cast()) },
         }
     }
 
@@ -180,18 +174,7 @@ impl PairDot {
         // qword g: A's grid indices 4g..4g + 4, then B's (the code bytes' sign words are
         // replaced by the other block's indices)
         let idx = _mm512_mask_blend_epi8(0xF0F0_F0F0_F0F0_F0F0, qa, _mm512_slli_epi64::<32>(qb));
-        let upper = _mm512_movepi8_mask(idx);
-        let (l, h) = (&self.lo_t, &self.hi_t);
-        let lo = _mm512_mask_blend_epi8(
-            upper,
-            _mm512_permutex2var_epi8(l[0], idx, l[1]),
-            _mm512_permutex2var_epi8(l[2], idx, l[3]),
-        );
-        let hi = _mm512_mask_blend_epi8(
-            upper,
-            _mm512_permutex2var_epi8(h[0], idx, h[1]),
-            _mm512_permutex2var_epi8(h[2], idx, h[3]),
-        );
+        let (lo, hi) = self.levels.lookup(idx);
         // dword 2g: group g's `a1` of A, 2g + 1: of B
         let a1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64::<32>(qa), qb);
         let fields = _mm512_multishift_epi64_epi8(self.fields, a1);
