@@ -24,8 +24,10 @@
 //!
 //! The repacked IQ2_XXS_X's kernels are in the child module `iq2x`, IQ1_M's and the repacked
 //! IQ1_M_X's in `iq1m`, the repacked IQ1_S_X's one-row and multi-row kernels (and the
-//! half-major code helpers IQ1_M_X shares) in `iq1sx`, and the four-rows-by-four-super-blocks
-//! passes of the decode kernels in `rows`.
+//! half-major code helpers IQ1_M_X shares) in `iq1sx`, the four-rows-by-four-super-blocks
+//! passes of the decode kernels in `rows`, and IQ2_XXS's first-choice decode kernel, which
+//! looks up a pair of super-blocks' codes at once ([`LevelTables`]) instead of gathering, in
+//! `iq2pairs`.
 
 use super::{entry, f16c, fold_pairs, sums4, tree4};
 use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K};
