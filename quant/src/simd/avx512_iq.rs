@@ -1344,11 +1344,14 @@ unsafe fn expand_iq1<B: Iq1Layout>(w: &[u8], out: &mut [u8]) {
 }
 
 mod iq1m;
+mod iq1srows;
+pub(super) use iq1srows::dot_iq1_s_avx512_prepared_entry;
 mod iq1sx;
 pub(super) use iq1m::{
     dot_iq1_m_avx512_entry, dot_iq1_m_avx512_multi_entry, dot_iq1_m_avx512_rows_entry,
     dot_iq1_m_x_avx512_entry, dot_iq1_m_x_avx512_multi_entry, dot_iq1_m_x_avx512_rows_entry,
 };
+use iq1sx::{IQ1X_HALF_OFF, IQ1X_LUT};
 mod iq2pairs;
 pub(super) use iq2pairs::dot_iq2_xxs_avx512_pairs_entry;
 mod iq2x;

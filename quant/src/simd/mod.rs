@@ -173,6 +173,12 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
                 [gather, lut]
             });
         }
+        if avx512_iq::has_features() && dtype == DType::IQ1_S {
+            v.push((
+                "avx512-prepared",
+                avx512_iq::dot_iq1_s_avx512_prepared_entry,
+            ));
+        }
         if avx512_iq::has_features() {
             let k: Option<RowsDotFn> = match dtype {
                 DType::Q8_0 => Some(avx512_q8::dot_q8_0_avx512_rows_entry),

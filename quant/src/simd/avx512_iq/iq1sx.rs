@@ -88,7 +88,7 @@ static IQ1X_HALF_CTRL: [u8; 64] = bytes64!(|b| if b % 2 == 0 { (4 * (b / 8)) as 
 
 /// 16 in the odd lanes (table entries 16..32: the scale), 0 in the even ones (the bsum
 /// coefficient).
-static IQ1X_HALF_OFF: [u16; 32] = iq1x_scale_lanes(true);
+pub(super) static IQ1X_HALF_OFF: [u16; 32] = iq1x_scale_lanes(true);
 
 /// [`iq1x_lut`] with the scale of the 4·l sums, 2·ls.
 static IQ1X_HALF_LUT: [i16; 32] = iq1x_lut(2);
@@ -205,7 +205,7 @@ const fn iq1x_scale_lanes(odd: bool) -> [u16; 32] {
 }
 
 /// [`iq1x_lut`] with the scale 8·ls (see [`dot_iq1_s_x_avx512`]).
-static IQ1X_LUT: [i16; 32] = iq1x_lut(8);
+pub(super) static IQ1X_LUT: [i16; 32] = iq1x_lut(8);
 
 /// The `vpermw` table from a group nibble n (scale index s = n & 7, ls = 2s + 1, delta
 /// sign σ = −1 if n & 8 else +1): entries 0..16 the bsum coefficient ls·(σ − 8), entries
