@@ -600,6 +600,7 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
         (DType::IQ1_M_X, DType::Q8_K, 256, [32, 35, 70], &[]),
         (DType::IQ1_S_X, DType::Q8_K, 256, [32, 35, 70], &[0]),
         (DType::IQ1_S, DType::Q8_K, 256, [32, 35, 70], &[0]),
+        (DType::IQ1_M, DType::Q8_K, 256, [32, 35, 70], &[]),
         (DType::IQ2_XXS, DType::Q8_K, 256, [32, 35, 71], &[0]),
     ] {
         let kernels = quant::simd::rows_available(wt);

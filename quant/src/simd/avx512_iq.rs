@@ -1344,6 +1344,8 @@ unsafe fn expand_iq1<B: Iq1Layout>(w: &[u8], out: &mut [u8]) {
 }
 
 mod iq1m;
+mod iq1mrows;
+pub(super) use iq1mrows::dot_iq1_m_avx512_prepared_entry;
 mod iq1srows;
 pub(super) use iq1srows::dot_iq1_s_avx512_prepared_entry;
 mod iq1sx;

@@ -173,11 +173,14 @@ pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
                 [gather, lut]
             });
         }
-        if avx512_iq::has_features() && dtype == DType::IQ1_S {
-            v.push((
-                "avx512-prepared",
-                avx512_iq::dot_iq1_s_avx512_prepared_entry,
-            ));
+        if avx512_iq::has_features() {
+            // gathers against activations prepared once per call (no repack)
+            let k: Option<RowsDotFn> = match dtype {
+                DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_prepared_entry),
+                DType::IQ1_M => Some(avx512_iq::dot_iq1_m_avx512_prepared_entry),
+                _ => None,
+            };
+            v.extend(k.map(|k| ("avx512-prepared", k)));
         }
         if avx512_iq::has_features() {
             let k: Option<RowsDotFn> = match dtype {
