@@ -27,7 +27,9 @@
 //! half-major code helpers IQ1_M_X shares) in `iq1sx`, the four-rows-by-four-super-blocks
 //! passes of the decode kernels in `rows`, and IQ2_XXS's first-choice decode kernel, which
 //! looks up a pair of super-blocks' codes at once ([`LevelTables`]) instead of gathering, in
-//! `iq2pairs`.
+//! `iq2pairs`. The first-choice decode kernels of raw IQ1_S and IQ1_M, which still gather but
+//! fill the gathers in group order against activations prepared once per call, are in
+//! `iq1srows` and `iq1mrows`.
 
 use super::{entry, f16c, fold_pairs, sums4, tree4};
 use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K};
