@@ -29,7 +29,7 @@
 //! looks up a pair of super-blocks' codes at once ([`LevelTables`]) instead of gathering, in
 //! `iq2pairs`. The first-choice decode kernels of raw IQ1_S and IQ1_M, which still gather but
 //! fill the gathers in group order against activations prepared once per call, are in
-//! `iq1srows` and `iq1mrows`.
+//! `iq1gather`.
 
 use super::{entry, f16c, fold_pairs, sums4, tree4};
 use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K};
@@ -1345,11 +1345,9 @@ unsafe fn expand_iq1<B: Iq1Layout>(w: &[u8], out: &mut [u8]) {
     }
 }
 
+mod iq1gather;
 mod iq1m;
-mod iq1mrows;
-pub(super) use iq1mrows::dot_iq1_m_avx512_prepared_entry;
-mod iq1srows;
-pub(super) use iq1srows::dot_iq1_s_avx512_prepared_entry;
+pub(super) use iq1gather::{dot_iq1_m_avx512_prepared_entry, dot_iq1_s_avx512_prepared_entry};
 mod iq1sx;
 pub(super) use iq1m::{
     dot_iq1_m_avx512_entry, dot_iq1_m_avx512_multi_entry, dot_iq1_m_avx512_rows_entry,
