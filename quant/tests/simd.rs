@@ -1076,3 +1076,43 @@ fn q8_k_activation_quantizer_matches_the_scalar_one() {
         }
     }
 }
+
+/// `set_rows_kernel` routes `vec_dot_rows_fn` to the named kernel of each type, `None`
+/// restores the first listed, and a name this CPU does not list is an error that names the
+/// ones it does.
+#[test]
+fn rows_kernel_choice_routes_by_name() {
+    use quant::simd::{rows_available, rows_kernel_choice, set_rows_kernel, vec_dot_rows_fn};
+    let addr = |t: DType| vec_dot_rows_fn(t).map(|f| f as usize);
+    for t in [
+        DType::IQ1_S,
+        DType::IQ1_M,
+        DType::IQ2_XXS,
+        DType::Q8_0,
+        DType::F32,
+    ] {
+        let kernels = rows_available(t);
+        for (name, k) in &kernels {
+            set_rows_kernel(t, Some(name)).unwrap();
+            assert_eq!(rows_kernel_choice(t), Some(*name));
+            assert_eq!(addr(t), Some(*k as usize), "{t:?} {name}");
+        }
+        set_rows_kernel(t, None).unwrap();
+        assert_eq!(rows_kernel_choice(t), None);
+        assert_eq!(addr(t), kernels.first().map(|k| k.1 as usize));
+        let err = set_rows_kernel(t, Some("no-such-kernel")).unwrap_err();
+        let names: Vec<&str> = kernels.iter().map(|k| k.0).collect();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{t}: no multi-row kernel \"no-such-kernel\" on this CPU (available: {})",
+                names.join(", ")
+            )
+        );
+        assert_eq!(
+            rows_kernel_choice(t),
+            None,
+            "a failed choice changes nothing"
+        );
+    }
+}

@@ -49,6 +49,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = cmd::rows_kernels_from_env() {
+        eprintln!("error: {e:#}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Inspect(args) => cmd::inspect::run(&args),
         Command::TestOps(args) => cmd::test_ops::run(&args),

@@ -185,3 +185,62 @@ fn matvec_reports_each_type_against_the_bandwidth() {
         "{err}"
     );
 }
+
+/// `--kernels all`: one row per decode kernel this CPU lists for the type (the reference's
+/// label where it lists none); an unknown kernel name, and a bad `FATHOM_ROWS_KERNEL`, are
+/// refused naming what was wrong, before any measuring.
+#[test]
+fn matvec_compares_the_decode_kernels_and_checks_their_names() {
+    let v = json_of(&[
+        "bench",
+        "--matvec",
+        "q8_0",
+        "--kernels",
+        "all",
+        "-t",
+        "1",
+        "-r",
+        "1",
+        "--json",
+    ]);
+    let got: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kernel"].as_str().unwrap())
+        .collect();
+    let listed: Vec<String> = quant::simd::rows_available(quant::DType::Q8_0)
+        .iter()
+        .map(|k| format!("{} rows", k.0))
+        .collect();
+    if listed.is_empty() {
+        assert_eq!(got.len(), 1, "{v}");
+    } else {
+        assert_eq!(got, listed, "{v}");
+    }
+    let out = fathom()
+        .args(["bench", "--matvec", "q8_0", "--kernels", "no-such"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--kernels") && err.contains("no-such"),
+        "{err}"
+    );
+    for (spec, says) in [
+        ("q8_0=no-such", "no-such"),
+        ("q9_9=avx512", "unknown type \"q9_9\""),
+        ("q8_0", "is not TYPE=KERNEL"),
+    ] {
+        let out = fathom()
+            .env("FATHOM_ROWS_KERNEL", spec)
+            .args(["bench", "--matvec", "q8_0"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("FATHOM_ROWS_KERNEL") && err.contains(says),
+            "{spec}: {err}"
+        );
+    }
+}

@@ -151,7 +151,58 @@ pub fn vec_dot_rows_fn(dtype: DType) -> Option<RowsDotFn> {
     if force_scalar() {
         return None;
     }
-    rows_available(dtype).first().map(|k| k.1)
+    let kernels = rows_available(dtype);
+    if let Some(name) = rows_kernel_choice(dtype) {
+        if let Some(k) = kernels.iter().find(|k| k.0 == name) {
+            return Some(k.1);
+        }
+    }
+    kernels.first().map(|k| k.1)
+}
+
+/// The multi-row kernels chosen by name ([`set_rows_kernel`]), and whether there are any
+/// (so that the common case takes no lock).
+static ROWS_CHOICE: std::sync::RwLock<Vec<(DType, &'static str)>> =
+    std::sync::RwLock::new(Vec::new());
+static ROWS_CHOSEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The multi-row kernel chosen for `dtype` by [`set_rows_kernel`], if any.
+pub fn rows_kernel_choice(dtype: DType) -> Option<&'static str> {
+    if !ROWS_CHOSEN.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    let choice = ROWS_CHOICE.read().unwrap_or_else(|e| e.into_inner());
+    choice.iter().find(|c| c.0 == dtype).map(|c| c.1)
+}
+
+/// Makes [`vec_dot_rows_fn`] hand out the multi-row kernel named `name` for `dtype` (one of
+/// the names [`rows_available`] lists on this CPU), or, with `None`, the first listed again.
+/// For benchmarks and tuning (`fathom bench --matvec --kernels`, `FATHOM_ROWS_KERNEL`):
+/// every kernel gives the reference's bits, so the choice never changes a result. Process
+/// wide; the next matvec node picks it up.
+pub fn set_rows_kernel(dtype: DType, name: Option<&str>) -> Result<(), crate::QuantError> {
+    let kernels = rows_available(dtype);
+    let pick = match name {
+        None => None,
+        Some(n) => Some(
+            kernels
+                .iter()
+                .find(|k| k.0 == n)
+                .map(|k| k.0)
+                .ok_or_else(|| crate::QuantError::UnknownKernel {
+                    dtype,
+                    name: n.to_string(),
+                    available: kernels.iter().map(|k| k.0).collect::<Vec<_>>().join(", "),
+                })?,
+        ),
+    };
+    let mut choice = ROWS_CHOICE.write().unwrap_or_else(|e| e.into_inner());
+    choice.retain(|c| c.0 != dtype);
+    if let Some(p) = pick {
+        choice.push((dtype, p));
+    }
+    ROWS_CHOSEN.store(!choice.is_empty(), std::sync::atomic::Ordering::Relaxed);
+    Ok(())
 }
 
 /// The multi-row kernels this CPU can run for `dtype`, best first (for tests and tools).

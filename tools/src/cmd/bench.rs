@@ -56,6 +56,12 @@ pub struct Args {
     /// separated; 0 = none; default: the current one, `FATHOM_PREFETCH` or 2048).
     #[arg(long, value_delimiter = ',', requires = "matvec")]
     prefetch: Vec<usize>,
+    /// With `--matvec`: the decode (multi-row) kernels to compare, alternating: `all` that
+    /// this CPU lists for each type, or comma-separated names (`avx512`, `avx512-lut`,
+    /// `avx512-pairs`, `avx512-prepared`, `avx2`; each type measures those it has). Default:
+    /// the one the type uses (the first listed, or `FATHOM_ROWS_KERNEL`'s choice).
+    #[arg(long, requires = "matvec")]
+    kernels: Option<String>,
     /// With `--matvec`: elements per weight row (a multiple of each type's block; the
     /// 1024-wide `attn_q_b` rows, for instance, run at a different rate than 4096-wide ones).
     #[arg(long, default_value_t = super::bench_matvec::DEFAULT_ROW, requires = "matvec")]
@@ -231,6 +237,7 @@ fn run_inner(args: &Args) -> Result<()> {
             &types,
             args.row,
             &args.prefetch,
+            args.kernels.as_deref(),
             threads,
             args.reps,
             args.json,

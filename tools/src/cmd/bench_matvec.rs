@@ -7,8 +7,8 @@
 //! type; the repacked `_X` types from random IQ1_S / IQ2_XXS / IQ1_M / Q2_0 blocks), one
 //! activation column, on the executor with `-t` threads.
 //! Each of `-r` rounds reads the bandwidth buffer (best of a plain and a prefetching pass),
-//! then runs the matvec twice per `--prefetch` distance; the table gives medians over the
-//! rounds and the median of each round's own fraction. Alternating in one process is what
+//! then runs the matvec twice per `--kernels` choice and `--prefetch` distance; the table
+//! gives medians over the rounds and the median of each round's own fraction. Alternating in one process is what
 //! makes the fraction mean something on a VM whose speed drifts between minutes.
 
 use super::bench::ReadBuffer;
@@ -117,11 +117,73 @@ struct Measured {
     read: Vec<f64>,
 }
 
+/// The decode kernels `--kernels` asks for, per type: `None` for the type's current choice
+/// (no `--kernels`, or none of the names is listed for the type), else the listed names in
+/// `rows_available` order. A name that no measured type lists is an error.
+fn kernel_choices(
+    types: &[DType],
+    kernels: Option<&str>,
+) -> Result<Vec<Vec<Option<&'static str>>>> {
+    let Some(spec) = kernels else {
+        return Ok(types.iter().map(|_| vec![None]).collect());
+    };
+    let wanted: Vec<&str> = spec
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
+    let mut seen = vec![false; wanted.len()];
+    let choices = types
+        .iter()
+        .map(|&t| {
+            let names: Vec<Option<&'static str>> = quant::simd::rows_available(t)
+                .iter()
+                .filter(|(name, _)| {
+                    let hit = wanted.iter().position(|w| w == name);
+                    if let Some(i) = hit {
+                        seen[i] = true;
+                    }
+                    spec == "all" || hit.is_some()
+                })
+                .map(|(name, _)| Some(*name))
+                .collect();
+            if names.is_empty() {
+                vec![None]
+            } else {
+                names
+            }
+        })
+        .collect();
+    if spec != "all" {
+        if let Some(i) = seen.iter().position(|s| !s) {
+            bail!(
+                "--kernels: no measured type has a decode kernel {:?} on this CPU",
+                wanted[i]
+            );
+        }
+    }
+    Ok(choices)
+}
+
+/// The label of the kernel a matvec of `t` runs with `choice` in force.
+fn kernel_label(t: DType, choice: Option<&str>) -> String {
+    let rows = quant::simd::rows_available(t);
+    let chosen = choice.or_else(|| quant::simd::rows_kernel_choice(t));
+    match chosen.or_else(|| rows.first().map(|k| k.0)) {
+        Some(name) => format!("{name} rows"),
+        None => quant::simd::available(t)
+            .first()
+            .map_or("reference".into(), |k| k.0.to_string()),
+    }
+}
+
 /// Runs the matvec tests with `k`-element rows and prints their table (or JSON).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     types: &[DType],
     k: usize,
     prefetch: &[usize],
+    kernels: Option<&str>,
     threads: usize,
     rounds: usize,
     json: bool,
@@ -133,47 +195,53 @@ pub fn run(
     } else {
         prefetch.to_vec()
     };
+    let choices = kernel_choices(types, kernels)?;
     let buf = ReadBuffer::new();
     let mut all = Vec::new();
-    for &t in types {
+    for (&t, choice) in types.iter().zip(&choices) {
         let row = quant::bytes_for(t, k).with_context(|| {
             format!("--matvec: {t} rows of {k} elements (--row must be a multiple of its block)")
         })?;
         let rows = (buf.bytes() / row / 64 * 64).max(64);
         let mut e = executor(t, k, rows, threads)?;
         let bytes = row * rows;
-        let kernel = match quant::simd::rows_available(t).first() {
-            Some((name, _)) => format!("{name} rows"),
-            None => quant::simd::available(t)
-                .first()
-                .map_or("reference".into(), |k| k.0.to_string()),
-        };
+        let saved_kernel = quant::simd::rows_kernel_choice(t);
         e.run(); // pages the weights in
-        let mut m: Vec<Measured> = dists
+        let mut m: Vec<(Option<&'static str>, Measured)> = choice
             .iter()
-            .map(|&d| Measured {
-                t,
-                kernel: kernel.clone(),
-                bytes,
-                prefetch: d,
-                matvec: Vec::new(),
-                read: Vec::new(),
+            .flat_map(|&c| dists.iter().map(move |&d| (c, d)))
+            .map(|(c, d)| {
+                let m = Measured {
+                    t,
+                    kernel: kernel_label(t, c),
+                    bytes,
+                    prefetch: d,
+                    matvec: Vec::new(),
+                    read: Vec::new(),
+                };
+                (c, m)
             })
             .collect();
-        for _ in 0..rounds {
-            let read = buf.pass(threads, true).max(buf.pass(threads, false));
-            for mm in &mut m {
-                quant::simd::set_prefetch_distance(mm.prefetch);
-                let t0 = Instant::now();
-                e.run();
-                e.run();
-                mm.matvec
-                    .push(2.0 * bytes as f64 / t0.elapsed().as_secs_f64() / 1e9);
-                mm.read.push(read);
+        let result = (|| -> Result<()> {
+            for _ in 0..rounds {
+                let read = buf.pass(threads, true).max(buf.pass(threads, false));
+                for (c, mm) in &mut m {
+                    quant::simd::set_rows_kernel(t, c.or(saved_kernel))?;
+                    quant::simd::set_prefetch_distance(mm.prefetch);
+                    let t0 = Instant::now();
+                    e.run();
+                    e.run();
+                    mm.matvec
+                        .push(2.0 * bytes as f64 / t0.elapsed().as_secs_f64() / 1e9);
+                    mm.read.push(read);
+                }
             }
-        }
+            Ok(())
+        })();
         quant::simd::set_prefetch_distance(saved);
-        all.extend(m);
+        quant::simd::set_rows_kernel(t, saved_kernel)?;
+        result?;
+        all.extend(m.into_iter().map(|(_, m)| m));
     }
     if json {
         let v: Vec<serde_json::Value> = all
