@@ -4,9 +4,9 @@
 //! The two types share IQ1S_GRID's 2048 rows, which do not fit in registers, so their 32
 //! grid rows per super-block are still gathered (`vpgatherdq`, eight 8-byte rows per
 //! instruction). On the Intel hosts measured here the gathers cost about what the load
-//! ports allow (eight loads in ~3 cycles). The older one-row-at-a-time kernels spent as
-//! much again on forming the indices, the scales and the offset terms of every super-block
-//! against the raw activation block. These kernels cut that work down by choosing the
+//! ports allow (eight loads in ~3 cycles). The older kernels (IQ1_S's one row at a time,
+//! IQ1_M's four by four) spent as much again on forming the indices, the signs, the scales
+//! and the offset terms of every super-block against the raw activation block. These kernels cut that work down by choosing the
 //! order the gathers fill ([`Order`]: the sub-group each gather fetches in each qword):
 //!
 //! - the sums of the gathers add into registers whose dwords each belong to one scale (an
