@@ -223,14 +223,27 @@ static IQ1_PAIRS: [[u16; 32]; 2] = pair_pick(1, 0);
 /// [`pair_pick`] for scales in dword g ([`Iq1Block::ls32`]).
 static IQ1_DWORD_PAIRS: [[u16; 32]; 2] = pair_pick(2, 0);
 
-/// The two `vpermw` controls of `table` ([`packed_pick`]), in registers.
+/// A 64-byte constant table in a register: any `Pod` value of exactly 64 bytes (checked at
+/// compile time), so the load never reads past it. The kernels' constructors load their
+/// control tables with this (and [`tables64`]).
 #[target_feature(enable = "avx512f")]
 #[inline]
-pub(super) fn load_pairs(table: &[[u16; 32]; 2]) -> [__m512i; 2] {
-    // SAFETY: each row is 64 readable bytes (unaligned load).
-    table
-        .each_ref()
-        .map(|t| unsafe { _mm512_loadu_si512(t.as_ptr().cast()) })
+pub(super) fn table64<T: bytemuck::Pod>(t: &T) -> __m512i {
+    const { assert!(size_of::<T>() == 64, "not a 64-byte table") };
+    // SAFETY: `t` is 64 readable bytes (checked above); unaligned load.
+    unsafe { _mm512_loadu_si512((t as *const T).cast()) }
+}
+
+/// [`table64`] of each of `N` tables (for instance the two `vpermw` controls of a
+/// [`packed_pick`]).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) fn tables64<T: bytemuck::Pod, const N: usize>(t: &[T; N]) -> [__m512i; N] {
+    let mut out = [_mm512_setzero_si512(); N];
+    for (o, t) in out.iter_mut().zip(t) {
+        *o = table64(t);
+    }
+    out
 }
 
 /// `acc` plus a super-block's Σ_g s_g·Σ_{e∈g} (its four quarters' four-element sums `d`,
@@ -353,15 +366,11 @@ impl Iq2Dot {
     )]
     #[inline]
     unsafe fn new() -> Self {
-        let ld = |p: *const u8| {
-            // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
-            unsafe { _mm512_loadu_si512(p.cast()) }
-        };
         Iq2Dot {
-            gidx: std::array::from_fn(|p| ld(GATHER_IDX[p].as_ptr())),
-            fields: ld(FIELDS.as_ptr()),
-            masks_c: ld(MASKS.as_ptr()),
-            tops: load_pairs(&IQ2_TOP_PAIRS),
+            gidx: tables64(&GATHER_IDX),
+            fields: table64(&FIELDS),
+            masks_c: table64(&MASKS),
+            tops: tables64(&IQ2_TOP_PAIRS),
         }
     }
 
@@ -608,15 +617,11 @@ impl Iq1Dot {
     )]
     #[inline]
     unsafe fn new() -> Self {
-        let ld = |p: *const u8| {
-            // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
-            unsafe { _mm512_loadu_si512(p.cast()) }
-        };
         Iq1Dot {
             // SAFETY: same features as this function.
             un: unsafe { Iq1Unpack::new() },
-            pairs4: load_pairs(&IQ1_PAIRS),
-            pairs: ld(PAIR_SCALES.as_ptr()),
+            pairs4: tables64(&IQ1_PAIRS),
+            pairs: table64(&PAIR_SCALES),
         }
     }
 
@@ -776,7 +781,7 @@ unsafe fn iq1_multi<B: Iq1Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
     };
     // SAFETY: same features as this function.
     let un = unsafe { Iq1Unpack::new() };
-    let pick = load_pairs(&IQ1_DWORD_PAIRS);
+    let pick = tables64(&IQ1_DWORD_PAIRS);
     let xs = view::<B>(w);
     for r in crate::simd::column_split(acts.len(), COLS) {
         let (acts, out) = (&acts[r.clone()], &mut out[r]);
@@ -1037,13 +1042,10 @@ impl LevelTables {
     #[target_feature(enable = "avx512f")]
     #[inline]
     pub(super) fn new() -> Self {
-        let ld = |t: &[u8; 256]| -> [__m512i; 4] {
-            // SAFETY: quarter i of a 256-byte table is 64 bytes (unaligned loads).
-            std::array::from_fn(|i| unsafe { _mm512_loadu_si512(t[64 * i..].as_ptr().cast()) })
-        };
+        let quarters = |t: &'static [u8; 256]| bytemuck::cast_ref::<_, [[u8; 64]; 4]>(t);
         LevelTables {
-            lo: ld(&LEVELS_LO),
-            hi: ld(&LEVELS_HI),
+            lo: tables64(quarters(&LEVELS_LO)),
+            hi: tables64(quarters(&LEVELS_HI)),
         }
     }
 
@@ -1097,20 +1099,16 @@ impl Iq2Unpack {
     )]
     #[inline]
     pub(super) unsafe fn new() -> Self {
-        let ld = |p: *const u8| {
-            // SAFETY: every pointer passed is into a table of at least 64 bytes (unaligned).
-            unsafe { _mm512_loadu_si512(p.cast()) }
-        };
         Iq2Unpack {
             // SAFETY: same features as this function.
             x: unsafe { iq2x::Iq2xUnpack::new() },
             levels: LevelTables::new(),
-            idx_c: ld(IDX.as_ptr()),
-            place: std::array::from_fn(|p| ld(PLACE[p].as_ptr())),
-            unpack: ld(UNPACK.as_ptr()),
-            fields: ld(FIELDS.as_ptr()),
-            masks_c: ld(MASKS.as_ptr()),
-            values: ld(VALUES.as_ptr()),
+            idx_c: table64(&IDX),
+            place: tables64(&PLACE),
+            unpack: table64(&UNPACK),
+            fields: table64(&FIELDS),
+            masks_c: table64(&MASKS),
+            values: table64(&VALUES),
         }
     }
 
@@ -1172,7 +1170,7 @@ unsafe fn dot_iq2_xxs_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut
 unsafe fn iq2_multi<B: Iq2Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let un = unsafe { Iq2Unpack::new() };
-    let pick = load_pairs(&IQ2_PAIRS);
+    let pick = tables64(&IQ2_PAIRS);
     let xs = view::<B>(w);
     for r in crate::simd::column_split(acts.len(), COLS) {
         let (acts, out) = (&acts[r.clone()], &mut out[r]);
@@ -1208,7 +1206,7 @@ unsafe fn iq2_multi<B: Iq2Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
 unsafe fn dot_iq2_xxs_avx512_lut_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let un = unsafe { Iq2Unpack::new() };
-    let pick = load_pairs(&IQ2_PAIRS);
+    let pick = tables64(&IQ2_PAIRS);
     let ys = view::<BlockQ8K>(a);
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
         let (xs, nb) = super::row_views::<BlockIQ2XXS>(rows, ys.len());

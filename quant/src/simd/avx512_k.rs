@@ -78,7 +78,7 @@ impl K4 {
     unsafe fn new() -> K4 {
         K4 {
             m4: _mm512_set1_epi8(0x0F),
-            pick: super::avx512_iq::load_pairs(&PAIR_SCALE),
+            pick: super::avx512_iq::tables64(&PAIR_SCALE),
             mins: _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
             bit: std::array::from_fn(|r| {
                 let j = 4 * (r / 2) + r % 2;
@@ -89,7 +89,7 @@ impl K4 {
             }),
             sixteen: _mm512_set1_epi8(16),
             shift: _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(4)),
-            chunk_pick: super::avx512_iq::load_pairs(&CHUNK_PAIRS),
+            chunk_pick: super::avx512_iq::tables64(&CHUNK_PAIRS),
             chunk_bit: std::array::from_fn(|p| {
                 _mm512_inserti64x4::<1>(
                     _mm512_set1_epi8((1u8 << (2 * p)) as i8),

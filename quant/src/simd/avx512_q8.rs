@@ -964,7 +964,7 @@ static Q6_PAIRS: [[u16; 32]; 2] = super::avx512_iq::packed_pick(8, 4, 2, 1, 0);
 unsafe fn dot_q6_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     // SAFETY: same features as this function.
     let k = unsafe { Q6k::new() };
-    let pick = super::avx512_iq::load_pairs(&Q6_PAIRS);
+    let pick = super::avx512_iq::tables64(&Q6_PAIRS);
     // SAFETY: same features as this function (the closure runs inside it).
     let one = |a: &[u8]| unsafe { dot_q6_k_avx512(n, w, a) };
     super::avx512_k::column_passes(w, acts, out, one, |x: &BlockQ6K, ys, cnt| {

@@ -169,11 +169,9 @@ impl GatherIndex {
             ((high_bits | 0xFF) as usize) < table.len(),
             "gather table too short"
         );
-        // SAFETY: every control is 64 bytes (unaligned loads).
-        let ld = |t: &[u8; 64]| unsafe { _mm512_loadu_si512(t.as_ptr().cast()) };
         GatherIndex {
-            qs_pick: qs_pick.each_ref().map(ld),
-            hi_pick: hi_pick.each_ref().map(ld),
+            qs_pick: tables64(qs_pick),
+            hi_pick: tables64(hi_pick),
             high_bits: _mm512_set1_epi32(high_bits as i32),
             table,
         }
@@ -351,15 +349,11 @@ impl Iq1sGather {
     )]
     #[inline]
     unsafe fn new() -> Self {
-        let ld = |p: *const u8| {
-            // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
-            unsafe { _mm512_loadu_si512(p.cast()) }
-        };
         Iq1sGather {
             index: GatherIndex::new(&S_QS_PICK, &S_HI_PICK, 0x700, &IQ1S_LEVELS),
-            nibble_pick: ld(S_NIBBLE_PICK.as_ptr().cast()),
-            off: ld(IQ1X_HALF_OFF.as_ptr().cast()),
-            lut: ld(IQ1X_LUT.as_ptr().cast()),
+            nibble_pick: table64(&S_NIBBLE_PICK),
+            off: table64(&IQ1X_HALF_OFF),
+            lut: table64(&IQ1X_LUT),
         }
     }
 
@@ -548,8 +542,7 @@ impl Iq1mGather {
     unsafe fn new() -> Self {
         Iq1mGather {
             index: GatherIndex::new(&M_QS_PICK, &M_HI_PICK, 0xF00, &M_SIGNED_LEVELS),
-            // SAFETY: the control is 64 bytes (unaligned load).
-            scale_pick: unsafe { _mm512_loadu_si512(M_SCALE_PICK.as_ptr().cast()) },
+            scale_pick: table64(&M_SCALE_PICK),
         }
     }
 

@@ -156,17 +156,13 @@ impl Iq1mDot {
     )]
     #[inline]
     unsafe fn new() -> Self {
-        let ld = |p: *const u8| {
-            // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
-            unsafe { _mm512_loadu_si512(p.cast()) }
-        };
         Iq1mDot {
-            hi: ld(M_HI_BITS.as_ptr()),
-            sign: std::array::from_fn(|s| ld(M_SIGN[s].as_ptr())),
-            xsign: std::array::from_fn(|p| ld(MX_SIGN[p].as_ptr())),
-            sctrl: ld(M_SCALE_CTRL.as_ptr()),
-            pick: std::array::from_fn(|q| ld(M_PICK[q].as_ptr().cast())),
-            half: ld(M1_HALF_CTRL.as_ptr()),
+            hi: table64(&M_HI_BITS),
+            sign: tables64(&M_SIGN),
+            xsign: tables64(&MX_SIGN),
+            sctrl: table64(&M_SCALE_CTRL),
+            pick: tables64(&M_PICK),
+            half: table64(&M1_HALF_CTRL),
         }
     }
 

@@ -243,19 +243,15 @@ impl Iq1xDot {
     )]
     #[inline]
     unsafe fn new() -> Self {
-        let ld = |p: *const u8| {
-            // SAFETY: every pointer passed is into a table of 64 bytes (unaligned load).
-            unsafe { _mm512_loadu_si512(p.cast()) }
-        };
         Iq1xDot {
-            ctrl: ld(IQ1X_CTRL.as_ptr()),
-            off: ld(IQ1X_OFF.as_ptr().cast()),
-            lut: ld(IQ1X_LUT.as_ptr().cast()),
-            pick: load_pairs(&IQ1X_PICK),
+            ctrl: table64(&IQ1X_CTRL),
+            off: table64(&IQ1X_OFF),
+            lut: table64(&IQ1X_LUT),
+            pick: tables64(&IQ1X_PICK),
             half: [
-                ld(IQ1X_HALF_CTRL.as_ptr()),
-                ld(IQ1X_HALF_OFF.as_ptr().cast()),
-                ld(IQ1X_HALF_LUT.as_ptr().cast()),
+                table64(&IQ1X_HALF_CTRL),
+                table64(&IQ1X_HALF_OFF),
+                table64(&IQ1X_HALF_LUT),
             ],
         }
     }

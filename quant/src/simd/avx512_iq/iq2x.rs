@@ -110,7 +110,7 @@ impl Iq2xDot {
         Iq2xDot {
             // SAFETY: same features as this function.
             un: unsafe { Iq2xUnpack::new() },
-            pick: load_pairs(&IQ2_PAIRS),
+            pick: tables64(&IQ2_PAIRS),
         }
     }
 
