@@ -8,8 +8,9 @@
 //! activation column, on the executor with `-t` threads.
 //! Each of `-r` rounds reads the bandwidth buffer (best of a plain and a prefetching pass),
 //! then runs the matvec twice per `--kernels` choice and `--prefetch` distance; the table
-//! gives medians over the rounds and the median of each round's own fraction. Alternating in one process is what
-//! makes the fraction mean something on a VM whose speed drifts between minutes.
+//! gives medians over the rounds and the median of each round's own fraction. Alternating
+//! in one process is what makes the fraction mean something on a VM whose speed drifts
+//! between minutes.
 
 use super::bench::ReadBuffer;
 use anyhow::{anyhow, bail, Context, Result};
@@ -222,25 +223,22 @@ pub fn run(
                 (c, m)
             })
             .collect();
-        let result = (|| -> Result<()> {
-            for _ in 0..rounds {
-                let read = buf.pass(threads, true).max(buf.pass(threads, false));
-                for (c, mm) in &mut m {
-                    quant::simd::set_rows_kernel(t, c.or(saved_kernel))?;
-                    quant::simd::set_prefetch_distance(mm.prefetch);
-                    let t0 = Instant::now();
-                    e.run();
-                    e.run();
-                    mm.matvec
-                        .push(2.0 * bytes as f64 / t0.elapsed().as_secs_f64() / 1e9);
-                    mm.read.push(read);
-                }
+        for _ in 0..rounds {
+            let read = buf.pass(threads, true).max(buf.pass(threads, false));
+            for (c, mm) in &mut m {
+                // every name comes from `rows_available(t)`, so this cannot fail
+                quant::simd::set_rows_kernel(t, c.or(saved_kernel))?;
+                quant::simd::set_prefetch_distance(mm.prefetch);
+                let t0 = Instant::now();
+                e.run();
+                e.run();
+                mm.matvec
+                    .push(2.0 * bytes as f64 / t0.elapsed().as_secs_f64() / 1e9);
+                mm.read.push(read);
             }
-            Ok(())
-        })();
+        }
         quant::simd::set_prefetch_distance(saved);
         quant::simd::set_rows_kernel(t, saved_kernel)?;
-        result?;
         all.extend(m.into_iter().map(|(_, m)| m));
     }
     if json {
