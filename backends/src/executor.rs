@@ -6,15 +6,17 @@
 //! elision): the oracle every test compares against.
 
 use crate::barrier::Barrier;
-use crate::profiler::{Profiler, ThreadTimes};
+use crate::profiler::{ProfileOutput, Profiler, ThreadTimes};
 use graph::{Graph, Location, NodeKind, Plan, PlanOptions, TensorDesc, TensorId};
 use ops::{KernelCx, Scratch, TensorMut, TensorRef};
+use quant::simd::{CpuLevel, Kernels};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-/// Executor configuration.
+/// Executor configuration. A value the caller fills in (the `fathom` CLI from its flags and
+/// environment); nothing here reads the environment.
 #[derive(Clone, Debug)]
 pub struct ExecConfig {
     /// Worker threads including the caller (default: one per physical core).
@@ -27,35 +29,52 @@ pub struct ExecConfig {
     pub elide_barriers: bool,
     /// Spin iterations before a waiting thread parks.
     pub spin: u32,
-    /// Collect per-node timings (the per-op profiler); see [`crate::profiler`].
-    pub profile: bool,
+    /// Collect per-node timings (the per-op profiler, see [`crate::profiler`]) and, when the
+    /// executor is dropped, emit them as this says.
+    pub profile: Option<ProfileOutput>,
     /// Leave guard bytes after every arena buffer (test-ops checks them after each run).
     pub guards: bool,
+    /// The CPU level whose kernels the plan's nodes run (`quant::simd::table`; capped at the
+    /// level this CPU has). Default: [`CpuLevel::detect`].
+    pub cpu: CpuLevel,
+    /// Run the scalar reference kernels on one thread with every barrier instead (the oracle
+    /// of the tests; `FATHOM_FORCE_SCALAR=1` in the CLI). `threads`, `pin`, `elide_barriers`
+    /// and `cpu` are then ignored.
+    pub reference: bool,
 }
 
 impl Default for ExecConfig {
-    /// One thread per physical core, pinned. `FATHOM_CPUS=0-7,16` pins to that CPU list
-    /// instead and, unless a thread count is given explicitly, uses one thread per listed CPU.
+    /// One thread per physical core, pinned to cores in order, barrier elision on, the
+    /// kernels of this CPU's level, no profiler.
     fn default() -> Self {
-        let cpus = std::env::var("FATHOM_CPUS").ok().and_then(|v| {
-            match crate::topology::parse_cpu_list(&v) {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    eprintln!("fathom: ignoring FATHOM_CPUS: {e}");
-                    None
-                }
-            }
-        });
         ExecConfig {
-            threads: cpus
-                .as_ref()
-                .map_or_else(crate::topology::physical_cores, Vec::len),
-            cpus,
+            threads: crate::topology::physical_cores(),
+            cpus: None,
             pin: true,
             elide_barriers: true,
             spin: 20_000,
-            profile: crate::profiler::enabled_from_env().is_some(),
+            profile: None,
             guards: false,
+            cpu: CpuLevel::detect(),
+            reference: false,
+        }
+    }
+}
+
+impl ExecConfig {
+    /// The configuration of [`Executor::reference`]: one unpinned thread, every barrier, the
+    /// reference kernels.
+    pub fn reference() -> ExecConfig {
+        ExecConfig {
+            threads: 1,
+            cpus: None,
+            pin: false,
+            elide_barriers: false,
+            spin: 0,
+            profile: None,
+            guards: false,
+            cpu: CpuLevel::Scalar,
+            reference: true,
         }
     }
 }
@@ -148,6 +167,8 @@ struct Job {
     state: *mut u8,
     state_len: usize,
     counters: *const [AtomicUsize],
+    kernels: *const [Option<Kernels>],
+    cpu: CpuLevel,
     reference: bool,
     profile: bool,
     t0: Instant,
@@ -174,6 +195,10 @@ pub struct Executor {
     arena: Vec<Line>,
     state: Option<StateBuf>,
     counters: Box<[AtomicUsize]>,
+    /// Each step's kernels, resolved from the kernel table when the plan was built.
+    kernels: Box<[Option<Kernels>]>,
+    /// The CPU level they were resolved for.
+    cpu: CpuLevel,
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
     scratch0: Scratch,
@@ -202,7 +227,8 @@ fn run_steps(
     times: Option<&Mutex<ThreadTimes>>,
 ) {
     // SAFETY: the Job's pointees outlive the run (see `Job`).
-    let (graph, plan, counters) = unsafe { (&*job.graph, &*job.plan, &*job.counters) };
+    let (graph, plan, counters, kernels) =
+        unsafe { (&*job.graph, &*job.plan, &*job.counters, &*job.kernels) };
     let mut local =
         times.map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|e| e.into_inner())));
     let mut src_buf: Vec<TensorRef> = Vec::with_capacity(8);
@@ -259,6 +285,8 @@ fn run_steps(
             nth,
             chunk: &counters[si],
             scratch,
+            kernels: kernels[si].as_ref(),
+            cpu: job.cpu,
         };
         if job.reference {
             ops::run_reference(op, &mut cx, &dst, srcs);
@@ -279,21 +307,24 @@ fn run_steps(
 }
 
 impl Executor {
-    /// Build the plan and start the pool.
+    /// Build the plan, resolve every node's kernels for `cfg.cpu` and start the pool (or,
+    /// with `cfg.reference`, the reference executor).
     pub fn new(graph: Graph, cfg: ExecConfig) -> Executor {
+        if cfg.reference {
+            return Self::reference_with(graph, cfg.profile);
+        }
         Self::build(graph, cfg, false)
     }
 
     /// The oracle: reference kernels, one thread, every barrier.
     pub fn reference(graph: Graph) -> Executor {
+        Self::reference_with(graph, None)
+    }
+
+    fn reference_with(graph: Graph, profile: Option<ProfileOutput>) -> Executor {
         let cfg = ExecConfig {
-            threads: 1,
-            cpus: None,
-            pin: false,
-            elide_barriers: false,
-            spin: 0,
-            profile: false,
-            guards: false,
+            profile,
+            ..ExecConfig::reference()
         };
         Self::build(graph, cfg, true)
     }
@@ -353,13 +384,30 @@ impl Executor {
             .map(|_| AtomicUsize::new(0))
             .collect();
         let arena = vec![Line([0; 64]); plan.arena_size().div_ceil(64)];
-        let profiler = cfg.profile.then(|| Profiler::new(&graph, &plan, nth));
+        let cpu = cfg.cpu.min(CpuLevel::detect());
+        let kernels = plan
+            .steps()
+            .iter()
+            .map(|st| match &graph.node(st.node).kind {
+                NodeKind::Op { op, srcs } => {
+                    let weight = srcs.first().map(|&s| graph.desc(s).dtype);
+                    ops::node_kernels(op, weight, cpu)
+                }
+                _ => None,
+            })
+            .collect();
+        let profiler = cfg
+            .profile
+            .clone()
+            .map(|out| Profiler::new(&graph, &plan, nth, out));
         Executor {
             graph,
             plan,
             arena,
             state: None,
             counters,
+            kernels,
+            cpu,
             shared,
             workers,
             scratch0: Scratch::default(),
@@ -380,6 +428,15 @@ impl Executor {
     /// Threads in the pool (including the caller).
     pub fn threads(&self) -> usize {
         self.nth
+    }
+    /// The CPU level the nodes' kernels were resolved for.
+    pub fn cpu(&self) -> CpuLevel {
+        self.cpu
+    }
+    /// The names of the kernels (dot, rows, multi, tile) step `i` resolved, for MUL_MAT and
+    /// MUL_MAT_ID steps.
+    pub fn step_kernels(&self, i: usize) -> Option<&Kernels> {
+        self.kernels.get(i)?.as_ref()
     }
     /// The profiler, when enabled.
     pub fn profiler(&self) -> Option<&Profiler> {
@@ -455,6 +512,8 @@ impl Executor {
             state: state.bytes_mut().as_mut_ptr(),
             state_len,
             counters: &*self.counters,
+            kernels: &*self.kernels,
+            cpu: self.cpu,
             reference: self.reference,
             profile,
             t0: Instant::now(),
@@ -564,7 +623,7 @@ impl Drop for Executor {
             let _ = w.join();
         }
         if let Some(p) = &self.profiler {
-            p.finish_from_env();
+            p.finish();
         }
     }
 }

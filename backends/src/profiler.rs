@@ -1,8 +1,9 @@
 //! The per-op profiler.
 //!
-//! Switched on by `FATHOM_PROFILE_OPS` (or `LLAMA_PROFILE_OPS`, for people coming from the
-//! seed's patched llama.cpp):
-//! - `1`: when the executor is dropped, print a table per op and tensor types to stderr —
+//! Switched on by [`crate::ExecConfig::profile`], which says what to emit when the executor
+//! is dropped ([`ProfileOutput`]; the CLI fills it from `FATHOM_PROFILE_OPS`, see
+//! [`parse_setting`]):
+//! - `1`: print a table per op and tensor types to stderr —
 //!   `| op / subsystem | tensor types | calls | calls/tok | ms | ms/tok | share | GB/s |
 //!   experts/tok |` (the last column: routed-expert evaluations per token of MUL_MAT_ID —
 //!   gate, up and down each count — so live MoE changes are visible);
@@ -23,7 +24,7 @@ use graph::{Graph, NodeKind, Plan};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-/// What the environment asks the profiler to do.
+/// What the profiler emits when its executor is dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProfileOutput {
     /// Table on stderr.
@@ -34,26 +35,28 @@ pub enum ProfileOutput {
     Trace(String),
 }
 
-/// Read `FATHOM_PROFILE_OPS` / `LLAMA_PROFILE_OPS`.
-pub fn enabled_from_env() -> Option<ProfileOutput> {
-    let v = std::env::var("FATHOM_PROFILE_OPS")
-        .or_else(|_| std::env::var("LLAMA_PROFILE_OPS"))
-        .ok()?;
-    parse_setting(&v)
-}
-
-/// Parse a profiler setting (`1`, `json:PATH`, `trace:PATH`; `0`/empty = off).
-pub fn parse_setting(v: &str) -> Option<ProfileOutput> {
+/// Parses a profiler setting: `1` (`on`, `true`) for the table, `json:PATH`, `trace:PATH`;
+/// `0` (`off`, `false`) or nothing for off. Anything else is an error saying what is
+/// accepted.
+pub fn parse_setting(v: &str) -> Result<Option<ProfileOutput>, String> {
     let v = v.trim();
+    let path = |p: &str, kind: &str| {
+        if p.is_empty() {
+            Err(format!("{kind}: needs a file name ({kind}:PATH)"))
+        } else {
+            Ok(p.to_string())
+        }
+    };
     if let Some(p) = v.strip_prefix("json:") {
-        return Some(ProfileOutput::Json(p.to_string()));
+        return Ok(Some(ProfileOutput::Json(path(p, "json")?)));
     }
     if let Some(p) = v.strip_prefix("trace:") {
-        return Some(ProfileOutput::Trace(p.to_string()));
+        return Ok(Some(ProfileOutput::Trace(path(p, "trace")?)));
     }
     match v {
-        "" | "0" | "false" | "off" => None,
-        _ => Some(ProfileOutput::Table),
+        "" | "0" | "false" | "off" => Ok(None),
+        "1" | "true" | "on" => Ok(Some(ProfileOutput::Table)),
+        _ => Err("expected 1, json:PATH, trace:PATH or 0".into()),
     }
 }
 
@@ -123,11 +126,13 @@ pub struct Profiler {
     trace: Vec<(usize, u32, u64, u64)>,
     keep_trace: bool,
     run_offset: u64,
+    output: ProfileOutput,
 }
 
 impl Profiler {
-    /// A profiler for `plan` of `g` on `threads` threads.
-    pub fn new(g: &Graph, plan: &Plan, threads: usize) -> Profiler {
+    /// A profiler for `plan` of `g` on `threads` threads that emits `output` when its
+    /// executor is dropped ([`Profiler::finish`]).
+    pub fn new(g: &Graph, plan: &Plan, threads: usize, output: ProfileOutput) -> Profiler {
         let steps: Vec<StepInfo> = plan
             .steps()
             .iter()
@@ -174,8 +179,9 @@ impl Profiler {
             barriers: plan.barriers(),
             elided: plan.elided_barriers(),
             trace: Vec::new(),
-            keep_trace: matches!(enabled_from_env(), Some(ProfileOutput::Trace(_))),
+            keep_trace: matches!(output, ProfileOutput::Trace(_)),
             run_offset: 0,
+            output,
         }
     }
 
@@ -322,20 +328,20 @@ impl Profiler {
         serde_json::json!({ "traceEvents": ev, "displayTimeUnit": "ms" })
     }
 
-    /// Emit what the environment asked for (called when the executor is dropped).
-    pub fn finish_from_env(&self) {
+    /// Emit what the configuration asked for (called when the executor is dropped).
+    pub fn finish(&self) {
         if self.runs == 0 {
             return;
         }
-        match enabled_from_env() {
+        match Some(&self.output) {
             Some(ProfileOutput::Table) => eprintln!("{}", self.table()),
             Some(ProfileOutput::Json(p)) => {
-                if let Err(e) = std::fs::write(&p, self.to_json().to_string()) {
+                if let Err(e) = std::fs::write(p, self.to_json().to_string()) {
                     eprintln!("fathom: cannot write profile {p}: {e}");
                 }
             }
             Some(ProfileOutput::Trace(p)) => {
-                if let Err(e) = std::fs::write(&p, self.chrome_trace().to_string()) {
+                if let Err(e) = std::fs::write(p, self.chrome_trace().to_string()) {
                     eprintln!("fathom: cannot write trace {p}: {e}");
                 }
             }

@@ -38,8 +38,9 @@ fn cfg(threads: usize, elide: bool) -> ExecConfig {
         pin: false,
         elide_barriers: elide,
         spin: 2000,
-        profile: false,
+        profile: None,
         guards: true,
+        ..ExecConfig::default()
     }
 }
 

@@ -11,8 +11,9 @@ fn cfg(threads: usize, elide: bool, profile: bool) -> ExecConfig {
         pin: false,
         elide_barriers: elide,
         spin: 1000,
-        profile,
+        profile: profile.then_some(fathom_backends::profiler::ProfileOutput::Table),
         guards: true,
+        ..ExecConfig::default()
     }
 }
 

@@ -23,8 +23,9 @@ fn cfg(threads: usize) -> ExecConfig {
         pin: true,
         elide_barriers: true,
         spin: 20_000,
-        profile: false,
+        profile: None,
         guards: false,
+        ..ExecConfig::default()
     }
 }
 

@@ -100,12 +100,18 @@ fn bench_dot(c: &mut Criterion) {
     g.finish();
 }
 
-/// Every run-time-selected kernel next to its scalar reference (`vec_dot/<type>/<kernel>`).
+/// Every dot and multi-row kernel of the kernel table this CPU runs, at every level it has
+/// (`vec_dot/<type>/<kernel>`, the multi-row ones as `rows4-<kernel>`: four rows against one
+/// activation row, bytes of all four rows per second). A lower level's kernel is benched
+/// too: on an AVX-512 CPU the AVX2 kernels are what an AVX2 CPU would run.
 fn bench_kernels(c: &mut Criterion) {
+    use quant::simd::table::{column, CpuLevel};
     let mut g = c.benchmark_group("vec_dot");
+    let level = CpuLevel::detect();
     for &t in TYPES {
-        let kernels = quant::simd::available(t);
-        if kernels.len() < 2 {
+        let dots = column(t, level, |r| r.dot);
+        let rows = column(t, level, |r| r.rows);
+        if dots.is_empty() && rows.is_empty() {
             continue;
         }
         let w = weights(t);
@@ -113,21 +119,20 @@ fn bench_kernels(c: &mut Criterion) {
         let mut a = vec![0u8; bytes_for(vt, N).unwrap()];
         quantize_activation(vt, &test_data(N, 99), &mut a).unwrap();
         g.throughput(Throughput::Bytes(w.len() as u64));
-        for (name, k) in kernels {
-            g.bench_with_input(BenchmarkId::new(t.name(), name), &w, |b, w| {
-                b.iter(|| k(N, black_box(w), black_box(&a)))
+        for (_, k) in dots {
+            g.bench_with_input(BenchmarkId::new(t.name(), k.name), &w, |b, w| {
+                b.iter(|| (k.f)(N, black_box(w), black_box(&a)))
             });
         }
-        // the multi-row kernels (decode's matvec): four rows against one activation row,
-        // bytes of all four rows per second (`vec_dot/<type>/rows4-<kernel>`)
-        let rows: Vec<Vec<u8>> = (0..4).map(|_| weights(t)).collect();
-        let wr: Vec<&[u8]> = rows.iter().map(|w| w.as_slice()).collect();
+        let four: Vec<Vec<u8>> = (0..4).map(|_| weights(t)).collect();
+        let wr: Vec<&[u8]> = four.iter().map(|w| w.as_slice()).collect();
         g.throughput(Throughput::Bytes(4 * w.len() as u64));
-        for (name, k) in quant::simd::rows_available(t) {
+        for (_, k) in rows {
             let mut out = [0f32; 4];
-            g.bench_function(BenchmarkId::new(t.name(), format!("rows4-{name}")), |b| {
-                b.iter(|| k(N, black_box(&wr), black_box(&a), &mut out))
-            });
+            g.bench_function(
+                BenchmarkId::new(t.name(), format!("rows4-{}", k.name)),
+                |b| b.iter(|| (k.f)(N, black_box(&wr), black_box(&a), &mut out)),
+            );
         }
     }
     g.finish();
@@ -152,7 +157,7 @@ fn bench_act_quant(c: &mut Criterion) {
 /// eight columns, four × four for the float types; for Q8_0 also on expanded rows), and the
 /// row expanders (Q8_0, IQ2_XXS, IQ2_XXS_X, IQ1_S, IQ1_S_X; bytes of the packed type per second).
 fn bench_gemm_kernels(c: &mut Criterion) {
-    use quant::simd::{tile_float, tile_grid, tile_q8};
+    use quant::simd::{tile_grid, tile_q8, Tile};
     let mut g = c.benchmark_group("gemm");
     for t in [
         DType::Q8_0,
@@ -181,7 +186,10 @@ fn bench_gemm_kernels(c: &mut Criterion) {
             .collect();
         let ar: Vec<&[u8]> = acts.iter().map(|a| a.as_slice()).collect();
         let wr: Vec<&[u8]> = rows.iter().map(|w| w.as_slice()).collect();
-        if let Some(multi) = quant::simd::vec_dot_multi_fn(t) {
+        let Some(k) = quant::simd::kernels(t, quant::simd::CpuLevel::detect()) else {
+            continue;
+        };
+        if let Some(multi) = k.multi.map(|m| m.f) {
             let mut out = [0f32; 8];
             g.throughput(Throughput::Elements((2 * N * 8) as u64));
             g.bench_function(BenchmarkId::new(t.name(), "multi1x8"), |b| {
@@ -193,27 +201,15 @@ fn bench_gemm_kernels(c: &mut Criterion) {
             });
         }
         let mut out = [0f32; 32];
-        match t {
-            DType::Q8_0 | DType::Q2_0 => {
-                let tile = if t == DType::Q8_0 {
-                    tile_q8::q8_0_tile_fn()
-                } else {
-                    quant::simd::tile_q2::q2_0_tile_fn()
-                };
-                let Some(tile) = tile else {
-                    continue;
-                };
+        match k.tile.map(|k| k.f) {
+            Some(Tile::Panel { tile, expanded }) => {
                 let mut panel = vec![0u8; tile_q8::panel_bytes(N, 8)];
                 tile_q8::pack_q8_0_panel(N, &ar, &mut panel);
                 g.throughput(Throughput::Elements((2 * N * 32) as u64));
                 g.bench_function(BenchmarkId::new(t.name(), "tile4x8"), |b| {
                     b.iter(|| tile(N, black_box(&wr), &panel, 8, &mut out))
                 });
-                if t == DType::Q8_0 {
-                    let Some(etile) = tile_q8::expanded_tile_fn() else {
-                        continue;
-                    };
-                    let expand = tile_q8::expand_fn();
+                if let Some((etile, expand)) = expanded {
                     let mut ex = vec![vec![0u8; tile_q8::expanded_bytes(N)]; 4];
                     for (w, e) in wr.iter().zip(ex.iter_mut()) {
                         expand(w, e);
@@ -228,11 +224,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                     });
                 }
             }
-            DType::IQ2_XXS | DType::IQ2_XXS_X | DType::IQ1_S | DType::IQ1_S_X => {
-                let Some(tile) = tile_grid::tile_fn(t) else {
-                    continue;
-                };
-                let expand = tile_grid::expand_fn(t).expect("grid type");
+            Some(Tile::Grid { tile, expand, amx }) => {
                 let mut ex = vec![vec![0u8; tile_grid::expanded_bytes(N)]; 4];
                 for (w, e) in wr.iter().zip(ex.iter_mut()) {
                     expand(w, e);
@@ -249,13 +241,12 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new(t.name(), "expand"), |b| {
                     b.iter(|| expand(black_box(wr[0]), &mut e))
                 });
-                bench_amx_tile(&mut g, t, &er, wr[0]);
+                if let Some(amx) = amx {
+                    bench_amx_tile(&mut g, t, amx, &er, wr[0]);
+                }
             }
-            _ => {
-                let Some(tile) = tile_float::float_tile_fn(t) else {
-                    continue;
-                };
-                let dot = quant::simd::vec_dot_fn(t).unwrap();
+            Some(Tile::Float(tile)) => {
+                let dot = k.dot.f;
                 g.throughput(Throughput::Elements((2 * N * 16) as u64));
                 g.bench_function(BenchmarkId::new(t.name(), "single4x4"), |b| {
                     b.iter(|| {
@@ -269,13 +260,19 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new(t.name(), "tile4x4"), |b| {
                     b.iter(|| tile(N, black_box(&wr), &ar[..4], &mut out[..16]))
                 });
-                // the kernel the dispatch passes over on this CPU (BF16 without AVX512-BF16)
-                for (name, other) in tile_float::float_tile_kernels(t).into_iter().skip(1) {
-                    g.bench_function(BenchmarkId::new(t.name(), format!("tile4x4-{name}")), |b| {
-                        b.iter(|| other(N, black_box(&wr), &ar[..4], &mut out[..16]))
-                    });
+                // the lower levels' float tiles (BF16 without AVX512-BF16)
+                let lower = quant::simd::table::column(t, k.level, |r| r.tile);
+                for (level, other) in lower.into_iter().rev().skip(1) {
+                    let Tile::Float(other) = other.f else {
+                        continue;
+                    };
+                    g.bench_function(
+                        BenchmarkId::new(t.name(), format!("tile4x4-{level}")),
+                        |b| b.iter(|| other(N, black_box(&wr), &ar[..4], &mut out[..16])),
+                    );
                 }
             }
+            None => {}
         }
     }
     g.finish();
@@ -288,14 +285,12 @@ fn bench_gemm_kernels(c: &mut Criterion) {
 fn bench_amx_tile(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     t: DType,
+    amx: quant::simd::table::AmxTile,
     expanded: &[&[u8]],
     w: &[u8],
 ) {
     use quant::simd::tile_amx;
-    let Some(tile) = tile_amx::tile_fn(t) else {
-        return;
-    };
-    let kind = tile_amx::GridKind::of(t).expect("grid type");
+    let kind = amx.kind;
     let ab = tile_amx::amx_bytes(N);
     let mut rows = vec![0u8; 16 * ab];
     for (i, r) in rows.chunks_exact_mut(ab).enumerate() {
@@ -314,15 +309,14 @@ fn bench_amx_tile(
     let mut out = vec![0f32; 256];
     g.throughput(Throughput::Elements((2 * N * 256) as u64));
     g.bench_function(BenchmarkId::new(t.name(), "amx16x16"), |b| {
-        b.iter(|| tile(N, black_box(&rows), 16, &panel, 16, &mut out))
+        b.iter(|| (amx.tile)(N, black_box(&rows), 16, &panel, 16, &mut out))
     });
-    let split = tile_amx::split_fn();
     let mut a = vec![0u8; ab];
     g.throughput(Throughput::Bytes((N / 256 * t.info().type_size) as u64));
     g.bench_function(BenchmarkId::new(t.name(), "amx-split"), |b| {
-        b.iter(|| split(kind, black_box(expanded[0]), &mut a))
+        b.iter(|| (amx.split)(kind, black_box(expanded[0]), &mut a))
     });
-    if let Some(direct) = tile_amx::amx_expand_fn(t) {
+    if let Some(direct) = amx.direct {
         g.bench_function(BenchmarkId::new(t.name(), "amx-direct"), |b| {
             b.iter(|| direct(black_box(w), &mut a))
         });

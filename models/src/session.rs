@@ -321,7 +321,6 @@ pub struct Session {
     hp: Hparams,
     weights: WeightMemo,
     cfg: ExecConfig,
-    reference: bool,
     ctx: usize,
     mode: Mode,
     ubatch: usize,
@@ -367,7 +366,7 @@ impl Session {
         if threads > 0 {
             cfg.threads = threads;
         }
-        let profile = cfg.profile.then(ProfileAcc::default);
+        let profile = cfg.profile.is_some().then(ProfileAcc::default);
         Ok(Session {
             hp,
             weights: WeightMemo {
@@ -376,7 +375,6 @@ impl Session {
                 current: HashMap::new(),
             },
             cfg,
-            reference: std::env::var("FATHOM_FORCE_SCALAR").is_ok_and(|v| v == "1"),
             ctx,
             mode: Mode::Cached,
             ubatch: DEFAULT_UBATCH,
@@ -442,9 +440,21 @@ impl Session {
         self.ubatch = ubatch.max(1);
     }
 
+    /// Replace the executor configuration (threads, pinning, profiler output, reference
+    /// kernels); the executors built so far are dropped, the sequence is kept.
+    pub fn set_exec_config(&mut self, cfg: ExecConfig) {
+        self.retire_all();
+        if cfg.profile.is_some() && self.profile.is_none() {
+            self.profile = Some(ProfileAcc::default());
+        }
+        self.cfg = cfg;
+    }
+
     /// Switch the per-op profiler on or off for the executors built from now on.
     pub fn set_profile(&mut self, on: bool) {
-        self.cfg.profile = on;
+        if !on || self.cfg.profile.is_none() {
+            self.cfg.profile = on.then_some(ProfileOutput::Table);
+        }
         if on && self.profile.is_none() {
             self.profile = Some(ProfileAcc::default());
         }
@@ -511,7 +521,7 @@ impl Session {
 
     /// Executor threads.
     pub fn threads(&self) -> usize {
-        if self.reference {
+        if self.cfg.reference {
             1
         } else {
             self.cfg.threads.max(1)
@@ -589,11 +599,7 @@ impl Session {
             None => b,
         };
         let g = b.model_last().map_err(fwd)?;
-        Ok(if self.reference {
-            Executor::reference(g)
-        } else {
-            Executor::new(g, self.cfg.clone())
-        })
+        Ok(Executor::new(g, self.cfg.clone()))
     }
 
     /// The executor for graphs of `t` tokens, built if needed; it ends up last in `execs`.
@@ -721,7 +727,7 @@ impl Drop for Session {
         if taken {
             return;
         }
-        if let (Some(s), Some(out)) = (summary, backends::profiler::enabled_from_env()) {
+        if let (Some(s), Some(out)) = (summary, self.cfg.profile.clone()) {
             if s.runs == 0 {
                 return;
             }

@@ -63,8 +63,9 @@ fn every_mode_matches_transformers_at_every_position() {
         pin: false,
         elide_barriers: true,
         spin: 2000,
-        profile: false,
+        profile: None,
         guards: false,
+        ..ExecConfig::default()
     };
     let v = hp.n_vocab;
     for chunk in [1usize, 7, 13, 64] {

@@ -168,8 +168,9 @@ fn check_layer(l: usize, t: usize) {
                 pin: false,
                 elide_barriers: elide,
                 spin: 1000,
-                profile: false,
+                profile: None,
                 guards: true,
+                ..ExecConfig::default()
             };
             let got = run(Executor::new(g.clone(), cfg), &hp, t);
             // The reference accumulates attention and the HC maths in f64; activations quantized
@@ -255,8 +256,9 @@ fn bisect_hca() {
         pin: false,
         elide_barriers: true,
         spin: 1000,
-        profile: false,
+        profile: None,
         guards: false,
+        ..ExecConfig::default()
     };
     let f = mk(Executor::new(g.clone(), cfg));
     for i in 0..n {

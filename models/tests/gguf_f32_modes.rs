@@ -47,8 +47,9 @@ fn cfg() -> ExecConfig {
         pin: false,
         elide_barriers: true,
         spin: 2000,
-        profile: false,
+        profile: None,
         guards: false,
+        ..ExecConfig::default()
     }
 }
 

@@ -34,7 +34,7 @@ fn expected() -> DType {
 
 /// `to` where this CPU has a SIMD kernel for it, else `from` (not repacked).
 fn expected_for(from: DType, to: DType) -> DType {
-    if quant::simd::available(to).len() > 1 {
+    if quant::simd::kernels(to, quant::simd::CpuLevel::detect()).is_some_and(|k| k.has_simd()) {
         to
     } else {
         from

@@ -387,17 +387,12 @@ fn dir_errors_name_the_file() {
     assert!(e.to_string().contains("config.json"), "{e}");
 }
 
-/// One-off cross-check of the trained model's GGUF against its tokenizer.json. The GGUF is
-/// not in this repository: run with
-/// `FATHOM_TRAINED_GGUF=…/dsv4-tiny-trained-Q8_0.gguf cargo test -p fathom-models --test
-/// tokenizer_fixture -- --ignored`.
+/// The trained model's GGUF (the built-in model, `tools/assets/`) against its
+/// tokenizer.json: the same vocabulary, specials, BOS/EOS and encodings.
 #[test]
-#[ignore = "needs FATHOM_TRAINED_GGUF (the dsv4-tiny-trained GGUF, not shipped here)"]
 fn trained_gguf_matches_tokenizer_json() {
-    let Ok(path) = std::env::var("FATHOM_TRAINED_GGUF") else {
-        eprintln!("FATHOM_TRAINED_GGUF not set; skipped");
-        return;
-    };
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/assets/dsv4-tiny-trained-Q8_0.gguf");
     let g = Tokenizer::from_gguf(&GgufFile::open(path).unwrap()).unwrap();
     let j = Tokenizer::from_dir(trained_dir()).unwrap();
     assert_eq!(g.vocab_size(), j.vocab_size());

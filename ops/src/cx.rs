@@ -42,6 +42,12 @@ pub struct KernelCx<'a> {
     pub chunk: &'a AtomicUsize,
     /// This thread's scratch.
     pub scratch: &'a mut Scratch,
+    /// The kernels of the node's weight type (MUL_MAT, MUL_MAT_ID), resolved from the kernel
+    /// table when the plan was built ([`crate::node_kernels`]); `None` for other ops.
+    pub kernels: Option<&'a quant::simd::Kernels>,
+    /// The CPU level the plan was built for (ops without a weight type pick their SIMD
+    /// paths by it).
+    pub cpu: quant::simd::CpuLevel,
 }
 
 impl KernelCx<'_> {

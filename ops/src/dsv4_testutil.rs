@@ -59,6 +59,8 @@ pub(crate) fn run<K: CpuKernel>(
                 nth,
                 chunk: &chunk,
                 scratch: &mut scratch,
+                kernels: None,
+                cpu: quant::simd::CpuLevel::detect(),
             };
             if forward {
                 op.forward(&mut cx, &dst, &refs);
@@ -80,6 +82,8 @@ pub(crate) fn run_one<K: CpuKernel>(op: &K, dst: &TensorMut, srcs: &[TensorRef],
         nth: 1,
         chunk: &chunk,
         scratch: &mut scratch,
+        kernels: None,
+        cpu: quant::simd::CpuLevel::detect(),
     };
     if forward {
         op.forward(&mut cx, dst, srcs);

@@ -146,7 +146,7 @@ impl CpuKernel for FlashAttnExt {
         let hc = head_chunk(h, t, cx.nth);
         let nsplit = h.div_ceil(hc);
         let kvlen = if direct { 0 } else { BLK * d };
-        let simd = crate::flash_attn_simd::available() && d.is_multiple_of(16);
+        let simd = crate::flash_attn_simd::available(cx.cpu) && d.is_multiple_of(16);
         let slen = if simd { hc * BLK } else { 0 };
         let need = kvlen + hc * d + 2 * hc + 2 * BLK + slen;
         let mut scratch = std::mem::take(&mut cx.scratch.f32s);

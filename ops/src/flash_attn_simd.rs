@@ -18,19 +18,11 @@ const TILE: usize = 4;
 /// Floats of the head dimension per PV tile (four 16-float registers).
 const PV_WIDTH: usize = 64;
 
-/// True when the kernels of this file can run (AVX-512F, checked once).
-pub(crate) fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::OnceLock;
-        static A: OnceLock<bool> = OnceLock::new();
-        *A.get_or_init(|| {
-            std::is_x86_feature_detected!("avx512f")
-                && std::env::var("FATHOM_FORCE_SCALAR").map_or(true, |v| v != "1")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+/// True when the kernels of this file can run at CPU level `cpu` (AVX-512F, part of
+/// [`quant::simd::CpuLevel::Avx512`]; never above the level this CPU has).
+pub(crate) fn available(cpu: quant::simd::CpuLevel) -> bool {
+    cfg!(target_arch = "x86_64")
+        && cpu.min(quant::simd::CpuLevel::detect()) >= quant::simd::CpuLevel::Avx512
 }
 
 /// `s[h·lds + j] = q[h] · k[j]` for every `h < q.len()`, `j < k.len()`. Every row has length
@@ -39,7 +31,7 @@ pub(crate) fn qk(q: &[&[f32]], k: &[&[f32]], d: usize, s: &mut [f32], lds: usize
     assert!(d.is_multiple_of(16) && k.len() <= lds && s.len() >= q.len() * lds);
     assert!(q.iter().chain(k).all(|r| r.len() >= d));
     #[cfg(target_arch = "x86_64")]
-    if available() {
+    if available(quant::simd::CpuLevel::Avx512) {
         for (h0, qc) in q.chunks(TILE).enumerate() {
             for (j0, kc) in k.chunks(TILE).enumerate() {
                 // SAFETY: AVX-512F was detected; every row has ≥ d floats (asserted).
@@ -87,7 +79,7 @@ pub(crate) fn pv(p: &[f32], ldp: usize, v: &[&[f32]], acc: &mut [f32], d: usize,
     assert!(d.is_multiple_of(16) && v.len() <= ldp && p.len() >= nh * ldp && acc.len() >= nh * d);
     assert!(v.iter().all(|r| r.len() >= d));
     #[cfg(target_arch = "x86_64")]
-    if available() {
+    if available(quant::simd::CpuLevel::Avx512) {
         for h0 in (0..nh).step_by(TILE) {
             let hn = TILE.min(nh - h0);
             for e0 in (0..d).step_by(PV_WIDTH) {

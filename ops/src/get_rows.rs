@@ -137,6 +137,8 @@ mod tests {
                 nth: 1,
                 chunk: &c,
                 scratch: &mut s,
+                kernels: None,
+                cpu: quant::simd::CpuLevel::detect(),
             },
             &dst,
             &srcs,

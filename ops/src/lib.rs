@@ -57,6 +57,8 @@ pub trait CpuKernel: OpDef {
                 nth: 1,
                 chunk: cx.chunk,
                 scratch: cx.scratch,
+                kernels: cx.kernels,
+                cpu: cx.cpu,
             };
             self.reference(&mut one, dst, srcs);
         }
@@ -83,3 +85,27 @@ macro_rules! define_dispatch {
 }
 
 graph::for_each_op!(define_dispatch);
+
+/// The kernels a node of `op` runs at CPU `level`, resolved once from the kernel table
+/// (`quant::simd::table`) when the plan is built: for MUL_MAT and MUL_MAT_ID those of the
+/// weight type (the first source, `weight`); `None` for every other op.
+pub fn node_kernels(
+    op: &Op,
+    weight: Option<quant::DType>,
+    level: quant::simd::CpuLevel,
+) -> Option<quant::simd::Kernels> {
+    match op {
+        Op::MulMat(_) | Op::MulMatId(_) => quant::simd::kernels(weight?, level),
+        _ => None,
+    }
+}
+
+/// The kernels of weight type `dtype` for a kernel call: those the plan resolved, or, for a
+/// kernel called outside an executor (unit tests), resolved now at the context's level.
+pub(crate) fn kernels_for(cx: &KernelCx, dtype: quant::DType) -> quant::simd::Kernels {
+    cx.kernels
+        .copied()
+        .filter(|k| k.dtype == dtype)
+        .or_else(|| quant::simd::kernels(dtype, cx.cpu))
+        .expect("validated at build time: the weight type has a dot product")
+}

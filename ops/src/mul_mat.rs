@@ -19,9 +19,9 @@ use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat::MulMat;
 use quant::simd::tile_float;
 use quant::simd::tile_q8::{
-    self, pack_q8_0_panel, panel_bytes, q8_0_tile_fn, ExpandFn, TileFn, TILE_COLS, TILE_ROWS,
+    self, pack_q8_0_panel, panel_bytes, ExpandFn, TileFn, TILE_COLS, TILE_ROWS,
 };
-use quant::simd::{DOT_BATCH, DOT_ROWS};
+use quant::simd::{Tile, DOT_BATCH, DOT_ROWS};
 use quant::DType;
 
 /// Most weight rows per claimed chunk (see [`chunk_rows`]).
@@ -468,11 +468,6 @@ pub(crate) fn reference_dot(w: &TensorRef) -> quant::DotFn {
         .expect("validated at build time")
 }
 
-/// The fastest dot kernel of the weight type on this CPU (bit-identical to the reference).
-pub(crate) fn fast_dot(w: &TensorRef) -> quant::DotFn {
-    quant::simd::vec_dot_fn(w.desc.dtype).expect("validated at build time")
-}
-
 impl CpuKernel for MulMat {
     fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (w, x) = (&srcs[0], &srcs[1]);
@@ -494,8 +489,9 @@ impl CpuKernel for MulMat {
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (w, x) = (&srcs[0], &srcs[1]);
         let s = shape(w, x);
+        let kernels = crate::kernels_for(cx, w.desc.dtype);
         // matvecs stream four weight rows at a time, in longer chunks for short rows
-        let rows_dot = quant::simd::vec_dot_rows_fn(w.desc.dtype).filter(|_| s.t == 1);
+        let rows_dot = kernels.rows.map(|k| k.f).filter(|_| s.t == 1);
         let first = rows_dot.map_or(CHUNK, |_| matvec_chunk(w.desc.row_bytes()));
         let chunk = chunk_rows(s.n, s.batches, s.t, cx.nth, first);
         let nchunks = s.n.div_ceil(chunk);
@@ -504,22 +500,18 @@ impl CpuKernel for MulMat {
         // (one row) the cost is negligible next to streaming the weights
         let mut scratch = std::mem::take(&mut cx.scratch.bytes);
         let qbytes = s.qrow * s.t * s.batches;
-        // prompt chunks of Q8_0 weights go through the tiled GEMM (not with a row mask: it
-        // would read masked rows)
-        let tiles = match w.desc.dtype {
-            DType::Q8_0 if s.t.div_ceil(TILE_COLS) >= EXPAND_MIN_GROUPS => {
-                tile_q8::expanded_tile_fn().map(|tile| Tiles {
-                    tile,
-                    expand: Some((tile_q8::expand_fn(), tile_q8::expanded_bytes(s.k))),
-                })
-            }
-            DType::Q8_0 => q8_0_tile_fn().map(|tile| Tiles { tile, expand: None }),
-            DType::Q2_0 => {
-                quant::simd::tile_q2::q2_0_tile_fn().map(|tile| Tiles { tile, expand: None })
-            }
-            DType::Q2_0_X => {
-                quant::simd::tile_q2::q2_0_x_tile_fn().map(|tile| Tiles { tile, expand: None })
-            }
+        // prompt chunks of Q8_0 / Q2_0 weights go through the tiled GEMM on activation panels
+        // (not with a row mask: it would read masked rows); Q8_0 rows are expanded first from
+        // two panels on
+        let tiles = match kernels.tile.map(|k| k.f) {
+            Some(Tile::Panel {
+                expanded: Some((tile, expand)),
+                ..
+            }) if s.t.div_ceil(TILE_COLS) >= EXPAND_MIN_GROUPS => Some(Tiles {
+                tile,
+                expand: Some((expand, tile_q8::expanded_bytes(s.k))),
+            }),
+            Some(Tile::Panel { tile, .. }) => Some(Tiles { tile, expand: None }),
             _ => None,
         }
         .filter(|_| s.t >= TILED_MIN_COLS && srcs.len() == 2);
@@ -540,9 +532,12 @@ impl CpuKernel for MulMat {
         if tiles.is_some() {
             pack_panels(&s, q, panels);
         }
-        let multi = quant::simd::vec_dot_multi_fn(w.desc.dtype);
-        let float_tile = tile_float::float_tile_fn(w.desc.dtype)
-            .filter(|_| s.t >= tile_float::TILE_COLS && srcs.len() == 2);
+        let multi = kernels.multi.map(|k| k.f);
+        let float_tile = match kernels.tile.map(|k| k.f) {
+            Some(Tile::Float(f)) => Some(f),
+            _ => None,
+        }
+        .filter(|_| s.t >= tile_float::TILE_COLS && srcs.len() == 2);
         // a prompt chunk of few weight rows (the 24-row HC mixes: two chunks) also splits its
         // columns for the float tiles, so that every thread gets work; the same activation
         // bytes are read either way (each block of columns once per row chunk)
@@ -563,15 +558,7 @@ impl CpuKernel for MulMat {
                 match (tiles, float_tile) {
                     (Some(t), _) => compute_tiles(srcs, t, &s, panels, ex, dst, b, rows),
                     (_, Some(ft)) => compute_float_tiles(srcs, ft, &s, q, dst, b, rows, cols),
-                    _ => compute(
-                        srcs,
-                        (fast_dot(&srcs[0]), multi, rows_dot),
-                        &s,
-                        q,
-                        dst,
-                        b,
-                        rows,
-                    ),
+                    _ => compute(srcs, (kernels.dot.f, multi, rows_dot), &s, q, dst, b, rows),
                 }
             }
         }

@@ -15,7 +15,7 @@ use crate::mul_mat::WeightRows;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
 use graph::{TensorDesc, WeightData};
-use quant::simd::{tile_amx, tile_grid};
+use quant::simd::{tile_amx, tile_grid, Tile};
 use quant::DType;
 
 /// Weight rows per claimed chunk.
@@ -30,15 +30,6 @@ const TILED_MIN_TOKENS: usize = 4;
 /// CPU has AMX: its tile loads of the weight rows cost the same for 1 or 16 columns, so with
 /// few columns the register tile is cheaper.
 const AMX_MIN_TOKENS: usize = 8;
-
-/// The direct AMX expander of `dtype` ([`tile_amx::amx_expand_fn`]), unless
-/// `FATHOM_AMX_DIRECT=0` asks for the grid expander and the split instead (for A/B runs; the
-/// bytes are the same either way).
-fn direct_amx_expand(dtype: DType) -> Option<tile_amx::AmxExpandFn> {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let off = *OFF.get_or_init(|| std::env::var("FATHOM_AMX_DIRECT").is_ok_and(|v| v == "0"));
-    tile_amx::amx_expand_fn(dtype).filter(|_| !off)
-}
 
 /// The tiled grid GEMM a MUL_MAT_ID node runs for experts with several tokens.
 #[derive(Clone, Copy)]
@@ -376,29 +367,28 @@ impl CpuKernel for MulMatId {
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (w, x, ids) = (&srcs[0], &srcs[1], &srcs[2]);
         let s = shape(w, x, ids);
-        let dot = crate::mul_mat::fast_dot(w);
-        let multi = quant::simd::vec_dot_multi_fn(w.desc.dtype);
+        let kernels = crate::kernels_for(cx, w.desc.dtype);
+        let dot = kernels.dot.f;
+        let multi = kernels.multi.map(|k| k.f);
         // zero / NaN rows: each owned by one thread of the static split
         for j in cx.my_rows(s.n_used * s.t) {
             fill_special(dst, route(ids, &s, j % s.n_used, j / s.n_used), j);
         }
         // IQ2_XXS and IQ1_S experts with several tokens go through the tiled GEMM (not with a row
         // mask: it would read masked rows)
-        let grid = tile_grid::tile_fn(w.desc.dtype)
-            .zip(tile_grid::expand_fn(w.desc.dtype))
-            .filter(|_| srcs.len() == 3)
-            .map(|vnni| {
-                match tile_amx::tile_fn(w.desc.dtype).zip(tile_amx::GridKind::of(w.desc.dtype)) {
-                    Some((tile, kind)) if s.t >= AMX_MIN_TOKENS => Grid::Amx {
-                        tile,
-                        kind,
-                        split: tile_amx::split_fn(),
-                        direct: direct_amx_expand(w.desc.dtype),
-                        vnni,
-                    },
-                    _ => Grid::Vnni(vnni),
-                }
-            });
+        let grid = match kernels.tile.map(|k| k.f) {
+            Some(Tile::Grid { tile, expand, amx }) if srcs.len() == 3 => Some(match amx {
+                Some(a) if s.t >= AMX_MIN_TOKENS => Grid::Amx {
+                    tile: a.tile,
+                    kind: a.kind,
+                    split: a.split,
+                    direct: a.direct,
+                    vnni: (tile, expand),
+                },
+                _ => Grid::Vnni((tile, expand)),
+            }),
+            _ => None,
+        };
         let amx = matches!(grid, Some(Grid::Amx { .. }));
         // expanded rows of one item (and, for AMX, one grid-expanded row before its split)
         let exbytes = match grid {
@@ -432,7 +422,7 @@ impl CpuKernel for MulMatId {
         quantize_all(x, &s, q);
         // one token (decode): four rows per kernel call, in longer chunks for short rows,
         // halved while the active experts would give fewer than four items per thread
-        let rows_dot = quant::simd::vec_dot_rows_fn(w.desc.dtype).filter(|_| s.t == 1);
+        let rows_dot = kernels.rows.map(|k| k.f).filter(|_| s.t == 1);
         let mut chunk =
             rows_dot.map_or(CHUNK, |_| crate::mul_mat::matvec_chunk(w.desc.row_bytes()));
         while chunk > CHUNK && bk.active.len() * s.n.div_ceil(chunk) < 4 * cx.nth {

@@ -33,16 +33,6 @@ pub enum QuantError {
         /// Which operation (`"dequantize"`, `"quantize"`, `"dot"`).
         what: &'static str,
     },
-    /// A multi-row kernel name that this CPU does not list for the type.
-    #[error("{dtype}: no multi-row kernel {name:?} on this CPU (available: {available})")]
-    UnknownKernel {
-        /// The type.
-        dtype: DType,
-        /// The name asked for.
-        name: String,
-        /// The names `simd::rows_available` lists for the type, comma separated.
-        available: String,
-    },
     /// A buffer had the wrong length.
     #[error("{dtype}: {what} buffer has {got} bytes/elements, expected {expected}")]
     Length {

@@ -1,19 +1,47 @@
 //! The AMX grid GEMM (`quant::simd::tile_amx`): its layout is lossless (the scalar dot on
-//! AMX-expanded rows returns each grid format's reference bits), the AVX-512 splitter writes
-//! the reference splitter's bytes, and — on a CPU where this process may use AMX — the tile
-//! kernel returns the reference's bits for every row count 1..=16 and column count 1..=16,
-//! random and worst-case inputs alike.
+//! AMX-expanded rows returns each grid format's reference bits) and the reference direct
+//! expanders write the split bytes, on every CPU; on a CPU at the kernel table's AMX level,
+//! the AVX-512 splitter and direct expanders write the references' bytes and the tile kernel
+//! returns the reference's bits for every row count 1..=16 and column count 1..=16, random
+//! and worst-case inputs alike.
 
 mod common;
 
-use common::{assert_tile_bits, q8k, rng};
+use common::{assert_tile_bits, kernels_of, q8k, rng, Tally};
 use fathom_quant as quant;
+use quant::simd::table::{AmxTile, Column};
 use quant::simd::tile_amx::{
-    amx_bytes, amx_expand_fn, amx_expand_iq1_s_x, amx_expand_iq2_xxs_x, dot_amx_reference,
-    pack_panel, split_expanded, split_fn, tile_fn, GridKind, TILE_COLS, TILE_ROWS,
+    amx_bytes, amx_expand_iq1_s_x, amx_expand_iq2_xxs_x, dot_amx_reference, pack_panel,
+    split_expanded, GridKind, TILE_COLS, TILE_ROWS,
 };
-use quant::simd::tile_grid::{expand_fn, expanded_bytes};
+use quant::simd::tile_grid::{
+    expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes,
+};
+use quant::simd::{CpuLevel, Tile};
 use quant::{bytes_for, DType};
+
+/// The reference grid expander of `wt`.
+fn grid_expand(wt: DType) -> fn(&[u8], &mut [u8]) {
+    match wt {
+        DType::IQ2_XXS => expand_iq2_xxs,
+        DType::IQ2_XXS_X => expand_iq2_xxs_x,
+        DType::IQ1_S => expand_iq1_s,
+        _ => expand_iq1_s_x,
+    }
+}
+
+/// The AMX tile the kernel table gives `wt` on this CPU, with its level's name, recorded
+/// in `tally` (none below the AMX level).
+fn amx_of(wt: DType, tally: &mut Tally) -> Option<AmxTile> {
+    let mut amx = None;
+    for (level, k) in kernels_of(wt, |r| r.tile) {
+        if let Tile::Grid { amx: Some(a), .. } = k.f {
+            tally.ran(wt, Column::Tile, level, &k);
+            amx = Some(a);
+        }
+    }
+    amx
+}
 
 const GRIDS: [DType; 4] = [
     DType::IQ2_XXS,
@@ -64,12 +92,14 @@ fn amx_rows(wt: DType, rows: &[Vec<u8>], n: usize) -> Vec<Vec<u8>> {
     rows.iter()
         .map(|w| {
             let mut ex = vec![0u8; expanded_bytes(n)];
-            expand_fn(wt).unwrap()(w, &mut ex);
+            grid_expand(wt)(w, &mut ex);
             let mut want = vec![0u8; amx_bytes(n)];
             split_expanded(kind, &ex, &mut want);
-            let mut got = vec![0xAAu8; amx_bytes(n)];
-            split_fn()(kind, &ex, &mut got);
-            assert_eq!(got, want, "{wt:?}: splitters differ, n={n}");
+            if let Some(amx) = amx_of(wt, &mut Tally::default()) {
+                let mut got = vec![0xAAu8; amx_bytes(n)];
+                (amx.split)(kind, &ex, &mut got);
+                assert_eq!(got, want, "{wt:?}: splitters differ, n={n}");
+            }
             want
         })
         .collect()
@@ -133,7 +163,7 @@ fn direct_expanders_write_the_split_bytes() {
         ),
         (DType::IQ1_S_X, amx_expand_iq1_s_x, false),
     ] {
-        let fast = amx_expand_fn(wt).unwrap();
+        let fast = amx_of(wt, &mut Tally::default()).and_then(|a| a.direct);
         let bs = wt.info().type_size;
         let mut rows: Vec<Vec<u8>> = [1usize, 2, 3, 16]
             .iter()
@@ -146,25 +176,28 @@ fn direct_expanders_write_the_split_bytes() {
             let mut got = vec![0xAAu8; amx_bytes(n)];
             reference(w, &mut got);
             assert_eq!(&got, want, "{wt:?}: reference direct expander, n={n}");
-            let mut got = vec![0x55u8; amx_bytes(n)];
-            fast(w, &mut got);
-            assert_eq!(&got, want, "{wt:?}: fast direct expander, n={n}");
+            if let Some(fast) = fast {
+                let mut got = vec![0x55u8; amx_bytes(n)];
+                fast(w, &mut got);
+                assert_eq!(&got, want, "{wt:?}: fast direct expander, n={n}");
+            }
         }
     }
     for wt in [DType::IQ2_XXS, DType::IQ1_S] {
-        assert!(amx_expand_fn(wt).is_none(), "{wt:?} has no direct expander");
+        let direct = amx_of(wt, &mut Tally::default()).and_then(|a| a.direct);
+        assert!(direct.is_none(), "{wt:?} has no direct expander");
     }
 }
 
 #[test]
 fn amx_tile_kernel_matches_the_reference_bit_for_bit() {
-    if tile_fn(DType::IQ2_XXS).is_none() {
-        eprintln!("no AMX on this CPU (or not permitted): the AMX tile kernel is not tested here");
-        return;
-    }
+    let mut tally = Tally::default();
     let mut r = rng(0x7a3e);
     for wt in GRIDS {
-        let tile = tile_fn(wt).unwrap();
+        let Some(amx) = amx_of(wt, &mut tally) else {
+            continue;
+        };
+        let tile = amx.tile;
         let reference = wt.info().vec_dot.unwrap();
         for nsb in [1usize, 2, 5] {
             let n = 256 * nsb;
@@ -187,4 +220,6 @@ fn amx_tile_kernel_matches_the_reference_bit_for_bit() {
             }
         }
     }
+    // the lower levels' grid tiles are checked in `simd.rs`, every AMX one here
+    tally.assert_level(Column::Tile, &GRIDS, CpuLevel::Amx);
 }

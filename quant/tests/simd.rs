@@ -1,12 +1,17 @@
-//! Every run-time-selected kernel against its scalar reference on random inputs: block counts
-//! 1..=40 for 32-element blocks and 1..=12 for 256-element super-blocks (every tail), extreme
-//! codes included. The kernels reproduce the reference's
-//! accumulation order, so the results must be bit-identical.
+//! Every kernel of the kernel table (`quant::simd::table`) that this CPU runs, at every level
+//! it has, against its scalar reference on random inputs: block counts 1..=40 for
+//! 32-element blocks and 1..=12 for 256-element super-blocks (every tail), extreme codes
+//! included. The kernels reproduce the reference's accumulation order, so the results must
+//! be bit-identical. Every test ends by checking that it ran every kernel the table lists
+//! for its types at this CPU's level ([`common::Tally`]), and says how many of higher levels
+//! it could not run.
 
 mod common;
 
-use common::{assert_tile_bits, rng};
+use common::{assert_tile_bits, kernels_of, rng, Tally};
 use fathom_quant as quant;
+use quant::simd::table::Column;
+use quant::simd::Tile;
 use quant::{bytes_for, quantize_activation, DType};
 
 /// Random activations of length `n` in `[-scale, scale)`.
@@ -16,38 +21,29 @@ fn activations(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-/// Quantizes `x` to `act` and asserts every available `wt` kernel returns the reference's bits.
-fn assert_kernels_match(wt: DType, act: DType, w: &[u8], x: &[f32]) {
+/// Quantizes `x` to `act` and asserts every dot kernel of `wt` this CPU runs returns the
+/// reference's bits (recorded in `tally`).
+fn assert_kernels_match(tally: &mut Tally, wt: DType, act: DType, w: &[u8], x: &[f32]) {
     let n = x.len();
     let reference = wt.info().vec_dot.unwrap();
     let mut a = vec![0u8; bytes_for(act, n).unwrap()];
     quantize_activation(act, x, &mut a).unwrap();
     let want = reference(n, w, &a);
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        assert!(
-            quant::simd::available(wt).len() >= 2,
-            "{wt:?}: no SIMD kernel on an AVX2 CPU, so this test would compare nothing"
-        );
-    }
-    for (name, k) in &quant::simd::available(wt) {
-        let got = k(n, w, &a);
+    for (level, k) in kernels_of(wt, |r| r.dot) {
+        let got = (k.f)(n, w, &a);
         assert_eq!(
             got.to_bits(),
             want.to_bits(),
-            "{wt:?} {name} n={n}: {got} vs reference {want}"
+            "{wt:?} {}@{level} n={n}: {got} vs reference {want}",
+            k.name
         );
+        tally.ran(wt, Column::Dot, level, &k);
     }
 }
 
 #[test]
 fn q8_0_kernels_match_the_reference_bit_for_bit() {
-    let kernels = quant::simd::available(DType::Q8_0);
-    assert!(kernels.iter().any(|(n, _)| *n == "scalar"));
-    eprintln!(
-        "Q8_0 kernels on this CPU: {:?}",
-        kernels.iter().map(|k| k.0).collect::<Vec<_>>()
-    );
+    let mut tally = Tally::default();
     let mut r = rng(0xabcdef);
     for nb in 1..=40usize {
         let n = 32 * nb;
@@ -65,12 +61,14 @@ fn q8_0_kernels_match_the_reference_bit_for_bit() {
             }
         }
         let x = activations(&mut r, n, 3.0);
-        assert_kernels_match(DType::Q8_0, DType::Q8_0, &w, &x);
+        assert_kernels_match(&mut tally, DType::Q8_0, DType::Q8_0, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::Q8_0]);
 }
 
 #[test]
 fn mxfp4_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x5151);
     for nb in 1..=40usize {
         let n = 32 * nb;
@@ -82,12 +80,14 @@ fn mxfp4_kernels_match_the_reference_bit_for_bit() {
             }
         }
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::MXFP4, DType::Q8_0, &w, &x);
+        assert_kernels_match(&mut tally, DType::MXFP4, DType::Q8_0, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::MXFP4]);
 }
 
 #[test]
 fn q4_k_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x44);
     for nb in 1..=12usize {
         let n = 256 * nb;
@@ -100,12 +100,14 @@ fn q4_k_kernels_match_the_reference_bit_for_bit() {
             blk[2..4].copy_from_slice(&quant::scalar::f32_to_f16(0.001).to_le_bytes());
         }
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::Q4_K, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::Q4_K, DType::Q8_K, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::Q4_K]);
 }
 
 #[test]
 fn q6_k_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x66);
     for nb in 1..=12usize {
         let n = 256 * nb;
@@ -117,8 +119,9 @@ fn q6_k_kernels_match_the_reference_bit_for_bit() {
             blk[208..210].copy_from_slice(&quant::scalar::f32_to_f16(0.003).to_le_bytes());
         }
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::Q6_K, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::Q6_K, DType::Q8_K, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::Q6_K]);
 }
 
 /// Random weight bytes for `n` elements of `wt`, with an f16 scale of `scale`..2·`scale`
@@ -149,13 +152,15 @@ fn random_blocks(
 
 #[test]
 fn q2_0_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x2020);
     for nb in 1..=24usize {
         let n = 64 * nb;
         let w = random_blocks(&mut r, DType::Q2_0, n, &[0], 0.01);
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::Q2_0, DType::Q8_0, &w, &x);
+        assert_kernels_match(&mut tally, DType::Q2_0, DType::Q8_0, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::Q2_0]);
 }
 
 /// The eight f16 scale offsets of a Q2_0_X block.
@@ -166,8 +171,9 @@ const Q2X_SCALES: [usize; 8] = [128, 130, 132, 134, 136, 138, 140, 142];
 /// row it was made from.
 #[test]
 fn q2_0_x_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x2a2a);
-    let kernels = quant::simd::available(DType::Q2_0_X);
+    let kernels = kernels_of(DType::Q2_0_X, |r| r.dot);
     for groups in 1..=6usize {
         let n = 512 * groups;
         let src = random_blocks(&mut r, DType::Q2_0, n, &[0], 0.01);
@@ -177,81 +183,94 @@ fn q2_0_x_kernels_match_the_reference_bit_for_bit() {
         let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
         quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
         let want = DType::Q2_0.info().vec_dot.unwrap()(n, &src, &a);
-        for (name, k) in &kernels {
-            let got = k(n, &w, &a);
+        for (level, k) in &kernels {
+            let got = (k.f)(n, &w, &a);
             assert_eq!(
                 got.to_bits(),
                 want.to_bits(),
-                "{name} n={n}: {got} vs {want}"
+                "{}@{level} n={n}: {got} vs {want}",
+                k.name
             );
+            tally.ran(DType::Q2_0_X, Column::Dot, *level, k);
         }
     }
+    tally.assert_all(Column::Dot, &[DType::Q2_0_X]);
 }
 
 #[test]
 fn q5_k_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x55);
     for nb in 1..=12usize {
         let n = 256 * nb;
         let w = random_blocks(&mut r, DType::Q5_K, n, &[0, 2], 0.002);
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::Q5_K, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::Q5_K, DType::Q8_K, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::Q5_K]);
 }
 
 #[test]
 fn iq2_xxs_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x1122);
     for nb in 1..=12usize {
         let n = 256 * nb;
         let w = random_blocks(&mut r, DType::IQ2_XXS, n, &[0], 0.003);
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::IQ2_XXS, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::IQ2_XXS, DType::Q8_K, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::IQ2_XXS]);
 }
 
 #[test]
 fn iq1_s_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x1515);
     for nb in 1..=12usize {
         let n = 256 * nb;
         let w = random_blocks(&mut r, DType::IQ1_S, n, &[0], 0.004);
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::IQ1_S, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::IQ1_S, DType::Q8_K, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::IQ1_S]);
 }
 
 /// IQ1_S_X: random bytes (every code 0..=3, every nibble), and repacked IQ1_S rows.
 #[test]
 fn iq1_s_x_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x1519);
     for nb in 1..=12usize {
         let n = 256 * nb;
         let w = random_blocks(&mut r, DType::IQ1_S_X, n, &[0], 0.004);
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::IQ1_S_X, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::IQ1_S_X, DType::Q8_K, &w, &x);
         let src = random_blocks(&mut r, DType::IQ1_S, n, &[0], 0.004);
         let mut w = vec![0u8; bytes_for(DType::IQ1_S_X, n).unwrap()];
         quant::codec::repack::repack_iq1_s_x(&src, &mut w);
-        assert_kernels_match(DType::IQ1_S_X, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::IQ1_S_X, DType::Q8_K, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::IQ1_S_X]);
 }
 
 /// IQ2_XXS_X: random bytes (every code 0..=3, every sign and scale), and repacked IQ2_XXS
 /// rows.
 #[test]
 fn iq2_xxs_x_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x2219);
     for nb in 1..=12usize {
         let n = 256 * nb;
         let w = random_blocks(&mut r, DType::IQ2_XXS_X, n, &[0], 0.003);
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::IQ2_XXS_X, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::IQ2_XXS_X, DType::Q8_K, &w, &x);
         let src = random_blocks(&mut r, DType::IQ2_XXS, n, &[0], 0.003);
         let mut w = vec![0u8; bytes_for(DType::IQ2_XXS_X, n).unwrap()];
         quant::codec::repack::repack_iq2_xxs_x(&src, &mut w);
-        assert_kernels_match(DType::IQ2_XXS_X, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::IQ2_XXS_X, DType::Q8_K, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::IQ2_XXS_X]);
 }
 
 /// Writes the f16 super-scale `bits` into every IQ1_M (or IQ1_M_X) block of `w`: it lives in
@@ -268,6 +287,7 @@ fn set_iq1m_scale(w: &mut [u8], t: DType, bits: u16) {
 
 #[test]
 fn iq1_m_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x1313);
     let bits = quant::scalar::f32_to_f16(0.004);
     for nb in 1..=12usize {
@@ -275,8 +295,9 @@ fn iq1_m_kernels_match_the_reference_bit_for_bit() {
         let mut w = random_blocks(&mut r, DType::IQ1_M, n, &[], 0.0);
         set_iq1m_scale(&mut w, DType::IQ1_M, bits);
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::IQ1_M, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::IQ1_M, DType::Q8_K, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::IQ1_M]);
 }
 
 /// IQ1_S_X's and IQ1_M_X's multi-row kernels sum sixteen 4·l·y products per 16-bit lane:
@@ -284,6 +305,7 @@ fn iq1_m_kernels_match_the_reference_bit_for_bit() {
 /// both signs) must still give the reference's bits, in the one-row and multi-row kernels.
 #[test]
 fn iq1_x_extreme_codes_and_activations_match_the_reference() {
+    let mut tally = Tally::default();
     let mut r = rng(0x131a);
     let bits = quant::scalar::f32_to_f16(0.004);
     let n = 512;
@@ -306,18 +328,20 @@ fn iq1_x_extreme_codes_and_activations_match_the_reference() {
                     w
                 })
                 .collect();
-            assert_kernels_match(wt, DType::Q8_K, &ws[0], &x);
-            let kernels = quant::simd::rows_available(wt);
+            assert_kernels_match(&mut tally, wt, DType::Q8_K, &ws[0], &x);
             let reference = wt.info().vec_dot.unwrap();
-            assert_rows_match(wt, &kernels, n, &ws, &a, reference);
+            assert_rows_match(&mut tally, wt, n, &ws, &a, reference);
         }
     }
+    tally.assert_all(Column::Dot, &[DType::IQ1_S_X, DType::IQ1_M_X]);
+    tally.assert_all(Column::Rows, &[DType::IQ1_S_X, DType::IQ1_M_X]);
 }
 
 /// IQ1_M_X: random bytes (every code 0..=3, every delta sign and scale), and repacked IQ1_M
 /// rows.
 #[test]
 fn iq1_m_x_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0x1319);
     let bits = quant::scalar::f32_to_f16(0.004);
     for nb in 1..=12usize {
@@ -325,19 +349,21 @@ fn iq1_m_x_kernels_match_the_reference_bit_for_bit() {
         let mut w = random_blocks(&mut r, DType::IQ1_M_X, n, &[], 0.0);
         set_iq1m_scale(&mut w, DType::IQ1_M_X, bits);
         let x = activations(&mut r, n, 2.0);
-        assert_kernels_match(DType::IQ1_M_X, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::IQ1_M_X, DType::Q8_K, &w, &x);
         let mut src = random_blocks(&mut r, DType::IQ1_M, n, &[], 0.0);
         set_iq1m_scale(&mut src, DType::IQ1_M, bits);
         let mut w = vec![0u8; bytes_for(DType::IQ1_M_X, n).unwrap()];
         quant::codec::repack::repack_iq1_m_x(&src, &mut w);
-        assert_kernels_match(DType::IQ1_M_X, DType::Q8_K, &w, &x);
+        assert_kernels_match(&mut tally, DType::IQ1_M_X, DType::Q8_K, &w, &x);
     }
+    tally.assert_all(Column::Dot, &[DType::IQ1_M_X]);
 }
 
 /// The float kernels reorder the reference's f64 sum: equal within 1e-6·Σ|w·a| (and at
 /// n < 8, where only the scalar tail runs, bit for bit).
 #[test]
 fn float_kernels_match_the_reference_within_reordering() {
+    let mut tally = Tally::default();
     let mut r = rng(0xf10a7);
     for wt in [DType::F32, DType::F16, DType::BF16] {
         for n in (1..=70).chain([255, 256, 257, 4096, 4099]) {
@@ -348,30 +374,30 @@ fn float_kernels_match_the_reference_within_reordering() {
             let mut a = vec![0u8; bytes_for(wt, n).unwrap()];
             quantize_activation(wt, &x, &mut a).unwrap();
             let want = wt.info().vec_dot.unwrap()(n, &w, &a);
-            let kernels = quant::simd::available(wt);
-            #[cfg(target_arch = "x86_64")]
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c") {
-                assert!(kernels.len() >= 2, "{wt:?}: no SIMD kernel on an AVX2 CPU");
-            }
             let mag: f32 = wv.iter().zip(&x).map(|(a, b)| (a * b).abs()).sum();
-            for (name, k) in &kernels {
-                let got = k(n, &w, &a);
+            for (level, k) in kernels_of(wt, |r| r.dot) {
+                let got = (k.f)(n, &w, &a);
+                let name = k.name;
                 if n < 8 {
                     assert_eq!(got.to_bits(), want.to_bits(), "{wt:?} {name} n={n}");
                 }
                 assert!(
                     (got - want).abs() <= 1e-6 * mag,
-                    "{wt:?} {name} n={n}: {got} vs reference {want}"
+                    "{wt:?} {name}@{level} n={n}: {got} vs reference {want}"
                 );
+                tally.ran(wt, Column::Dot, level, &k);
             }
         }
     }
+    tally.assert_all(Column::Dot, &[DType::F32, DType::F16, DType::BF16]);
 }
 
 /// The multi-column kernels give each column the single-column reference's bits, for every
 /// column count 1..=9 (all chunk tails) and several row lengths.
 #[test]
 fn multi_column_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
+    let mut types = Vec::new();
     let mut r = rng(0x3c01);
     for (wt, act, blk, scale_at) in [
         (DType::Q8_0, DType::Q8_0, 32usize, 0usize),
@@ -388,12 +414,8 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
         (DType::MXFP4, DType::Q8_0, 32, 0),
         (DType::Q6_K, DType::Q8_K, 256, 208),
     ] {
-        let kernels = quant::simd::multi_available(wt);
-        #[cfg(target_arch = "x86_64")]
-        assert!(
-            !(wt == DType::Q8_0 && std::is_x86_feature_detected!("avx2") && kernels.is_empty()),
-            "no Q8_0 multi-column kernel on an AVX2 CPU"
-        );
+        types.push(wt);
+        let kernels = kernels_of(wt, |r| r.multi);
         let reference = wt.info().vec_dot.unwrap();
         for nb in [1usize, 3, 8, 9, 17] {
             let n = blk * nb;
@@ -430,21 +452,24 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
                     })
                     .collect();
                 let refs: Vec<&[u8]> = acts.iter().map(|a| a.as_slice()).collect();
-                for (name, multi) in &kernels {
+                for (level, multi) in &kernels {
                     let mut out = vec![f32::NAN; cols];
-                    multi(n, &w, &refs, &mut out);
+                    (multi.f)(n, &w, &refs, &mut out);
                     for (c, a) in acts.iter().enumerate() {
                         let want = reference(n, &w, a);
                         assert_eq!(
                             out[c].to_bits(),
                             want.to_bits(),
-                            "{wt:?} {name} n={n} cols={cols} col {c}"
+                            "{wt:?} {}@{level} n={n} cols={cols} col {c}",
+                            multi.name
                         );
                     }
+                    tally.ran(wt, Column::Multi, *level, multi);
                 }
             }
         }
     }
+    tally.assert_all(Column::Multi, &types);
 }
 
 /// `column_split`: in order, covering every column once, at most `max` per pass, as few
@@ -482,36 +507,40 @@ fn column_split_never_leaves_a_single_column() {
     assert_eq!(lens(1, 4), [1]);
 }
 
-/// Every multi-row kernel in `kernels` gives each of the rows `ws` (against activation `a`)
-/// the bits of `want`.
+/// Every multi-row kernel of `wt` this CPU runs gives each of the rows `ws` (against
+/// activation `a`) the bits of `want` (recorded in `tally`).
 fn assert_rows_match(
+    tally: &mut Tally,
     wt: DType,
-    kernels: &[(&str, quant::simd::RowsDotFn)],
     n: usize,
     ws: &[Vec<u8>],
     a: &[u8],
     want: quant::DotFn,
 ) {
     let refs: Vec<&[u8]> = ws.iter().map(|w| w.as_slice()).collect();
-    for (name, kernel) in kernels {
+    for (level, kernel) in kernels_of(wt, |r| r.rows) {
         let mut out = vec![f32::NAN; ws.len()];
-        kernel(n, &refs, a, &mut out);
+        (kernel.f)(n, &refs, a, &mut out);
         for (i, w) in ws.iter().enumerate() {
             assert_eq!(
                 out[i].to_bits(),
                 want(n, w, a).to_bits(),
-                "{wt:?} {name} n={n} rows={} row {i}",
+                "{wt:?} {}@{level} n={n} rows={} row {i}",
+                kernel.name,
                 ws.len()
             );
         }
+        tally.ran(wt, Column::Rows, level, &kernel);
     }
 }
 
 /// The multi-row kernels give each weight row the single-row reference's bits, for every
-/// row count 1..=9 (all pass tails), several row lengths (partial groups of eight blocks)
-/// and software prefetch distances, with extreme codes in the weights.
+/// row count 1..=9 (all pass tails) and several row lengths (partial groups of eight
+/// blocks), with extreme codes in the weights.
 #[test]
 fn multi_row_kernels_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
+    let mut types = Vec::new();
     let mut r = rng(0x3c02);
     for (wt, act, blk, scale_at) in [
         (DType::Q8_0, DType::Q8_0, 32usize, &[0usize][..]),
@@ -528,12 +557,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
         (DType::IQ1_M, DType::Q8_K, 256, &[]),
         (DType::IQ1_M_X, DType::Q8_K, 256, &[]),
     ] {
-        let kernels = quant::simd::rows_available(wt);
-        #[cfg(target_arch = "x86_64")]
-        assert!(
-            !(wt == DType::Q8_0 && std::is_x86_feature_detected!("avx2") && kernels.is_empty()),
-            "no {wt:?} multi-row kernel on an AVX2 CPU"
-        );
+        types.push(wt);
         let reference = wt.info().vec_dot.unwrap();
         for nb in [1usize, 3, 8, 9, 17] {
             let n = blk * nb;
@@ -567,15 +591,11 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
                         w
                     })
                     .collect();
-                // the software prefetch distance must not change a bit (0: none; 100: not a
-                // whole line; 4096: past the end of every row here)
-                for pd in [0, 100, 4096] {
-                    quant::simd::set_prefetch_distance(pd);
-                    assert_rows_match(wt, &kernels, n, &ws, &a, reference);
-                }
+                assert_rows_match(&mut tally, wt, n, &ws, &a, reference);
             }
         }
     }
+    tally.assert_all(Column::Rows, &types);
 }
 
 /// Callers hand a multi-row kernel up to `DOT_BATCH` rows at once, and kernels that prepare
@@ -585,6 +605,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
 /// reference's bits across segment and batch boundaries.
 #[test]
 fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0xba7c4);
     for (wt, act, blk, nbs, at) in [
         (
@@ -603,7 +624,6 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
         (DType::IQ1_M, DType::Q8_K, 256, [32, 35, 70], &[]),
         (DType::IQ2_XXS, DType::Q8_K, 256, [32, 35, 71], &[0]),
     ] {
-        let kernels = quant::simd::rows_available(wt);
         let reference = wt.info().vec_dot.unwrap();
         for nb in nbs {
             let n = blk * nb;
@@ -626,10 +646,22 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
                 })
                 .collect();
             for rows in [1usize, 5, 63, 64, 65, quant::simd::DOT_BATCH + 6] {
-                assert_rows_match(wt, &kernels, n, &ws[..rows], &a, reference);
+                assert_rows_match(&mut tally, wt, n, &ws[..rows], &a, reference);
             }
         }
     }
+    let checked = [
+        DType::Q2_0,
+        DType::Q2_0_X,
+        DType::Q8_0,
+        DType::MXFP4,
+        DType::IQ1_M_X,
+        DType::IQ1_S_X,
+        DType::IQ1_S,
+        DType::IQ1_M,
+        DType::IQ2_XXS,
+    ];
+    tally.assert_all(Column::Rows, &checked);
 }
 
 /// The float multi-row kernels give each row the bits of the one-row kernel of their tier
@@ -637,19 +669,12 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
 /// and lengths with every eight- and sixteen-element tail.
 #[test]
 fn float_multi_row_kernels_match_the_one_row_kernel_bit_for_bit() {
+    let mut tally = Tally::default();
     let mut r = rng(0xf10b8);
     for wt in [DType::F32, DType::F16, DType::BF16] {
-        let kernels = quant::simd::rows_available(wt);
-        #[cfg(target_arch = "x86_64")]
-        assert!(
-            !(std::is_x86_feature_detected!("avx2")
-                && std::is_x86_feature_detected!("f16c")
-                && kernels.is_empty()),
-            "no {wt:?} multi-row kernel on an AVX2 CPU"
-        );
-        // each multi-row kernel against the one-row kernel of its own tier (`avx512` / `avx2`):
-        // the tiers sum their f64 lanes in different orders
-        let ones = quant::simd::available(wt);
+        // each multi-row kernel against the one-row kernel of its own level: the levels sum
+        // their f64 lanes in different orders
+        let ones = kernels_of(wt, |r| r.dot);
         for n in [1usize, 7, 8, 9, 15, 16, 17, 31, 64, 257, 4099] {
             let x = activations(&mut r, n, 3.0);
             let mut a = vec![0u8; bytes_for(wt, n).unwrap()];
@@ -662,19 +687,28 @@ fn float_multi_row_kernels_match_the_one_row_kernel_bit_for_bit() {
                         w
                     })
                     .collect();
-                for pd in [0, 100, 4096] {
-                    quant::simd::set_prefetch_distance(pd);
-                    for kernel in &kernels {
-                        let one = ones
-                            .iter()
-                            .find(|o| o.0 == kernel.0)
-                            .unwrap_or_else(|| panic!("{wt:?}: no one-row {} kernel", kernel.0));
-                        assert_rows_match(wt, std::slice::from_ref(kernel), n, &ws, &a, one.1);
+                let refs: Vec<&[u8]> = ws.iter().map(|w| w.as_slice()).collect();
+                for (level, kernel) in kernels_of(wt, |r| r.rows) {
+                    let one = ones
+                        .iter()
+                        .find(|o| o.0 == level)
+                        .unwrap_or_else(|| panic!("{wt:?}: no one-row {level} kernel"));
+                    let mut out = vec![f32::NAN; ws.len()];
+                    (kernel.f)(n, &refs, &a, &mut out);
+                    for (i, w) in ws.iter().enumerate() {
+                        let want = (one.1.f)(n, w, &a);
+                        assert_eq!(
+                            out[i].to_bits(),
+                            want.to_bits(),
+                            "{wt:?} {level} n={n} row {i}"
+                        );
                     }
+                    tally.ran(wt, Column::Rows, level, &kernel);
                 }
             }
         }
     }
+    tally.assert_all(Column::Rows, &[DType::F32, DType::F16, DType::BF16]);
 }
 
 /// The tiled Q8_0 GEMMs (on raw and on expanded rows) give every (row, column) the
@@ -684,24 +718,31 @@ fn float_multi_row_kernels_match_the_one_row_kernel_bit_for_bit() {
 /// block counts with and without a partial group of eight scales.
 #[test]
 fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
+    for (level, k) in kernels_of(DType::Q8_0, |r| r.tile) {
+        let Tile::Panel {
+            tile,
+            expanded: Some((etile, expand)),
+        } = k.f
+        else {
+            panic!("Q8_0's tile is a panel tile with an expanded form");
+        };
+        q8_0_tiles(tile, etile, expand);
+        tally.ran(DType::Q8_0, Column::Tile, level, &k);
+    }
+    tally.assert_all(Column::Tile, &[DType::Q8_0]);
+}
+
+/// [`q8_0_tile_kernel_matches_the_reference_bit_for_bit`] for one tile, expanded tile and
+/// expander.
+fn q8_0_tiles(
+    tile: quant::simd::tile_q8::TileFn,
+    etile: quant::simd::tile_q8::TileFn,
+    expand: quant::simd::tile_q8::ExpandFn,
+) {
     use quant::simd::tile_q8::{
-        expand_fn, expand_q8_0, expanded_bytes, expanded_tile_fn, pack_q8_0_panel, panel_bytes,
-        q8_0_tile_fn, TILE_COLS,
+        expand_q8_0, expanded_bytes, pack_q8_0_panel, panel_bytes, TILE_COLS,
     };
-    #[cfg(target_arch = "x86_64")]
-    assert!(
-        !(std::is_x86_feature_detected!("avx512vnni")
-            && std::is_x86_feature_detected!("avx512vbmi")
-            && std::is_x86_feature_detected!("avx512bitalg")
-            && std::env::var("FATHOM_FORCE_SCALAR").is_err()
-            && q8_0_tile_fn().is_none()),
-        "no tile kernel on an AVX-512 VNNI CPU, so this test would compare nothing"
-    );
-    let Some(tile) = q8_0_tile_fn() else {
-        eprintln!("no tiled Q8_0 kernel on this CPU; only the panel packing is exercised");
-        return;
-    };
-    let etile = expanded_tile_fn().expect("the expanded tile has the raw tile's features");
     let reference = DType::Q8_0.info().vec_dot.unwrap();
     let mut r = rng(0x711e);
     for nb in [1usize, 3, 8, 17] {
@@ -734,7 +775,7 @@ fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
                 let (mut want, mut got) =
                     (vec![0u8; expanded_bytes(n)], vec![7u8; expanded_bytes(n)]);
                 expand_q8_0(w, &mut want);
-                expand_fn()(w, &mut got);
+                expand(w, &mut got);
                 assert_eq!(got, want, "expanded Q8_0 row, n={n}");
                 got
             })
@@ -775,9 +816,9 @@ fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
 #[test]
 fn grid_tile_kernels_match_the_reference_bit_for_bit() {
     use quant::simd::tile_grid::{
-        expand_fn, expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes,
-        tile_fn, TILE_COLS,
+        expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes, TILE_COLS,
     };
+    let mut tally = Tally::default();
     let mut r = rng(0x1a2);
     for (wt, reference_expand) in [
         (DType::IQ2_XXS, expand_iq2_xxs as fn(&[u8], &mut [u8])),
@@ -786,55 +827,60 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
         (DType::IQ2_XXS_X, expand_iq2_xxs_x),
     ] {
         let reference = wt.info().vec_dot.unwrap();
-        for nsb in [1usize, 2, 5] {
-            let n = 256 * nsb;
-            let rows: Vec<Vec<u8>> = (0..4)
-                .map(|_| random_blocks(&mut r, wt, n, &[0], 0.004))
-                .collect();
-            let expanded: Vec<Vec<u8>> = rows
-                .iter()
-                .map(|w| {
-                    let mut want = vec![0u8; expanded_bytes(n)];
-                    reference_expand(w, &mut want);
-                    let mut got = vec![0u8; expanded_bytes(n)];
-                    expand_fn(wt).unwrap()(w, &mut got);
-                    assert_eq!(got, want, "{wt:?} expanders differ, n={n}");
-                    want
-                })
-                .collect();
-            let Some(tile) = tile_fn(wt) else {
-                continue;
+        for (level, k) in kernels_of(wt, |r| r.tile) {
+            let Tile::Grid { tile, expand, amx } = k.f else {
+                panic!("{wt:?}'s tile is a grid tile");
             };
-            let acts: Vec<Vec<u8>> = (0..TILE_COLS)
-                .map(|c| {
-                    let x = activations(&mut r, n, if c == 5 { 1e4 } else { 2.0 });
-                    let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
-                    quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
-                    a
-                })
-                .collect();
-            for nr in 1..=4usize {
-                let xr: Vec<&[u8]> = expanded[..nr].iter().map(|w| w.as_slice()).collect();
-                for cols in 1..=TILE_COLS {
-                    let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
-                    let mut out = vec![f32::NAN; nr * cols];
-                    let mut panel = vec![0u8; quant::simd::tile_grid::panel_bytes(n, cols)];
-                    quant::simd::tile_grid::pack_panel(n, &ar, &mut panel);
-                    tile(n, &xr, &ar, &panel, &mut out);
-                    assert_tile_bits(wt, n, reference, &rows[..nr], &ar, &out);
+            tally.ran(wt, Column::Tile, level, &k);
+            if amx.is_some() {
+                continue; // the AMX level's row: its VNNI half is the level below's, its AMX
+                          // tile is checked in `amx.rs`
+            }
+            for nsb in [1usize, 2, 5] {
+                let n = 256 * nsb;
+                let rows: Vec<Vec<u8>> = (0..4)
+                    .map(|_| random_blocks(&mut r, wt, n, &[0], 0.004))
+                    .collect();
+                let expanded: Vec<Vec<u8>> = rows
+                    .iter()
+                    .map(|w| {
+                        let mut want = vec![0u8; expanded_bytes(n)];
+                        reference_expand(w, &mut want);
+                        let mut got = vec![0u8; expanded_bytes(n)];
+                        expand(w, &mut got);
+                        assert_eq!(got, want, "{wt:?} expanders differ, n={n}");
+                        want
+                    })
+                    .collect();
+                let acts: Vec<Vec<u8>> = (0..TILE_COLS)
+                    .map(|c| {
+                        let x = activations(&mut r, n, if c == 5 { 1e4 } else { 2.0 });
+                        let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+                        quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+                        a
+                    })
+                    .collect();
+                for nr in 1..=4usize {
+                    let xr: Vec<&[u8]> = expanded[..nr].iter().map(|w| w.as_slice()).collect();
+                    for cols in 1..=TILE_COLS {
+                        let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                        let mut out = vec![f32::NAN; nr * cols];
+                        let mut panel = vec![0u8; quant::simd::tile_grid::panel_bytes(n, cols)];
+                        quant::simd::tile_grid::pack_panel(n, &ar, &mut panel);
+                        tile(n, &xr, &ar, &panel, &mut out);
+                        assert_tile_bits(wt, n, reference, &rows[..nr], &ar, &out);
+                    }
                 }
             }
         }
-        #[cfg(target_arch = "x86_64")]
-        assert!(
-            !(std::is_x86_feature_detected!("avx512vnni")
-                && std::is_x86_feature_detected!("avx512vbmi")
-                && std::is_x86_feature_detected!("avx512bitalg")
-                && std::env::var("FATHOM_FORCE_SCALAR").is_err()
-                && tile_fn(wt).is_none()),
-            "no {wt:?} tile kernel on an AVX-512 VBMI CPU, so the tile half compared nothing"
-        );
     }
+    let grids = [
+        DType::IQ2_XXS,
+        DType::IQ1_S,
+        DType::IQ1_S_X,
+        DType::IQ2_XXS_X,
+    ];
+    tally.assert_all(Column::Tile, &grids);
 }
 
 /// The float tile kernels (f32 accumulation) stay within their documented bound of the f64
@@ -843,27 +889,16 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
 /// forms on an AVX512-BF16 CPU).
 #[test]
 fn float_tile_kernels_stay_within_their_bound_of_the_reference() {
-    use quant::simd::tile_float::{float_tile_kernels, TILE_COLS};
+    use quant::simd::tile_float::TILE_COLS;
+    let mut tally = Tally::default();
     let mut r = rng(0xf10a7);
-    #[cfg(target_arch = "x86_64")]
-    let avx512 = std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512bw")
-        && std::env::var("FATHOM_FORCE_SCALAR").is_err();
-    #[cfg(not(target_arch = "x86_64"))]
-    let avx512 = false;
     for wt in [DType::F32, DType::F16, DType::BF16] {
-        let kernels = float_tile_kernels(wt);
-        assert!(
-            !(avx512 && kernels.is_empty()),
-            "{wt:?}: no float tile kernel on an AVX-512 CPU"
-        );
-        #[cfg(target_arch = "x86_64")]
-        assert!(
-            !(avx512 && wt == DType::BF16 && std::is_x86_feature_detected!("avx512bf16"))
-                || kernels.len() == 2,
-            "both BF16 tile kernels on an AVX512-BF16 CPU"
-        );
-        for (name, tile) in kernels {
+        for (level, k) in kernels_of(wt, |r| r.tile) {
+            let Tile::Float(tile) = k.f else {
+                panic!("{wt:?}'s tile is a float tile");
+            };
+            tally.ran(wt, Column::Tile, level, &k);
+            let name = format!("{}@{level}", k.name);
             let reference = wt.info().vec_dot.unwrap();
             for n in [1usize, 15, 16, 17, 33, 100, 1000, 4096] {
                 let quantized = |r: &mut dyn FnMut() -> u64, scale: f32| {
@@ -906,24 +941,29 @@ fn float_tile_kernels_stay_within_their_bound_of_the_reference() {
             }
         }
     }
+    tally.assert_all(Column::Tile, &[DType::F32, DType::F16, DType::BF16]);
 }
 
 /// The tiled Q2_0 GEMM (on the Q8_0 panel) gives every (row, column) the reference's bits,
 /// for every row count 1..=4 and column count 1..=8, on Q2_0 rows and on Q2_0_X rows.
 #[test]
 fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
-    use quant::simd::tile_q2::{q2_0_tile_fn, q2_0_x_tile_fn};
     use quant::simd::tile_q8::{pack_q8_0_panel, panel_bytes, TILE_COLS};
-    #[cfg(target_arch = "x86_64")]
-    assert!(
-        !(std::is_x86_feature_detected!("avx512vnni")
-            && std::is_x86_feature_detected!("avx512vbmi")
-            && std::is_x86_feature_detected!("avx512bitalg")
-            && std::env::var("FATHOM_FORCE_SCALAR").is_err()
-            && q2_0_tile_fn().is_none()),
-        "no Q2_0 tile kernel on an AVX-512 VBMI CPU, so this test would compare nothing"
+    let mut tally = Tally::default();
+    let panel_tile = |t: DType, tally: &mut Tally| {
+        let (level, k) = kernels_of(t, |r| r.tile).pop()?;
+        tally.ran(t, Column::Tile, level, &k);
+        match k.f {
+            Tile::Panel { tile, .. } => Some(tile),
+            _ => panic!("{t:?}'s tile is a panel tile"),
+        }
+    };
+    let tiles = (
+        panel_tile(DType::Q2_0, &mut tally),
+        panel_tile(DType::Q2_0_X, &mut tally),
     );
-    let (Some(tile), Some(tile_x)) = (q2_0_tile_fn(), q2_0_x_tile_fn()) else {
+    tally.assert_all(Column::Tile, &[DType::Q2_0, DType::Q2_0_X]);
+    let (Some(tile), Some(tile_x)) = tiles else {
         return;
     };
     let reference = DType::Q2_0.info().vec_dot.unwrap();
@@ -1074,45 +1114,5 @@ fn q8_k_activation_quantizer_matches_the_scalar_one() {
         for (i, (ba, bb)) in a.chunks(292).zip(b.chunks(292)).enumerate() {
             assert_eq!(ba, bb, "n={n} block {i}");
         }
-    }
-}
-
-/// `set_rows_kernel` routes `vec_dot_rows_fn` to the named kernel of each type, `None`
-/// restores the first listed, and a name this CPU does not list is an error that names the
-/// ones it does.
-#[test]
-fn rows_kernel_choice_routes_by_name() {
-    use quant::simd::{rows_available, rows_kernel_choice, set_rows_kernel, vec_dot_rows_fn};
-    let addr = |t: DType| vec_dot_rows_fn(t).map(|f| f as usize);
-    for t in [
-        DType::IQ1_S,
-        DType::IQ1_M,
-        DType::IQ2_XXS,
-        DType::Q8_0,
-        DType::F32,
-    ] {
-        let kernels = rows_available(t);
-        for (name, k) in &kernels {
-            set_rows_kernel(t, Some(name)).unwrap();
-            assert_eq!(rows_kernel_choice(t), Some(*name));
-            assert_eq!(addr(t), Some(*k as usize), "{t:?} {name}");
-        }
-        set_rows_kernel(t, None).unwrap();
-        assert_eq!(rows_kernel_choice(t), None);
-        assert_eq!(addr(t), kernels.first().map(|k| k.1 as usize));
-        let err = set_rows_kernel(t, Some("no-such-kernel")).unwrap_err();
-        let names: Vec<&str> = kernels.iter().map(|k| k.0).collect();
-        assert_eq!(
-            err.to_string(),
-            format!(
-                "{t}: no multi-row kernel \"no-such-kernel\" on this CPU (available: {})",
-                names.join(", ")
-            )
-        );
-        assert_eq!(
-            rows_kernel_choice(t),
-            None,
-            "a failed choice changes nothing"
-        );
     }
 }

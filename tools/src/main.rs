@@ -7,9 +7,10 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod cmd;
+mod env;
 mod mem;
 
 /// fathom: a ggml-style runtime for DeepSeek-V4 on CPUs.
@@ -48,20 +49,20 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if let Err(e) = cmd::rows_kernels_from_env() {
-        eprintln!("error: {e:#}");
-        return ExitCode::FAILURE;
-    }
-    let result = match cli.command {
+    let matches = Cli::command().after_help(env::help()).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let result = env::Env::read().and_then(|env| match cli.command {
         Command::Inspect(args) => cmd::inspect::run(&args),
         Command::TestOps(args) => cmd::test_ops::run(&args),
-        Command::Logits(args) => cmd::logits::run(&args),
-        Command::Bench(args) => cmd::bench::run(&args),
-        Command::Run(args) => cmd::run::run(&args),
-        Command::Kl(args) => cmd::kl::run(&args),
+        Command::Logits(args) => cmd::logits::run(&args, &env),
+        Command::Bench(args) => cmd::bench::run(&args, &env),
+        Command::Run(args) => cmd::run::run(&args, &env),
+        Command::Kl(args) => cmd::kl::run(&args, &env),
         Command::Synth(args) => cmd::synth::run(&args),
-    };
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -87,7 +87,8 @@ fn repack_reports_loaded_bytes_and_rejects_unknown_types() {
     ]);
     let r = &v.as_array().unwrap()[0];
     let file = r["bytes_per_token"].as_u64().unwrap();
-    let repacks = quant::simd::available(quant::DType::IQ1_S_X).len() > 1;
+    let repacks = quant::simd::kernels(quant::DType::IQ1_S_X, quant::simd::CpuLevel::detect())
+        .is_some_and(|k| k.has_simd());
     match r["loaded_bytes_per_token"].as_u64() {
         Some(loaded) => {
             assert!(repacks);
@@ -107,43 +108,16 @@ fn repack_reports_loaded_bytes_and_rejects_unknown_types() {
     assert!(!out.status.success() && err.contains("q4_k"), "{err}");
 }
 
-/// `--matvec`: one JSON object per (type, prefetch distance) with the measured rates and
-/// the fraction; unknown or untested types are refused by name, and `--matvec` does not take
-/// a model.
+/// `--matvec`: one JSON object per type with the measured rates and the fraction;
+/// unknown or untested types are refused by name, and `--matvec` does not take a model.
 #[test]
 fn matvec_reports_each_type_against_the_bandwidth() {
     let v = json_of(&[
-        "bench",
-        "--matvec",
-        "q8_0,f32",
-        "--prefetch",
-        "0,2048",
-        "-t",
-        "2",
-        "-r",
-        "1",
-        "--json",
+        "bench", "--matvec", "q8_0,f32", "-t", "2", "-r", "1", "--json",
     ]);
     let rows = v.as_array().unwrap();
-    assert_eq!(rows.len(), 4);
-    let got: Vec<(String, u64)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["type"].as_str().unwrap().to_string(),
-                r["prefetch"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        got,
-        [
-            ("Q8_0".to_string(), 0),
-            ("Q8_0".to_string(), 2048),
-            ("F32".to_string(), 0),
-            ("F32".to_string(), 2048)
-        ]
-    );
+    let got: Vec<&str> = rows.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(got, ["Q8_0", "F32"]);
     for r in rows {
         let (m, b, f) = (
             r["matvec_gbs"].as_f64().unwrap(),
@@ -186,61 +160,27 @@ fn matvec_reports_each_type_against_the_bandwidth() {
     );
 }
 
-/// `--kernels all`: one row per decode kernel this CPU lists for the type (the reference's
-/// label where it lists none); an unknown kernel name, and a bad `FATHOM_ROWS_KERNEL`, are
-/// refused naming what was wrong, before any measuring.
+/// The kernel column names the kernel the table gives the type on this CPU: its rows
+/// kernel, or its dot kernel (the scalar reference where it has none).
 #[test]
-fn matvec_compares_the_decode_kernels_and_checks_their_names() {
-    let v = json_of(&[
-        "bench",
-        "--matvec",
-        "q8_0",
-        "--kernels",
-        "all",
-        "-t",
-        "1",
-        "-r",
-        "1",
-        "--json",
-    ]);
-    let got: Vec<&str> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["kernel"].as_str().unwrap())
-        .collect();
-    let listed: Vec<String> = quant::simd::rows_available(quant::DType::Q8_0)
-        .iter()
-        .map(|k| format!("{} rows", k.0))
-        .collect();
-    if listed.is_empty() {
-        assert_eq!(got.len(), 1, "{v}");
-    } else {
-        assert_eq!(got, listed, "{v}");
-    }
-    let out = fathom()
-        .args(["bench", "--matvec", "q8_0", "--kernels", "no-such"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("--kernels") && err.contains("no-such"),
-        "{err}"
-    );
-    for (spec, says) in [
-        ("q8_0=no-such", "no-such"),
-        ("q9_9=avx512", "unknown type \"q9_9\""),
-        ("q8_0", "is not TYPE=KERNEL"),
-    ] {
-        let out = fathom()
-            .env("FATHOM_ROWS_KERNEL", spec)
-            .args(["bench", "--matvec", "q8_0"])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && err.contains("FATHOM_ROWS_KERNEL") && err.contains(says),
-            "{spec}: {err}"
-        );
+fn matvec_names_the_kernel_of_the_table() {
+    let level = quant::simd::CpuLevel::detect();
+    for t in [quant::DType::Q8_0, quant::DType::Q2_0_X] {
+        let v = json_of(&[
+            "bench",
+            "--matvec",
+            t.name(),
+            "-t",
+            "1",
+            "-r",
+            "1",
+            "--json",
+        ]);
+        let k = quant::simd::kernels(t, level).unwrap();
+        let want = match k.rows {
+            Some(r) => format!("{} rows", r.name),
+            None => k.dot.name.to_string(),
+        };
+        assert_eq!(v[0]["kernel"].as_str(), Some(want.as_str()), "{v}");
     }
 }

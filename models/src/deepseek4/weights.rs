@@ -57,7 +57,9 @@ impl Repack {
     /// tensor is converted only if its rows also fit the layout's blocks
     /// ([`Repack::target_for`]).
     pub fn target(&self, t: DType) -> Option<DType> {
-        let has_kernel = |x: DType| quant::simd::available(x).len() > 1;
+        let has_kernel = |x: DType| {
+            quant::simd::kernels(x, quant::simd::CpuLevel::detect()).is_some_and(|k| k.has_simd())
+        };
         match t {
             DType::IQ1_S if self.iq1_s && has_kernel(DType::IQ1_S_X) => Some(DType::IQ1_S_X),
             DType::IQ2_XXS if self.iq2_xxs && has_kernel(DType::IQ2_XXS_X) => {

@@ -122,7 +122,7 @@ entry!(rows
 /// [`accumulate`]'s: each result has the one-row kernel's bits.
 ///
 /// Every 64 bytes, each of `rows` (`size` bytes per element) is prefetched
-/// [`super::prefetch_distance`] bytes ahead of the element being read.
+/// [`super::PREFETCH_DISTANCE`] bytes ahead of the element being read.
 #[inline(always)]
 fn accumulate_rows<const R: usize>(
     n: usize,
@@ -137,7 +137,7 @@ fn accumulate_rows<const R: usize>(
         let mut lo = [_mm256_setzero_pd(); R];
         let mut hi = [_mm256_setzero_pd(); R];
         let full = n / 8 * 8;
-        let pd = super::prefetch_distance();
+        let pd = super::PREFETCH_DISTANCE;
         let line = 64 / size;
         let mut i = 0;
         while i < full {

@@ -99,7 +99,7 @@ unsafe fn dot_q4_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32
 
 /// The body of the K-quant multi-row kernels: for four rows at a time, `block` for each
 /// row's super-block in turn (so four running sums and four weight streams are in flight),
-/// each stream prefetched [`super::prefetch_distance`] bytes ahead.
+/// each stream prefetched [`super::PREFETCH_DISTANCE`] bytes ahead.
 #[inline(always)]
 fn k_rows<B: bytemuck::Pod>(
     rows: &[&[u8]],
@@ -108,7 +108,7 @@ fn k_rows<B: bytemuck::Pod>(
     block: impl Fn(&B, &BlockQ8K) -> f32,
 ) {
     let ys = view::<BlockQ8K>(a);
-    let pd = super::prefetch_distance();
+    let pd = super::PREFETCH_DISTANCE;
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
         let (xs, nb) = super::row_views::<B>(rows, ys.len());
         let xs = &xs[..rows.len()];

@@ -191,7 +191,7 @@ unsafe fn dot_q8_0_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32
         }
         let xs = &xs[..rows.len()];
         let mut acc = [_mm256_setzero_ps(); 4];
-        let pd = super::prefetch_distance();
+        let pd = super::PREFETCH_DISTANCE;
         for (g, yc) in ys.chunks(8).enumerate() {
             for x in xs {
                 super::prefetch_ahead(

@@ -31,7 +31,7 @@ entry!(rows
 /// its own two f64 accumulators (elements 0..7 and 8..15 of the step); at the end per row
 /// the accumulators are added, halved down to one f64 in a fixed order, and the last
 /// `n % 16` products are added one by one (`one`). Every 64 bytes each row is prefetched
-/// [`super::prefetch_distance`] bytes ahead.
+/// [`super::PREFETCH_DISTANCE`] bytes ahead.
 #[inline(always)]
 fn accumulate_rows<const R: usize>(
     n: usize,
@@ -46,7 +46,7 @@ fn accumulate_rows<const R: usize>(
         let mut lo = [_mm512_setzero_pd(); R];
         let mut hi = [_mm512_setzero_pd(); R];
         let full = n / 16 * 16;
-        let pd = super::prefetch_distance();
+        let pd = super::PREFETCH_DISTANCE;
         let line = 64 / size;
         let mut i = 0;
         while i < full {

@@ -43,26 +43,13 @@ use iq1sx::{dot_iq1_s_x_avx512, dot_iq1_s_x_avx512_rows, iq1sx_codes};
 use rows::{products4, products4x4};
 
 entry!(multi dot_iq2_xxs_avx512_multi_entry => dot_iq2_xxs_avx512_multi, dot_iq1_s_avx512_multi_entry => dot_iq1_s_avx512_multi, dot_iq1_s_x_avx512_multi_entry => dot_iq1_s_x_avx512_multi);
-entry!(rows dot_iq2_xxs_avx512_rows_entry => dot_iq2_xxs_avx512_rows, dot_iq2_xxs_avx512_lut_rows_entry => dot_iq2_xxs_avx512_lut_rows, dot_iq1_s_avx512_rows_entry => dot_iq1_s_avx512_rows, dot_iq1_s_x_avx512_rows_entry => dot_iq1_s_x_avx512_rows);
+entry!(rows dot_iq1_s_x_avx512_rows_entry => dot_iq1_s_x_avx512_rows);
 
 entry!(
     dot_iq2_xxs_avx512_entry => dot_iq2_xxs_avx512,
     dot_iq1_s_avx512_entry => dot_iq1_s_avx512,
     dot_iq1_s_x_avx512_entry => dot_iq1_s_x_avx512,
 );
-
-/// The features the kernels of this file are compiled for.
-pub fn has_features() -> bool {
-    std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512bw")
-        && std::is_x86_feature_detected!("avx512vl")
-        && std::is_x86_feature_detected!("avx512dq")
-        && std::is_x86_feature_detected!("avx512vbmi")
-        && std::is_x86_feature_detected!("avx512bitalg")
-        && std::is_x86_feature_detected!("avx512vnni")
-        && std::is_x86_feature_detected!("gfni")
-        && std::is_x86_feature_detected!("f16c")
-}
 
 /// Activation columns per unpacked weight block in the multi-column kernels (the most
 /// [`super::MultiDotFn`]'s callers pass).
@@ -404,7 +391,6 @@ impl Iq2Dot {
 }
 
 rows4x4_impl!(group Iq2Dot, BlockIQ2XXS, 1.0);
-rows4x4_impl!(Iq2Dot, BlockIQ2XXS, 1.0);
 
 /// IQ2_XXS · Q8_K with AVX-512, one column (decode's matvec). Per super-block: the 32 grid
 /// indices, zero-extended to dwords per quarter by one zero-masking `vpermb`, and each quarter's eight grid rows
@@ -417,57 +403,6 @@ unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq2Dot::new() };
     0.125 * grid_one!(k, BlockIQ2XXS, w, a)
-}
-
-/// The body of the gather kernels' multi-row passes: for four rows at a time, `$k.group`
-/// (four super-blocks of one row) for each row in turn, each row prefetched
-/// [`crate::simd::prefetch_distance`] bytes ahead, and each row's sum times `$scale` into
-/// `$out`. A macro, not a generic function, so that it expands inside each
-/// `#[target_feature]` kernel. The prefetch: these kernels compute ~40 cycles per
-/// super-block and keep few weight loads in flight on their own.
-macro_rules! grid_rows {
-    ($k:ident, $block:ty, $rows:ident, $a:ident, $out:ident, $scale:expr) => {
-        let ys = view::<BlockQ8K>($a);
-        for (rows, out) in $rows.chunks(4).zip($out.chunks_mut(4)) {
-            let (mut xs, nb) = crate::simd::row_views::<$block>(rows, ys.len());
-            // a pass of fewer than four rows repeats its first row in the other lanes (so
-            // that the four rows' products stay in registers); those lanes are not stored
-            for r in rows.len()..4 {
-                xs[r] = xs[0];
-            }
-            let mut s = _mm_setzero_ps();
-            let pd = crate::simd::prefetch_distance();
-            for c in (0..nb).step_by(4) {
-                let cnt = (nb - c).min(4);
-                let mut v = [_mm_setzero_ps(); 4];
-                for (x, vr) in xs.iter().zip(v.iter_mut()) {
-                    crate::simd::prefetch_ahead(
-                        x[c..].as_ptr().cast(),
-                        4 * size_of::<$block>(),
-                        pd,
-                    );
-                    // SAFETY: the kernel expanding this has the features of `group`.
-                    *vr = four!(x, ys, c, nb, |x, y| unsafe { $k.group(x, y) });
-                }
-                add_rows4(&mut s, &v, cnt);
-            }
-            let mut o = [0f32; 4];
-            // SAFETY: `o` holds four f32 (unaligned store).
-            unsafe { _mm_storeu_ps(o.as_mut_ptr(), _mm_mul_ps(_mm_set1_ps($scale), s)) };
-            out.copy_from_slice(&o[..out.len()]);
-        }
-    };
-}
-
-/// IQ2_XXS · Q8_K for several weight rows against one activation row, four rows per pass:
-/// [`dot_iq2_xxs_avx512`]'s steps for four super-blocks of each row in turn, so four
-/// independent chains and four weight streams are in flight, each prefetched ahead. Each
-/// row's operations and their order are the one-row kernel's: the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
-unsafe fn dot_iq2_xxs_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    // SAFETY: same features as this function.
-    let k = unsafe { Iq2Dot::new() };
-    grid_rows4!(k, BlockIQ2XXS, rows, a, out, 0.125);
 }
 
 /// IQ1_S's per-block bsum terms for one activation block: (Σ ls_g·B_g, Σ ±ls_g·B_g) with
@@ -590,17 +525,6 @@ unsafe fn dot_iq1_s_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1Dot::new() };
     grid_one!(k, BlockIQ1S, w, a)
-}
-
-/// IQ1_S · Q8_K for several weight rows against one activation row, four rows per pass:
-/// [`dot_iq1_s_avx512`]'s steps for four super-blocks of each row in turn, so four
-/// independent chains and four weight streams are in flight, each prefetched ahead. Each
-/// row's operations and their order are the one-row kernel's: the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
-unsafe fn dot_iq1_s_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    // SAFETY: same features as this function.
-    let k = unsafe { Iq1Dot::new() };
-    grid_rows!(k, BlockIQ1S, rows, a, out, 1.0);
 }
 
 /// The constants of the one-column IQ1_S kernels, in registers.
@@ -729,25 +653,6 @@ fn add_lanes(s: &mut f32, v: __m128, cnt: usize) {
     unsafe { _mm_storeu_ps(vals.as_mut_ptr(), v) };
     for vk in &vals[..cnt] {
         *s += vk;
-    }
-}
-
-/// Adds the first `cnt` block products of four rows (`v[r]`, one block per lane) to the
-/// rows' running sums `s` (lane r: row r), block by block in order: the reference's
-/// additions, four rows per `vaddps` (a 4 × 4 transpose first).
-#[target_feature(enable = "sse")]
-#[inline]
-fn add_rows4(s: &mut __m128, v: &[__m128; 4], cnt: usize) {
-    let (t0, t1) = (_mm_unpacklo_ps(v[0], v[1]), _mm_unpackhi_ps(v[0], v[1]));
-    let (t2, t3) = (_mm_unpacklo_ps(v[2], v[3]), _mm_unpackhi_ps(v[2], v[3]));
-    let cols = [
-        _mm_movelh_ps(t0, t2),
-        _mm_movehl_ps(t2, t0),
-        _mm_movelh_ps(t1, t3),
-        _mm_movehl_ps(t3, t1),
-    ];
-    for ck in &cols[..cnt] {
-        *s = _mm_add_ps(*s, *ck);
     }
 }
 
@@ -1197,39 +1102,6 @@ unsafe fn iq2_multi<B: Iq2Layout>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut
     }
 }
 
-/// IQ2_XXS · Q8_K for several weight rows against one activation row, four rows per pass,
-/// with the multi-column kernel's in-register grid lookup ([`Iq2Unpack`]) instead of the
-/// gathers of [`dot_iq2_xxs_avx512_rows`]: for CPUs whose `vpgatherdq` is slow (see
-/// [`super::gathers_slow`]). Per row and super-block the operations are
-/// [`dot_iq2_xxs_avx512_multi`]'s for one column: the reference's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
-unsafe fn dot_iq2_xxs_avx512_lut_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    // SAFETY: same features as this function.
-    let un = unsafe { Iq2Unpack::new() };
-    let pick = tables64(&IQ2_PAIRS);
-    let ys = view::<BlockQ8K>(a);
-    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let (xs, nb) = super::row_views::<BlockIQ2XXS>(rows, ys.len());
-        let xs = &xs[..rows.len()];
-        let mut s = [0f32; 4];
-        let pd = super::prefetch_distance();
-        for (b, y) in ys[..nb].iter().enumerate() {
-            for (x, sr) in xs.iter().zip(s.iter_mut()) {
-                let x = &x[b];
-                super::prefetch_ahead(std::ptr::from_ref(x).cast(), size_of::<BlockIQ2XXS>(), pd);
-                // SAFETY: same features as this function.
-                let Iq2Block { grid, neg, ls } = unsafe { un.block(x) };
-                let sc = pick.map(|t| _mm512_permutexvar_epi16(t, ls));
-                let acc = iq2_signed_sums(&grid, &neg, &sc, y);
-                *sr += f16c!(x.d) * y.d() * _mm512_reduce_add_epi32(acc) as f32;
-            }
-        }
-        for (o, sr) in out.iter_mut().zip(s) {
-            *o = 0.125 * sr;
-        }
-    }
-}
-
 /// Expands an IQ2_XXS row into the tile layout of [`super::tile_grid`] (signed grid values,
 /// group scales, f32 scale, offset correction), byte for byte what the scalar
 /// `expand_iq2_xxs` writes. The correction Σ ls·Σ gs is formed with `vpmaddubsw` pair sums
@@ -1348,8 +1220,8 @@ mod iq1m;
 pub(super) use iq1gather::{dot_iq1_m_avx512_prepared_entry, dot_iq1_s_avx512_prepared_entry};
 mod iq1sx;
 pub(super) use iq1m::{
-    dot_iq1_m_avx512_entry, dot_iq1_m_avx512_multi_entry, dot_iq1_m_avx512_rows_entry,
-    dot_iq1_m_x_avx512_entry, dot_iq1_m_x_avx512_multi_entry, dot_iq1_m_x_avx512_rows_entry,
+    dot_iq1_m_avx512_entry, dot_iq1_m_avx512_multi_entry, dot_iq1_m_x_avx512_entry,
+    dot_iq1_m_x_avx512_multi_entry, dot_iq1_m_x_avx512_rows_entry,
 };
 use iq1sx::{IQ1X_HALF_OFF, IQ1X_LUT};
 mod iq2pairs;

@@ -248,7 +248,7 @@ unsafe fn rows4<B: KBlock>(
     sums: impl Fn(&B, &[__m512i; 4], &BlockQ8K) -> (__m512i, __m256i),
 ) {
     let ys = view::<BlockQ8K>(a);
-    let pd = super::prefetch_distance();
+    let pd = super::PREFETCH_DISTANCE;
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
         let (mut xs, nb) = super::row_views::<B>(rows, ys.len());
         for r in rows.len()..4 {

@@ -252,7 +252,7 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
     let ys = view::<BlockQ8_0>(a);
     let k4 = Fp4::new();
     let picks = MxPicks::new();
-    let pd = super::prefetch_distance();
+    let pd = super::PREFETCH_DISTANCE;
     let mut acts = [const { MaybeUninit::<MxAct>::uninit() }; MX_SEG];
     let mut dys = [_mm512_setzero_ps(); MX_SEG / 4];
     for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {

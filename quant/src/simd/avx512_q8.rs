@@ -371,7 +371,7 @@ unsafe fn dot_q2_0_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut 
 unsafe fn q2_rows<const X: bool>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
     let k = Q2Consts::load();
-    let pd = super::prefetch_distance();
+    let pd = super::PREFETCH_DISTANCE;
     let zero = Q2Act {
         y: [_mm512_setzero_si512(); 8],
         nsy: _mm512_setzero_si512(),
@@ -743,7 +743,7 @@ unsafe fn dot_q8_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
             xs[rows.len()] = xs[rows.len() - 1];
         }
         let mut acc = [_mm512_setzero_ps(); 2];
-        let pd = super::prefetch_distance();
+        let pd = super::PREFETCH_DISTANCE;
         for g in (0..nb).step_by(8) {
             let m = (nb - g).min(8);
             for x in &xs[..rows.len()] {
@@ -838,7 +838,7 @@ unsafe fn dot_q6_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
         let (xs, nb) = super::row_views::<BlockQ6K>(rows, ys.len());
         let xs = &xs[..rows.len()];
         let mut s = [0f32; 4];
-        let pd = super::prefetch_distance();
+        let pd = super::PREFETCH_DISTANCE;
         for (b, y) in ys[..nb].iter().enumerate() {
             for (x, sr) in xs.iter().zip(s.iter_mut()) {
                 super::prefetch_ahead(std::ptr::from_ref(&x[b]).cast(), size_of::<BlockQ6K>(), pd);
@@ -983,17 +983,11 @@ unsafe fn dot_q6_k_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
     });
 }
 
-/// Whether the activation quantizers may use AVX-512: AVX-512F/BW and F16C present and
-/// `FATHOM_FORCE_SCALAR` unset (checked once).
+/// Whether the activation quantizers may use AVX-512 (F/BW and F16C: the
+/// [`super::CpuLevel::Avx512`] level). Their results are the scalar quantizers' bytes, so the
+/// choice is made here, once, and not by the kernel table.
 fn quantizers_ok() -> bool {
-    use std::sync::OnceLock;
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("f16c")
-            && !super::force_scalar()
-    })
+    super::CpuLevel::detect() >= super::CpuLevel::Avx512
 }
 
 /// The activation Q8_0 quantizer (`codec::q8::quant_q8_0_x86`) with AVX-512 when the CPU

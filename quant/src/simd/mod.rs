@@ -15,9 +15,6 @@
 //! `tile_q8`, `tile_q2`, `tile_grid`, `tile_float` the register-tiled prompt-chunk GEMMs and
 //! `tile_amx` the AMX-INT8 grid GEMM for MoE experts.
 
-use crate::{DType, DotFn};
-use std::sync::OnceLock;
-
 #[cfg(target_arch = "x86_64")]
 mod avx2_float;
 #[cfg(target_arch = "x86_64")]
@@ -38,11 +35,13 @@ mod avx512_mxfp4;
 mod avx512_q8;
 #[cfg(target_arch = "x86_64")]
 pub use avx512_q8::{quantize_q8_0_fast, quantize_q8_k_fast};
+pub mod table;
 pub mod tile_amx;
 pub mod tile_float;
 pub mod tile_grid;
 pub mod tile_q2;
 pub mod tile_q8;
+pub use table::{kernels, CpuLevel, Kernel, Kernels, Tile};
 
 /// Declares a safe entry point for an `unsafe` `#[target_feature]` kernel. The entry is only
 /// handed out by [`kernels`] after the run-time feature check for its tier.
@@ -52,7 +51,7 @@ macro_rules! entry {
         /// Safe entry point of a multi-row kernel (see the module docs): only handed out
         /// after the feature check.
         pub fn $entry(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-            // SAFETY: `rows_available` returns this function only when the CPU reports the
+            // SAFETY: `table::kernels` hands this function out only when the CPU reports the
             // features the kernel is compiled for (checked at run time just before).
             unsafe { $kernel(n, rows, a, out) }
         }
@@ -61,7 +60,7 @@ macro_rules! entry {
         /// Safe entry point of a multi-column kernel (see the module docs): only handed out
         /// after the feature check.
         pub fn $entry(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-            // SAFETY: `vec_dot_multi_fn` returns this function only when the CPU reports the
+            // SAFETY: `table::kernels` hands this function out only when the CPU reports the
             // features the kernel is compiled for (checked at run time just before).
             unsafe { $kernel(n, w, acts, out) }
         }
@@ -69,7 +68,7 @@ macro_rules! entry {
     ($($entry:ident => $kernel:ident),* $(,)?) => {$(
         /// Safe entry point (see the module docs): only handed out after the feature check.
         pub fn $entry(n: usize, w: &[u8], a: &[u8]) -> f32 {
-            // SAFETY: `kernels` returns this function only when the CPU reports the features
+            // SAFETY: `table::kernels` hands this function out only when the CPU reports the features
             // the kernel is compiled for (checked at run time just before).
             unsafe { $kernel(n, w, a) }
         }
@@ -82,47 +81,6 @@ use entry;
 /// acts[c])`, with the bits of the single-column kernel. The weight row is unpacked once
 /// per block and used for every column (prompt chunks, and MoE experts with several tokens).
 pub type MultiDotFn = fn(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]);
-
-/// The multi-column kernel for `dtype` on this CPU, if there is one (callers otherwise loop
-/// over [`vec_dot_fn`]).
-pub fn vec_dot_multi_fn(dtype: DType) -> Option<MultiDotFn> {
-    if force_scalar() {
-        return None;
-    }
-    multi_available(dtype).first().map(|k| k.1)
-}
-
-/// The multi-column kernels this CPU can run for `dtype`, best first (for tests and tools).
-pub fn multi_available(dtype: DType) -> Vec<(&'static str, MultiDotFn)> {
-    #[allow(unused_mut)]
-    let mut v: Vec<(&'static str, MultiDotFn)> = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        if avx512_iq::has_features() {
-            let k: Option<MultiDotFn> = match dtype {
-                DType::IQ2_XXS => Some(avx512_iq::dot_iq2_xxs_avx512_multi_entry),
-                DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_multi_entry),
-                DType::IQ1_M => Some(avx512_iq::dot_iq1_m_avx512_multi_entry),
-                DType::IQ1_M_X => Some(avx512_iq::dot_iq1_m_x_avx512_multi_entry),
-                DType::IQ1_S_X => Some(avx512_iq::dot_iq1_s_x_avx512_multi_entry),
-                DType::IQ2_XXS_X => Some(avx512_iq::dot_iq2_xxs_x_avx512_multi_entry),
-                DType::Q2_0 => Some(avx512_q8::dot_q2_0_avx512_multi_entry),
-                DType::Q2_0_X => Some(avx512_q8::dot_q2_0_x_avx512_multi_entry),
-                DType::Q8_0 => Some(avx512_q8::dot_q8_0_avx512_multi_entry),
-                DType::Q4_K => Some(avx512_k::dot_q4_k_avx512_multi_entry),
-                DType::Q5_K => Some(avx512_k::dot_q5_k_avx512_multi_entry),
-                DType::MXFP4 => Some(avx512_mxfp4::dot_mxfp4_avx512_multi_entry),
-                DType::Q6_K => Some(avx512_q8::dot_q6_k_avx512_multi_entry),
-                _ => None,
-            };
-            v.extend(k.map(|k| ("avx512", k)));
-        }
-        if has_avx2_fma() && dtype == DType::Q8_0 {
-            v.push(("avx2", avx2_q8::dot_q8_0_avx2_multi_entry));
-        }
-    }
-    v
-}
 
 /// A dot product of several weight rows with one activation row: `out[r] = dot(n, rows[r],
 /// a)`, with the bits of the single-row kernel [`vec_dot_fn`] returns (the reference's, but
@@ -144,253 +102,6 @@ pub(crate) const fn gf_move2(from: u32, to: u32) -> i64 {
 /// Most weight rows a caller hands a [`RowsDotFn`] at once (a multiple of [`DOT_ROWS`]):
 /// kernels that prepare their activation side once per call (Q2_0) use it for all of them.
 pub const DOT_BATCH: usize = 64;
-
-/// The multi-row kernel for `dtype` on this CPU, if there is one (callers otherwise loop
-/// over [`vec_dot_fn`]).
-pub fn vec_dot_rows_fn(dtype: DType) -> Option<RowsDotFn> {
-    if force_scalar() {
-        return None;
-    }
-    let kernels = rows_available(dtype);
-    if let Some(name) = rows_kernel_choice(dtype) {
-        if let Some(k) = kernels.iter().find(|k| k.0 == name) {
-            return Some(k.1);
-        }
-    }
-    kernels.first().map(|k| k.1)
-}
-
-/// The multi-row kernels chosen by name ([`set_rows_kernel`]), and whether there are any
-/// (so that the common case takes no lock).
-static ROWS_CHOICE: std::sync::RwLock<Vec<(DType, &'static str)>> =
-    std::sync::RwLock::new(Vec::new());
-static ROWS_CHOSEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// The multi-row kernel chosen for `dtype` by [`set_rows_kernel`], if any.
-pub fn rows_kernel_choice(dtype: DType) -> Option<&'static str> {
-    if !ROWS_CHOSEN.load(std::sync::atomic::Ordering::Relaxed) {
-        return None;
-    }
-    let choice = ROWS_CHOICE.read().unwrap_or_else(|e| e.into_inner());
-    choice.iter().find(|c| c.0 == dtype).map(|c| c.1)
-}
-
-/// Makes [`vec_dot_rows_fn`] hand out the multi-row kernel named `name` for `dtype` (one of
-/// the names [`rows_available`] lists on this CPU), or, with `None`, the first listed again.
-/// For benchmarks and tuning (`fathom bench --matvec --kernels`, `FATHOM_ROWS_KERNEL`):
-/// every kernel gives the reference's bits, so the choice never changes a result. Process
-/// wide; the next matvec node picks it up.
-pub fn set_rows_kernel(dtype: DType, name: Option<&str>) -> Result<(), crate::QuantError> {
-    let kernels = rows_available(dtype);
-    let pick = match name {
-        None => None,
-        Some(n) => Some(
-            kernels
-                .iter()
-                .find(|k| k.0 == n)
-                .map(|k| k.0)
-                .ok_or_else(|| crate::QuantError::UnknownKernel {
-                    dtype,
-                    name: n.to_string(),
-                    available: kernels.iter().map(|k| k.0).collect::<Vec<_>>().join(", "),
-                })?,
-        ),
-    };
-    let mut choice = ROWS_CHOICE.write().unwrap_or_else(|e| e.into_inner());
-    choice.retain(|c| c.0 != dtype);
-    if let Some(p) = pick {
-        choice.push((dtype, p));
-    }
-    ROWS_CHOSEN.store(!choice.is_empty(), std::sync::atomic::Ordering::Relaxed);
-    Ok(())
-}
-
-/// The multi-row kernels this CPU can run for `dtype`, best first (for tests and tools).
-pub fn rows_available(dtype: DType) -> Vec<(&'static str, RowsDotFn)> {
-    #[allow(unused_mut)]
-    let mut v: Vec<(&'static str, RowsDotFn)> = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        if avx512_iq::has_features() && dtype == DType::IQ2_XXS {
-            // gathers (Intel) or the in-register lookup (AMD), best first on this CPU
-            let gather: (&'static str, RowsDotFn) =
-                ("avx512", avx512_iq::dot_iq2_xxs_avx512_rows_entry);
-            let lut: (&'static str, RowsDotFn) =
-                ("avx512-lut", avx512_iq::dot_iq2_xxs_avx512_lut_rows_entry);
-            v.push(("avx512-pairs", avx512_iq::dot_iq2_xxs_avx512_pairs_entry));
-            v.extend(if gathers_slow() {
-                [lut, gather]
-            } else {
-                [gather, lut]
-            });
-        }
-        if avx512_iq::has_features() {
-            // gathers against activations prepared once per call (no repack)
-            let k: Option<RowsDotFn> = match dtype {
-                DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_prepared_entry),
-                DType::IQ1_M => Some(avx512_iq::dot_iq1_m_avx512_prepared_entry),
-                _ => None,
-            };
-            v.extend(k.map(|k| ("avx512-prepared", k)));
-        }
-        if avx512_iq::has_features() {
-            let k: Option<RowsDotFn> = match dtype {
-                DType::Q8_0 => Some(avx512_q8::dot_q8_0_avx512_rows_entry),
-                DType::Q2_0 => Some(avx512_q8::dot_q2_0_avx512_rows_entry),
-                DType::Q2_0_X => Some(avx512_q8::dot_q2_0_x_avx512_rows_entry),
-                DType::Q6_K => Some(avx512_q8::dot_q6_k_avx512_rows_entry),
-                DType::IQ1_S => Some(avx512_iq::dot_iq1_s_avx512_rows_entry),
-                DType::IQ1_M => Some(avx512_iq::dot_iq1_m_avx512_rows_entry),
-                DType::IQ1_M_X => Some(avx512_iq::dot_iq1_m_x_avx512_rows_entry),
-                DType::IQ1_S_X => Some(avx512_iq::dot_iq1_s_x_avx512_rows_entry),
-                DType::IQ2_XXS_X => Some(avx512_iq::dot_iq2_xxs_x_avx512_rows_entry),
-                DType::MXFP4 => Some(avx512_mxfp4::dot_mxfp4_avx512_rows_entry),
-                DType::Q4_K => Some(avx512_k::dot_q4_k_avx512_rows_entry),
-                DType::Q5_K => Some(avx512_k::dot_q5_k_avx512_rows_entry),
-                _ => None,
-            };
-            v.extend(k.map(|k| ("avx512", k)));
-        }
-        if has_avx512_float() {
-            let k: Option<RowsDotFn> = match dtype {
-                DType::F32 => Some(avx512_float::dot_f32_avx512_rows_entry),
-                DType::F16 => Some(avx512_float::dot_f16_avx512_rows_entry),
-                DType::BF16 => Some(avx512_float::dot_bf16_avx512_rows_entry),
-                _ => None,
-            };
-            v.extend(k.map(|k| ("avx512", k)));
-        }
-        if has_avx2_fma() {
-            let k: Option<RowsDotFn> = match dtype {
-                DType::Q8_0 => Some(avx2_q8::dot_q8_0_avx2_rows_entry),
-                DType::F32 => Some(avx2_float::dot_f32_avx2_rows_entry),
-                DType::F16 => Some(avx2_float::dot_f16_avx2_rows_entry),
-                DType::BF16 => Some(avx2_float::dot_bf16_avx2_rows_entry),
-                DType::Q4_K => Some(avx2_k::dot_q4_k_avx2_rows_entry),
-                DType::Q5_K => Some(avx2_k::dot_q5_k_avx2_rows_entry),
-                _ => None,
-            };
-            v.extend(k.map(|k| ("avx2", k)));
-        }
-    }
-    v
-}
-
-/// The fastest dot product for `dtype` on this CPU (the reference where no kernel exists).
-pub fn vec_dot_fn(dtype: DType) -> Option<DotFn> {
-    if force_scalar() {
-        return dtype.info().vec_dot;
-    }
-    kernels(dtype).first().map(|k| k.1).or(dtype.info().vec_dot)
-}
-
-fn force_scalar() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| std::env::var("FATHOM_FORCE_SCALAR").is_ok_and(|v| v == "1"))
-}
-
-/// Names of the kernels available for `dtype` on this CPU, best first, the scalar reference
-/// last (for tests and tools).
-pub fn available(dtype: DType) -> Vec<(&'static str, DotFn)> {
-    let mut v = kernels(dtype);
-    if let Some(r) = dtype.info().vec_dot {
-        v.push(("scalar", r));
-    }
-    v
-}
-
-/// The SIMD kernels for `dtype` this CPU can run, best first (no reference).
-fn kernels(dtype: DType) -> Vec<(&'static str, DotFn)> {
-    #[allow(unused_mut)]
-    let mut v: Vec<(&'static str, DotFn)> = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        if avx512_iq::has_features() {
-            match dtype {
-                DType::IQ2_XXS => v.push(("avx512", avx512_iq::dot_iq2_xxs_avx512_entry)),
-                DType::Q2_0 => v.push(("avx512", avx512_q8::dot_q2_0_avx512_entry)),
-                DType::Q2_0_X => v.push(("avx512", avx512_q8::dot_q2_0_x_avx512_entry)),
-                DType::Q6_K => v.push(("avx512", avx512_q8::dot_q6_k_avx512_entry)),
-                DType::IQ1_S => v.push(("avx512", avx512_iq::dot_iq1_s_avx512_entry)),
-                DType::IQ1_M => v.push(("avx512", avx512_iq::dot_iq1_m_avx512_entry)),
-                DType::IQ1_M_X => v.push(("avx512", avx512_iq::dot_iq1_m_x_avx512_entry)),
-                DType::IQ1_S_X => v.push(("avx512", avx512_iq::dot_iq1_s_x_avx512_entry)),
-                DType::IQ2_XXS_X => v.push(("avx512", avx512_iq::dot_iq2_xxs_x_avx512_entry)),
-                DType::Q4_K => v.push(("avx512", avx512_k::dot_q4_k_avx512_entry)),
-                DType::Q5_K => v.push(("avx512", avx512_k::dot_q5_k_avx512_entry)),
-                _ => {}
-            }
-        }
-        if has_avx512_float() {
-            let k: Option<DotFn> = match dtype {
-                DType::F32 => Some(avx512_float::dot_f32_avx512_entry),
-                DType::F16 => Some(avx512_float::dot_f16_avx512_entry),
-                DType::BF16 => Some(avx512_float::dot_bf16_avx512_entry),
-                _ => None,
-            };
-            v.extend(k.map(|k| ("avx512", k)));
-        }
-        if has_avx2_fma() {
-            let k: Option<DotFn> = match dtype {
-                DType::F32 => Some(avx2_float::dot_f32_avx2_entry),
-                DType::F16 => Some(avx2_float::dot_f16_avx2_entry),
-                DType::BF16 => Some(avx2_float::dot_bf16_avx2_entry),
-                DType::Q8_0 => Some(avx2_q8::dot_q8_0_avx2_entry),
-                DType::MXFP4 => Some(avx2_q8::dot_mxfp4_avx2_entry),
-                DType::Q2_0 => Some(avx2_q8::dot_q2_0_avx2_entry),
-                DType::Q4_K => Some(avx2_k::dot_q4_k_avx2_entry),
-                DType::Q5_K => Some(avx2_k::dot_q5_k_avx2_entry),
-                DType::Q6_K => Some(avx2_k::dot_q6_k_avx2_entry),
-                DType::IQ2_XXS => Some(avx2_iq::dot_iq2_xxs_avx2_entry),
-                DType::IQ1_S => Some(avx2_iq::dot_iq1_s_avx2_entry),
-                DType::IQ1_S_X => Some(avx2_iq::dot_iq1_s_x_avx2_entry),
-                DType::IQ2_XXS_X => Some(avx2_iq::dot_iq2_xxs_x_avx2_entry),
-                DType::IQ1_M => Some(avx2_iq::dot_iq1_m_avx2_entry),
-                DType::IQ1_M_X => Some(avx2_iq::dot_iq1_m_x_avx2_entry),
-                _ => None,
-            };
-            v.extend(k.map(|k| ("avx2", k)));
-        }
-    }
-    v
-}
-
-/// Whether this CPU's AVX-512 gathers are slow enough that an in-register table lookup
-/// beats them: AMD's (Zen 4 runs `vpgatherdq` as a long microcoded sequence; measured, the
-/// IQ2_XXS lookup kernel on one column took 250 ns per 4096-element row against the gather
-/// kernel's 398 ns, while on the Intel Golden Cove-class host the gathers were 1.3× faster).
-/// `FATHOM_GATHERS=slow|fast` overrides it (checked once).
-#[cfg(target_arch = "x86_64")]
-pub fn gathers_slow() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| match std::env::var("FATHOM_GATHERS").as_deref() {
-        Ok("slow") => true,
-        Ok("fast") => false,
-        _ => {
-            // CPUID leaf 0 (the vendor string) exists on every x86_64 CPU
-            let r = std::arch::x86_64::__cpuid(0);
-            let mut vendor = [0u8; 12];
-            vendor[..4].copy_from_slice(&r.ebx.to_le_bytes());
-            vendor[4..8].copy_from_slice(&r.edx.to_le_bytes());
-            vendor[8..].copy_from_slice(&r.ecx.to_le_bytes());
-            &vendor == b"AuthenticAMD"
-        }
-    })
-}
-
-/// AVX-512 F and DQ are present (the AVX-512 float kernels' features).
-#[cfg(target_arch = "x86_64")]
-fn has_avx512_float() -> bool {
-    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq")
-}
-
-/// AVX2, FMA and F16C are present (the AVX2 tier's features).
-#[cfg(target_arch = "x86_64")]
-fn has_avx2_fma() -> bool {
-    std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("fma")
-        && std::is_x86_feature_detected!("f16c")
-}
 
 /// Runs `$body!(R, P)` for a tile of `$rows` (1..=4) weight rows and `$pairs` (1..=4)
 /// activation column pairs, the const-generic shape of the register-tiled kernels
@@ -587,35 +298,10 @@ fn row_views<'a, B: bytemuck::Pod>(rows: &[&'a [u8]], cap: usize) -> ([&'a [B]; 
 }
 
 /// How far ahead of its read position a multi-row kernel prefetches each weight stream, in
-/// bytes (0: no software prefetch). Set from `FATHOM_PREFETCH` at first use, or by
-/// [`set_prefetch_distance`].
-static PREFETCH_DISTANCE: std::sync::atomic::AtomicUsize =
-    std::sync::atomic::AtomicUsize::new(usize::MAX);
-
-/// The prefetch distance of the multi-row kernels in bytes (see [`set_prefetch_distance`]).
-pub fn prefetch_distance() -> usize {
-    use std::sync::atomic::Ordering::Relaxed;
-    let d = PREFETCH_DISTANCE.load(Relaxed);
-    if d != usize::MAX {
-        return d;
-    }
-    let d = std::env::var("FATHOM_PREFETCH")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_PREFETCH_DISTANCE);
-    PREFETCH_DISTANCE.store(d, Relaxed);
-    d
-}
-
-/// Sets how many bytes ahead of its read position each multi-row kernel prefetches every
-/// weight stream (0 turns software prefetch off). For benchmarks and tuning; the kernels'
-/// results do not depend on it.
-pub fn set_prefetch_distance(bytes: usize) {
-    PREFETCH_DISTANCE.store(bytes, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// The default prefetch distance.
-const DEFAULT_PREFETCH_DISTANCE: usize = 2048;
+/// bytes. Measured on the project's hosts (`docs/kernels.md`): 2 KiB carried every stream
+/// into its next row without evicting what the kernels still read; no prefetch left the
+/// hardware prefetchers short of the memory latency on a VM (Q6_K 8.8 against 16.3 GB/s).
+pub const PREFETCH_DISTANCE: usize = 2048;
 
 /// Prefetches the `len` bytes that lie `dist` bytes after `p` (one hint per 64-byte line;
 /// nothing if `dist` is 0, or on other architectures). The address may lie past the end of

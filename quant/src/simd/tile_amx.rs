@@ -3,7 +3,7 @@
 //! weight rows × 16 activation columns per call, every output with the scalar reference's
 //! bits. Used only where the CPU has AMX-TILE and AMX-INT8, the OS lets this process use the
 //! tile registers (Linux `arch_prctl(ARCH_REQ_XCOMP_PERM)`), and the AVX-512 tier is there for
-//! the float combine; `FATHOM_AMX=0` turns it off (for A/B runs and bisecting).
+//! the float combine (the [`super::CpuLevel::Amx`] level of the kernel table).
 //!
 //! **Why a layout of its own.** The reference sums a super-block as exact integers —
 //! IQ2_XXS `bsum = Σ_g ls_g·Σ_{j∈g} v_j·y_j`, IQ1_S `sumi = Σ_g ls_g·Σ v·y` and the delta sum
@@ -25,7 +25,7 @@
 //! the super-block scale `d` as f32; zeros to 576. Made from the grid expander's layout
 //! ([`super::tile_grid`]) by [`split_expanded`] (the reference) or its AVX-512 form; for
 //! the repacked IQ2_XXS_X and IQ1_S_X directly from the row ([`amx_expand_iq2_xxs_x`],
-//! [`amx_expand_iq1_s_x`] and their AVX-512 form, [`amx_expand_fn`]): level codes and group
+//! [`amx_expand_iq1_s_x`] and their AVX-512 form in the kernel table): level codes and group
 //! nibbles index a 64-entry table per plane, which costs less than expanding and splitting.
 //!
 //! **Activation panel** ([`pack_panel`]): per super-block, four 64-element steps of a
@@ -46,7 +46,6 @@ use crate::blocks::{view, BlockIQ1SX, BlockIQ2XXSX, BlockQ8K};
 use crate::codec::repack::{iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value};
 use crate::scalar::le_f16;
 use crate::DType;
-use std::sync::OnceLock;
 
 /// Bytes per 256-element super-block of an AMX-expanded row (see the module docs).
 pub const AMX_SB: usize = 576;
@@ -228,38 +227,8 @@ pub fn amx_expand_iq1_s_x(w: &[u8], out: &mut [u8]) {
 /// A direct expander: weight row → AMX-expanded row in one pass (no grid-expanded row).
 pub type AmxExpandFn = fn(w: &[u8], out: &mut [u8]);
 
-/// The direct expander of `dtype`, where there is one (the repacked forms IQ2_XXS_X and
-/// IQ1_S_X: an element's 2-bit level code and its group's 4-bit nibble index one 64-entry
-/// table per plane); the AVX-512 VBMI form where the CPU has it, else the reference. IQ2_XXS
-/// and IQ1_S go through the grid expander and [`split_fn`].
-pub fn amx_expand_fn(dtype: DType) -> Option<AmxExpandFn> {
-    let reference: AmxExpandFn = match dtype {
-        DType::IQ2_XXS_X => amx_expand_iq2_xxs_x,
-        DType::IQ1_S_X => amx_expand_iq1_s_x,
-        _ => return None,
-    };
-    #[cfg(target_arch = "x86_64")]
-    if super::avx512_iq::has_features() && !super::force_scalar() {
-        return Some(if dtype == DType::IQ2_XXS_X {
-            x86::expand_direct_entry::<true>
-        } else {
-            x86::expand_direct_entry::<false>
-        });
-    }
-    Some(reference)
-}
-
 /// A splitter: expanded grid row → AMX-expanded row (the layout of [`split_expanded`]).
 pub type SplitFn = fn(kind: GridKind, ex: &[u8], out: &mut [u8]);
-
-/// The fastest splitter on this CPU (byte-identical to [`split_expanded`]).
-pub fn split_fn() -> SplitFn {
-    #[cfg(target_arch = "x86_64")]
-    if super::avx512_iq::has_features() && !super::force_scalar() {
-        return x86::split_entry;
-    }
-    split_expanded
-}
 
 /// An AMX tile kernel: `out[r * cols + c] = dot(n, row r, acts[c])` for `nr` (1..=16)
 /// AMX-expanded rows placed back to back in `rows` ([`amx_bytes`]`(n)` each) and `cols`
@@ -267,50 +236,23 @@ pub fn split_fn() -> SplitFn {
 pub type AmxTileFn =
     fn(n: usize, rows: &[u8], nr: usize, panel: &[u8], cols: usize, out: &mut [f32]);
 
-/// The AMX tile kernel for `dtype` (IQ2_XXS, IQ1_S and their repacked forms), if this
-/// process may use AMX (see the module docs and [`available`]).
-pub fn tile_fn(dtype: DType) -> Option<AmxTileFn> {
-    let kind = GridKind::of(dtype)?;
-    if !available() {
-        return None;
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        Some(match kind {
-            GridKind::Iq2 => x86::tile_entry::<false>,
-            GridKind::Iq1 => x86::tile_entry::<true>,
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = kind;
-        None
-    }
-}
-
 /// Whether this process may run the AMX kernels: an x86_64 CPU with AMX-TILE and AMX-INT8
-/// whose OS enables the tile state (XCR0 bits 17 and 18), Linux granting this process the
-/// tile data (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`), the AVX-512 tier, and
-/// neither `FATHOM_AMX=0` nor `FATHOM_FORCE_SCALAR=1`. Checked once.
-pub fn available() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| {
-        if super::force_scalar() || std::env::var("FATHOM_AMX").is_ok_and(|v| v == "0") {
-            return false;
-        }
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        {
-            super::avx512_iq::has_features() && x86::cpu_and_os_allow_amx()
-        }
-        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-        {
-            false
-        }
-    })
+/// whose OS enables the tile state (XCR0 bits 17 and 18) and Linux granting this process the
+/// tile data (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`). Part of
+/// [`super::CpuLevel::detect`], which checks it once.
+pub(crate) fn amx_allowed() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        x86::cpu_and_os_allow_amx()
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        false
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::{step_bytes, GridKind, AMX_SB, TILE_COLS, TILE_ROWS};
     use crate::codec::repack::IQ2X_LEVELS;
     use crate::scalar::le_f16;
@@ -354,10 +296,10 @@ mod x86 {
     }
 
     /// Safe entry of the AVX-512 splitter: checks the lengths, then splits.
-    pub(super) fn split_entry(kind: GridKind, ex: &[u8], out: &mut [u8]) {
+    pub(crate) fn split_entry(kind: GridKind, ex: &[u8], out: &mut [u8]) {
         assert_eq!(ex.len() % EXPANDED_SB, 0, "whole expanded super-blocks");
         assert_eq!(out.len(), ex.len() / EXPANDED_SB * AMX_SB, "AMX row length");
-        // SAFETY: `split_fn` hands this entry out only after checking the AVX-512 features;
+        // SAFETY: `table::kernels` hands this entry out only after checking the AVX-512 features;
         // the lengths are checked above.
         unsafe { split(kind, ex, out) }
     }
@@ -509,11 +451,11 @@ mod x86 {
 
     /// Safe entry of the AVX-512 direct expander (IQ2_XXS_X when `IQ2`, else IQ1_S_X):
     /// checks the lengths, then expands.
-    pub(super) fn expand_direct_entry<const IQ2: bool>(w: &[u8], out: &mut [u8]) {
+    pub(crate) fn expand_direct_entry<const IQ2: bool>(w: &[u8], out: &mut [u8]) {
         let bs = if IQ2 { 102 } else { 70 };
         assert_eq!(w.len() % bs, 0, "whole repacked blocks");
         assert_eq!(out.len(), w.len() / bs * AMX_SB, "AMX row length");
-        // SAFETY: `amx_expand_fn` hands this entry out only after checking the AVX-512
+        // SAFETY: `table::kernels` hands this entry out only after checking the AVX-512
         // features; the lengths are checked above.
         unsafe { expand_direct::<IQ2>(w, out) }
     }
@@ -594,7 +536,7 @@ mod x86 {
 
     /// Safe entry (the IQ1_S family when `IQ1`, else IQ2_XXS): checks the shapes, then runs
     /// the kernel.
-    pub(super) fn tile_entry<const IQ1: bool>(
+    pub(crate) fn tile_entry<const IQ1: bool>(
         n: usize,
         rows: &[u8],
         nr: usize,
@@ -609,7 +551,7 @@ mod x86 {
         assert_eq!(panel.len(), super::panel_bytes(n, cols), "panel length");
         assert_eq!(out.len(), nr * cols, "tile output length");
         let kind = if IQ1 { GridKind::Iq1 } else { GridKind::Iq2 };
-        // SAFETY: `tile_fn` hands the entries out only after `available()` (AMX-TILE,
+        // SAFETY: `table::kernels` hands the entries out only at the AMX level, which `amx_allowed()` confirmed (AMX-TILE,
         // AMX-INT8, the OS permission and the AVX-512 tier); the shapes are checked above.
         unsafe { tile(kind, n / 256, rows, nr, panel, cols, out) }
     }

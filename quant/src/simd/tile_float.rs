@@ -29,53 +29,8 @@ pub const TILE_COLS: usize = 4;
 /// rows and [`TILE_COLS`] columns of `n` elements (see the module docs for the error bound).
 pub type TileFn = fn(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]);
 
-/// The float tile kernel for `dtype` (F32, F16 or BF16) if this CPU has AVX-512F/BW/VL
-/// (and F16C for F16).
-pub fn float_tile_fn(dtype: crate::DType) -> Option<TileFn> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::DType;
-        let ok = std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512vl")
-            && std::is_x86_feature_detected!("f16c")
-            && !super::force_scalar();
-        if ok {
-            return match dtype {
-                DType::F32 => Some(x86::tile_f32_entry),
-                DType::F16 => Some(x86::tile_f16_entry),
-                DType::BF16 if std::is_x86_feature_detected!("avx512bf16") => {
-                    Some(x86::tile_bf16_dp_entry)
-                }
-                DType::BF16 => Some(x86::tile_bf16_entry),
-                _ => None,
-            };
-        }
-    }
-    let _ = dtype;
-    None
-}
-
-/// Every float tile kernel for `dtype` this CPU can run, named (the one [`float_tile_fn`]
-/// picks first): for tests and benches, so that a kernel the dispatch passes over on this
-/// CPU is still checked.
-pub fn float_tile_kernels(dtype: crate::DType) -> Vec<(&'static str, TileFn)> {
-    let mut v = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    if let Some(best) = float_tile_fn(dtype) {
-        if dtype == crate::DType::BF16 && std::is_x86_feature_detected!("avx512bf16") {
-            v.push(("avx512bf16", best));
-            v.push(("avx512f", x86::tile_bf16_entry as TileFn));
-        } else {
-            v.push(("avx512f", best));
-        }
-    }
-    let _ = dtype;
-    v
-}
-
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::{TILE_COLS, TILE_ROWS};
     use std::arch::x86_64::*;
 
@@ -87,7 +42,7 @@ mod x86 {
     macro_rules! entries {
         ($($name:ident => $k:expr, $size:expr;)*) => {$(
             /// Safe entry: checks the shapes, then runs the kernel for the tile's shape.
-            pub(super) fn $name(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+            pub(crate) fn $name(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
                 run::<{ $k }>(n, $size, rows, acts, out)
             }
         )*};
@@ -99,7 +54,7 @@ mod x86 {
     }
 
     /// Safe entry of the AVX512-BF16 kernel (`float_tile_fn` checks the feature).
-    pub(super) fn tile_bf16_dp_entry(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+    pub(crate) fn tile_bf16_dp_entry(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
         run::<{ BF16_DP }>(n, 2, rows, acts, out)
     }
 
@@ -139,7 +94,7 @@ mod x86 {
     ) {
         let xs: [&[u8]; R] = std::array::from_fn(|i| rows[i]);
         let ys: [&[u8]; C] = std::array::from_fn(|i| acts[i]);
-        // SAFETY: `float_tile_fn` hands the entries out only after checking the features the
+        // SAFETY: `table::kernels` hands the entries out only after checking the features the
         // kernel is compiled for; every row holds `n` elements (checked by `run`).
         let s = unsafe {
             if K == BF16_DP {

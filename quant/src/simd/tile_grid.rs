@@ -37,7 +37,6 @@ use crate::codec::iquants::grid_byte;
 use crate::codec::repack::{iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use crate::scalar::le_f16;
-use crate::DType;
 
 /// Expanded bytes per 256-element super-block (see the module docs).
 pub const EXPANDED_SB: usize = 328;
@@ -197,50 +196,12 @@ pub fn expand_iq2_xxs_x(w: &[u8], out: &mut [u8]) {
     }
 }
 
-/// The fastest expander of `dtype` (IQ2_XXS, IQ2_XXS_X, IQ1_S or IQ1_S_X) on this CPU (AVX-512 VBMI, else the
-/// reference); `None` for other types.
-pub fn expand_fn(dtype: DType) -> Option<ExpandFn> {
-    #[cfg(target_arch = "x86_64")]
-    if super::avx512_iq::has_features() && !super::force_scalar() {
-        return match dtype {
-            DType::IQ2_XXS => Some(x86::expand_iq2_xxs_entry),
-            DType::IQ1_S => Some(x86::expand_iq1_s_entry),
-            DType::IQ1_S_X => Some(x86::expand_iq1_s_x_entry),
-            DType::IQ2_XXS_X => Some(x86::expand_iq2_xxs_x_entry),
-            _ => None,
-        };
-    }
-    match dtype {
-        DType::IQ2_XXS => Some(expand_iq2_xxs),
-        DType::IQ1_S => Some(expand_iq1_s),
-        DType::IQ1_S_X => Some(expand_iq1_s_x),
-        DType::IQ2_XXS_X => Some(expand_iq2_xxs_x),
-        _ => None,
-    }
-}
-
 /// A tile kernel: `out[r * cols + c] = dot(n, weight row r, acts[c])` for up to
 /// [`TILE_ROWS`] expanded rows and [`TILE_COLS`] Q8_K activation rows.
 pub type TileFn = fn(n: usize, rows: &[&[u8]], acts: &[&[u8]], panel: &[u8], out: &mut [f32]);
 
-/// The tiled GEMM kernel for `dtype` (IQ2_XXS, IQ1_S or their repacked forms IQ2_XXS_X and
-/// IQ1_S_X, whose expanded rows are their sources') if this CPU has the AVX-512 features it
-/// needs.
-pub fn tile_fn(dtype: DType) -> Option<TileFn> {
-    #[cfg(target_arch = "x86_64")]
-    if super::avx512_iq::has_features() && !super::force_scalar() {
-        return match dtype {
-            DType::IQ2_XXS | DType::IQ2_XXS_X => Some(x86::tile_iq2_xxs_entry),
-            DType::IQ1_S | DType::IQ1_S_X => Some(x86::tile_iq1_s_entry),
-            _ => None,
-        };
-    }
-    let _ = dtype;
-    None
-}
-
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::{EXPANDED_SB, TILE_COLS, TILE_ROWS};
     use crate::blocks::{le4, view, BlockQ8K};
     use crate::simd::{dpwssd, fold_pairs, store_tile, tile_shapes, tree4};
@@ -251,16 +212,16 @@ mod x86 {
     const IQ1_S: u8 = 1;
 
     /// Safe entry of the AVX-512 IQ2_XXS expander: checks the lengths, then expands.
-    pub(super) fn expand_iq2_xxs_entry(w: &[u8], out: &mut [u8]) {
+    pub(crate) fn expand_iq2_xxs_entry(w: &[u8], out: &mut [u8]) {
         assert_eq!(w.len() % 66, 0, "whole IQ2_XXS blocks");
         assert_eq!(out.len(), w.len() / 66 * EXPANDED_SB, "expanded row length");
-        // SAFETY: `expand_fn` hands this entry out only after checking the features; the
+        // SAFETY: `table::kernels` hands this entry out only after checking the features; the
         // lengths are checked above.
         unsafe { crate::simd::avx512_iq::expand_iq2_xxs_avx512(w, out) }
     }
 
     /// Safe entry of the AVX-512 IQ1_S expander: checks the lengths, then expands.
-    pub(super) fn expand_iq1_s_entry(w: &[u8], out: &mut [u8]) {
+    pub(crate) fn expand_iq1_s_entry(w: &[u8], out: &mut [u8]) {
         assert_eq!(w.len() % 50, 0, "whole IQ1_S blocks");
         assert_eq!(out.len(), w.len() / 50 * EXPANDED_SB, "expanded row length");
         // SAFETY: as above.
@@ -268,7 +229,7 @@ mod x86 {
     }
 
     /// Safe entry of the AVX-512 IQ1_S_X expander: checks the lengths, then expands.
-    pub(super) fn expand_iq1_s_x_entry(w: &[u8], out: &mut [u8]) {
+    pub(crate) fn expand_iq1_s_x_entry(w: &[u8], out: &mut [u8]) {
         assert_eq!(w.len() % 70, 0, "whole IQ1_S_X blocks");
         assert_eq!(out.len(), w.len() / 70 * EXPANDED_SB, "expanded row length");
         // SAFETY: as above.
@@ -276,7 +237,7 @@ mod x86 {
     }
 
     /// Safe entry of the AVX-512 IQ2_XXS_X expander: checks the lengths, then expands.
-    pub(super) fn expand_iq2_xxs_x_entry(w: &[u8], out: &mut [u8]) {
+    pub(crate) fn expand_iq2_xxs_x_entry(w: &[u8], out: &mut [u8]) {
         assert_eq!(w.len() % 102, 0, "whole IQ2_XXS_X blocks");
         assert_eq!(
             out.len(),
@@ -288,7 +249,7 @@ mod x86 {
     }
 
     /// Safe entry, IQ2_XXS.
-    pub(super) fn tile_iq2_xxs_entry(
+    pub(crate) fn tile_iq2_xxs_entry(
         n: usize,
         rows: &[&[u8]],
         acts: &[&[u8]],
@@ -299,7 +260,7 @@ mod x86 {
     }
 
     /// Safe entry, IQ1_S.
-    pub(super) fn tile_iq1_s_entry(
+    pub(crate) fn tile_iq1_s_entry(
         n: usize,
         rows: &[&[u8]],
         acts: &[&[u8]],
@@ -333,7 +294,7 @@ mod x86 {
         macro_rules! go {
             ($r:literal, $p:literal) => {{
                 let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
-                // SAFETY: `tile_fn` hands the entries out only after checking the features;
+                // SAFETY: `table::kernels` hands the entries out only after checking the features;
                 // the shapes are checked above.
                 let s = unsafe { tile::<K, $r, $p>(nsb, &xs, &ys, panel) };
                 store_tile(&s, $r, cols, scale, out);

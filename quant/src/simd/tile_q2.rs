@@ -14,28 +14,10 @@
 //! rows' registers at a time by an unpack tree, leaving four rows of one column per 128-bit
 //! lane, and the float combine runs on four rows at once, in the reference's order.
 
-use super::tile_q8::{panel_bytes, TileFn, TILE_COLS, TILE_ROWS};
-
-/// The tiled Q2_0 GEMM kernel if this CPU has the AVX-512 features it needs.
-pub fn q2_0_tile_fn() -> Option<TileFn> {
-    #[cfg(target_arch = "x86_64")]
-    if super::avx512_iq::has_features() && !super::force_scalar() {
-        return Some(x86::tile_entry::<false>);
-    }
-    None
-}
-
-/// The tiled GEMM kernel for Q2_0_X rows if this CPU has the AVX-512 features it needs.
-pub fn q2_0_x_tile_fn() -> Option<TileFn> {
-    #[cfg(target_arch = "x86_64")]
-    if super::avx512_iq::has_features() && !super::force_scalar() {
-        return Some(x86::tile_entry::<true>);
-    }
-    None
-}
+use super::tile_q8::{panel_bytes, TILE_COLS, TILE_ROWS};
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::{panel_bytes, TILE_COLS, TILE_ROWS};
     use crate::simd::avx512_q8::q2_block;
     use crate::simd::{f16c, fold_pairs, store_tile, tile_shapes, tree4};
@@ -45,7 +27,7 @@ mod x86 {
 
     /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count
     /// (`X`: Q2_0_X rows, whole groups of eight blocks).
-    pub(super) fn tile_entry<const X: bool>(
+    pub(crate) fn tile_entry<const X: bool>(
         n: usize,
         rows: &[&[u8]],
         panel: &[u8],
@@ -66,7 +48,7 @@ mod x86 {
         macro_rules! go {
             ($r:literal, $p:literal) => {{
                 let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
-                // SAFETY: `q2_0_tile_fn` hands this entry out only after checking the
+                // SAFETY: `table::kernels` hands this entry out only after checking the
                 // features; the shapes are checked above (every block and pair-block index
                 // is in bounds).
                 let s = unsafe { tile::<$r, $p, X>(nb, &xs, panel) };

@@ -120,47 +120,18 @@ pub fn expand_q8_0(row: &[u8], out: &mut [u8]) {
 /// An expander: one weight row → its expanded form (the layout of [`expand_q8_0`]).
 pub type ExpandFn = fn(row: &[u8], out: &mut [u8]);
 
-/// The fastest Q8_0 expander on this CPU (byte-identical to [`expand_q8_0`]).
-pub fn expand_fn() -> ExpandFn {
-    #[cfg(target_arch = "x86_64")]
-    if super::avx512_iq::has_features() && !super::force_scalar() {
-        return x86::expand_entry;
-    }
-    expand_q8_0
-}
-
 /// A tile kernel: `out[r * cols + c] = dot_q8_0(n, rows[r], column c of the panel)` for up
 /// to [`TILE_ROWS`] rows and the panel's `cols` columns.
 pub type TileFn = fn(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]);
 
-/// The tiled Q8_0 GEMM kernel if this CPU has the AVX-512 features it needs.
-pub fn q8_0_tile_fn() -> Option<TileFn> {
-    #[cfg(target_arch = "x86_64")]
-    if super::avx512_iq::has_features() && !super::force_scalar() {
-        return Some(x86::tile_entry);
-    }
-    None
-}
-
-/// The tiled Q8_0 GEMM on expanded weight rows ([`expand_q8_0`] layout, [`expanded_bytes`]
-/// long; best 64-byte aligned) if this CPU has the AVX-512 features it needs. Same panel,
-/// same bits as [`q8_0_tile_fn`].
-pub fn expanded_tile_fn() -> Option<TileFn> {
-    #[cfg(target_arch = "x86_64")]
-    if super::avx512_iq::has_features() && !super::force_scalar() {
-        return Some(x86::expanded_entry);
-    }
-    None
-}
-
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::{BlockQ8_0, EXPANDED_BLOCK, PAIR_BLOCK, TILE_COLS, TILE_ROWS};
     use crate::blocks::view;
     use std::arch::x86_64::*;
 
     /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count.
-    pub(super) fn tile_entry(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]) {
+    pub(crate) fn tile_entry(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]) {
         let nb = n / 32;
         assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
         assert!((1..=TILE_COLS).contains(&cols), "tile columns");
@@ -170,7 +141,7 @@ mod x86 {
         macro_rules! go {
             ($r:literal, $p:literal) => {{
                 let xs: [&[BlockQ8_0]; $r] = std::array::from_fn(|i| view::<BlockQ8_0>(rows[i]));
-                // SAFETY: `q8_0_tile_fn` hands this entry out only after checking the
+                // SAFETY: `table::kernels` hands this entry out only after checking the
                 // features the kernel is compiled for; the shapes are checked above (every
                 // block and pair-block index is in bounds).
                 let acc = unsafe { tile::<$r, $p>(nb, &xs, panel) };
@@ -182,7 +153,7 @@ mod x86 {
 
     /// Safe entry of the tile on expanded rows: checks the shapes, then runs the kernel for
     /// the tile's row and pair count.
-    pub(super) fn expanded_entry(
+    pub(crate) fn expanded_entry(
         n: usize,
         rows: &[&[u8]],
         panel: &[u8],
@@ -201,7 +172,7 @@ mod x86 {
         macro_rules! go {
             ($r:literal, $p:literal) => {{
                 let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
-                // SAFETY: `expanded_tile_fn` hands this entry out only after checking the
+                // SAFETY: `table::kernels` hands this entry out only after checking the
                 // features the kernel is compiled for; the shapes are checked above (every
                 // code, scale and pair-block index is in bounds).
                 let acc = unsafe { tile_expanded::<$r, $p>(nb, &xs, panel) };
@@ -212,14 +183,14 @@ mod x86 {
     }
 
     /// Safe entry of the fast expander: checks the lengths, then expands.
-    pub(super) fn expand_entry(row: &[u8], out: &mut [u8]) {
+    pub(crate) fn expand_entry(row: &[u8], out: &mut [u8]) {
         let nb = view::<BlockQ8_0>(row).len();
         assert_eq!(
             out.len(),
             super::expanded_bytes(32 * nb),
             "expanded row length"
         );
-        // SAFETY: `expand_fn` hands this entry out only after checking the features; the
+        // SAFETY: `table::kernels` hands this entry out only after checking the features; the
         // lengths are checked above.
         unsafe { expand(nb, row, out) };
         out[nb * EXPANDED_BLOCK..].fill(0);

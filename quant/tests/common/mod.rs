@@ -55,3 +55,86 @@ pub fn assert_tile_bits(
         }
     }
 }
+
+use fathom_quant::simd::table::{column, inventory, Column, Row};
+use fathom_quant::simd::{CpuLevel, Kernel};
+use std::collections::HashSet;
+
+/// The kernels of `col` the kernel table lists for `t` at the levels this CPU has, lowest
+/// level first (the scalar reference not included).
+pub fn kernels_of<F: Copy>(
+    t: DType,
+    col: impl Fn(&Row) -> Option<Kernel<F>>,
+) -> Vec<(CpuLevel, Kernel<F>)> {
+    column(t, CpuLevel::detect(), col)
+}
+
+/// The kernels a test ran, by (type, column, level, name): at its end [`Tally::assert_all`]
+/// compares them with the kernel table, so a test whose loop skipped a kernel fails instead
+/// of passing vacuously.
+#[derive(Default)]
+pub struct Tally(HashSet<(DType, Column, CpuLevel, &'static str)>);
+
+impl Tally {
+    /// Records that kernel `k` (of `col`, brought by `level`) of type `t` was checked.
+    pub fn ran<F>(&mut self, t: DType, col: Column, level: CpuLevel, k: &Kernel<F>) {
+        self.0.insert((t, col, level, k.name));
+    }
+
+    /// [`Tally::assert_all`] for the kernels `level` itself brings (a test of one level's
+    /// kernels); nothing to check on a CPU below `level`.
+    pub fn assert_level(&self, col: Column, types: &[DType], level: CpuLevel) -> usize {
+        let listed = inventory()
+            .into_iter()
+            .filter(|e| e.column == col && e.level == level && types.contains(&e.dtype))
+            .count();
+        if CpuLevel::detect() < level {
+            eprintln!(
+                "this CPU is below {level}: its {listed} {} kernel(s) of {types:?} not run here",
+                col.name()
+            );
+            return 0;
+        }
+        let checked = self.0.iter().filter(|k| k.1 == col && k.2 == level).count();
+        assert_eq!(
+            checked,
+            listed,
+            "{} kernels of {types:?} at {level}",
+            col.name()
+        );
+        checked
+    }
+
+    /// Asserts that every kernel of `col` the table lists for `types` at this CPU's level was
+    /// checked, and returns how many. A CPU below the AVX-512 VNNI level says (once per
+    /// test) how many of the table's kernels it cannot run.
+    pub fn assert_all(&self, col: Column, types: &[DType]) -> usize {
+        let level = CpuLevel::detect();
+        let listed: Vec<_> = inventory()
+            .into_iter()
+            .filter(|e| e.column == col && types.contains(&e.dtype))
+            .collect();
+        let runnable: HashSet<_> = listed
+            .iter()
+            .filter(|e| e.level <= level)
+            .map(|e| (e.dtype, e.column, e.level, e.name))
+            .collect();
+        let checked: HashSet<_> = self.0.iter().filter(|k| k.1 == col).copied().collect();
+        assert_eq!(
+            checked,
+            runnable,
+            "{} kernels of {types:?}: checked vs the table at {level}",
+            col.name()
+        );
+        let skipped = listed.len() - runnable.len();
+        if skipped > 0 {
+            eprintln!(
+                "this CPU runs the kernel table up to {level}: {} {} kernel(s) of {types:?} \
+                 checked, {skipped} of higher levels not run here",
+                runnable.len(),
+                col.name()
+            );
+        }
+        runnable.len()
+    }
+}

@@ -52,16 +52,6 @@ pub struct Args {
     /// alternating, `-r` rounds (comma-separated types, or `all`, the default).
     #[arg(long, num_args = 0..=1, default_missing_value = "all", conflicts_with = "model")]
     matvec: Option<String>,
-    /// With `--matvec`: the software prefetch distances to compare, in bytes (comma
-    /// separated; 0 = none; default: the current one, `FATHOM_PREFETCH` or 2048).
-    #[arg(long, value_delimiter = ',', requires = "matvec")]
-    prefetch: Vec<usize>,
-    /// With `--matvec`: the decode (multi-row) kernels to compare, alternating: `all` that
-    /// this CPU lists for each type, or comma-separated names (`avx512`, `avx512-lut`,
-    /// `avx512-pairs`, `avx512-prepared`, `avx2`; each type measures those it has). Default:
-    /// the one the type uses (the first listed, or `FATHOM_ROWS_KERNEL`'s choice).
-    #[arg(long, requires = "matvec")]
-    kernels: Option<String>,
     /// With `--matvec`: elements per weight row (a multiple of each type's block; the
     /// 1024-wide `attn_q_b` rows, for instance, run at a different rate than 4096-wide ones).
     #[arg(long, default_value_t = super::bench_matvec::DEFAULT_ROW, requires = "matvec")]
@@ -113,7 +103,7 @@ pub fn membw_bytes() -> usize {
 /// Sustained read bandwidth in GB/s: `threads` threads each sum a disjoint part of a
 /// buffer much larger than the last-level cache ([`membw_bytes`]), best of 3 passes with
 /// and 3 without software prefetch (alternating). The prefetching read is there because the
-/// matvec kernels prefetch ([`quant::simd::prefetch_distance`]): on a VM whose hardware
+/// matvec kernels prefetch ([`quant::simd::PREFETCH_DISTANCE`]): on a VM whose hardware
 /// prefetchers run short of the memory latency, the plain read alone measured less than the
 /// kernels then stream (10.3 against 13.8 GB/s for Q6_K, one after the other).
 pub fn measure_membw(threads: usize) -> f64 {
@@ -139,10 +129,10 @@ impl ReadBuffer {
 
     /// One read of the whole buffer by `threads` threads, each summing a disjoint part with
     /// four accumulators (and, with `prefetch`, a software prefetch
-    /// [`quant::simd::prefetch_distance`] bytes ahead); GB/s.
+    /// [`quant::simd::PREFETCH_DISTANCE`] bytes ahead); GB/s.
     pub fn pass(&self, threads: usize, prefetch: bool) -> f64 {
         let pd = if prefetch {
-            quant::simd::prefetch_distance().max(64)
+            quant::simd::PREFETCH_DISTANCE.max(64)
         } else {
             0
         };
@@ -207,8 +197,8 @@ fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
 }
 
 /// Run the command (a closed stdout, e.g. `| head`, ends it quietly).
-pub fn run(args: &Args) -> Result<()> {
-    match run_inner(args) {
+pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
+    match run_inner(args, env) {
         Err(e)
             if e.downcast_ref::<std::io::Error>()
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
@@ -219,12 +209,10 @@ pub fn run(args: &Args) -> Result<()> {
     }
 }
 
-fn run_inner(args: &Args) -> Result<()> {
+fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    let threads = args
-        .threads
-        .unwrap_or_else(backends::topology::physical_cores)
-        .max(1);
+    let exec = env.exec_config(args.threads)?;
+    let threads = exec.threads;
     if let Some(list) = &args.matvec {
         if args.reps == 0 {
             bail!("-r must be at least 1");
@@ -233,16 +221,7 @@ fn run_inner(args: &Args) -> Result<()> {
         if args.row == 0 {
             bail!("--row must be at least 1");
         }
-        return super::bench_matvec::run(
-            &types,
-            args.row,
-            &args.prefetch,
-            args.kernels.as_deref(),
-            threads,
-            args.reps,
-            args.json,
-            &mut out,
-        );
+        return super::bench_matvec::run(&types, args.row, &exec, args.reps, args.json, &mut out);
     }
     let Some(path) = &args.model else {
         if !args.membw {
@@ -288,6 +267,7 @@ fn run_inner(args: &Args) -> Result<()> {
         + 2;
     let mut session = Session::from_gguf_repacked(file.clone(), threads, ctx, args.repack)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    session.set_exec_config(exec.clone());
     session.set_ubatch(args.ubatch);
     let mut moe = args.moe_config.clone().map(|p| {
         let knobs = Arc::new(graph::knobs::MoeKnobs::new(hp.n_layer));

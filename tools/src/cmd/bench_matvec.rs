@@ -7,8 +7,10 @@
 //! type; the repacked `_X` types from random IQ1_S / IQ2_XXS / IQ1_M / Q2_0 blocks), one
 //! activation column, on the executor with `-t` threads.
 //! Each of `-r` rounds reads the bandwidth buffer (best of a plain and a prefetching pass),
-//! then runs the matvec twice per `--kernels` choice and `--prefetch` distance; the table
-//! gives medians over the rounds and the median of each round's own fraction. Alternating
+//! then runs the matvec twice with the kernel the kernel table gives the type on this CPU;
+//! the table gives medians over the rounds and the median of each round's own fraction.
+//! Comparing kernels against each other is the criterion benches' job
+//! (`benches/benches/quant.rs`). Alternating
 //! in one process is what makes the fraction mean something on a VM whose speed drifts
 //! between minutes.
 
@@ -83,18 +85,14 @@ fn weights(t: DType, k: usize, rows: usize) -> Result<Vec<u8>> {
 }
 
 /// A one-node graph `y = w · x` (`k`-element rows) on the executor, its input set.
-fn executor(t: DType, k: usize, rows: usize, threads: usize) -> Result<Executor> {
+fn executor(t: DType, k: usize, rows: usize, exec: &ExecConfig) -> Result<Executor> {
     let mut g = Graph::new();
     let desc = TensorDesc::new(t, &[k, rows])?;
     let w = g.weight("w", desc, WeightData::from_vec(weights(t, k, rows)?))?;
     let x = g.input("x", TensorDesc::f32(&[k, 1])?)?;
     let y = g.mul_mat(w, x)?;
     g.output("y", y)?;
-    let cfg = ExecConfig {
-        threads,
-        ..ExecConfig::default()
-    };
-    let mut e = Executor::new(g, cfg);
+    let mut e = Executor::new(g, exec.clone());
     let xs: Vec<f32> = (0..k)
         .map(|i| ((i * 31) % 200) as f32 / 100.0 - 1.0)
         .collect();
@@ -108,138 +106,64 @@ fn median(v: &[f64]) -> f64 {
     s.get(s.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// One measured (type, prefetch distance).
+/// One measured type.
 struct Measured {
     t: DType,
     kernel: String,
     bytes: usize,
-    prefetch: usize,
     matvec: Vec<f64>,
     read: Vec<f64>,
 }
 
-/// The decode kernels `--kernels` asks for, per type: `None` for the type's current choice
-/// (no `--kernels`, or none of the names is listed for the type), else the listed names in
-/// `rows_available` order. A name that no measured type lists is an error.
-fn kernel_choices(
-    types: &[DType],
-    kernels: Option<&str>,
-) -> Result<Vec<Vec<Option<&'static str>>>> {
-    let Some(spec) = kernels else {
-        return Ok(types.iter().map(|_| vec![None]).collect());
-    };
-    let wanted: Vec<&str> = spec
-        .split(',')
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .collect();
-    let mut seen = vec![false; wanted.len()];
-    let choices = types
-        .iter()
-        .map(|&t| {
-            let names: Vec<Option<&'static str>> = quant::simd::rows_available(t)
-                .iter()
-                .filter(|(name, _)| {
-                    let hit = wanted.iter().position(|w| w == name);
-                    if let Some(i) = hit {
-                        seen[i] = true;
-                    }
-                    spec == "all" || hit.is_some()
-                })
-                .map(|(name, _)| Some(*name))
-                .collect();
-            if names.is_empty() {
-                vec![None]
-            } else {
-                names
-            }
-        })
-        .collect();
-    if spec != "all" {
-        if let Some(i) = seen.iter().position(|s| !s) {
-            bail!(
-                "--kernels: no measured type has a decode kernel {:?} on this CPU",
-                wanted[i]
-            );
-        }
-    }
-    Ok(choices)
-}
-
-/// The label of the kernel a matvec of `t` runs with `choice` in force.
-fn kernel_label(t: DType, choice: Option<&str>) -> String {
-    let rows = quant::simd::rows_available(t);
-    let chosen = choice.or_else(|| quant::simd::rows_kernel_choice(t));
-    match chosen.or_else(|| rows.first().map(|k| k.0)) {
-        Some(name) => format!("{name} rows"),
-        None => quant::simd::available(t)
-            .first()
-            .map_or("reference".into(), |k| k.0.to_string()),
+/// The label of the kernel a matvec of `t` runs on this CPU (the kernel table's choice:
+/// the rows kernel, or the dot kernel where the type has none).
+fn kernel_label(t: DType, level: quant::simd::CpuLevel) -> String {
+    match quant::simd::kernels(t, level) {
+        Some(k) => match k.rows {
+            Some(r) => format!("{} rows", r.name),
+            None => k.dot.name.to_string(),
+        },
+        None => "none".into(),
     }
 }
 
 /// Runs the matvec tests with `k`-element rows and prints their table (or JSON).
-#[allow(clippy::too_many_arguments)]
 pub fn run(
     types: &[DType],
     k: usize,
-    prefetch: &[usize],
-    kernels: Option<&str>,
-    threads: usize,
+    exec: &ExecConfig,
     rounds: usize,
     json: bool,
     out: &mut impl Write,
 ) -> Result<()> {
-    let saved = quant::simd::prefetch_distance();
-    let dists = if prefetch.is_empty() {
-        vec![saved]
-    } else {
-        prefetch.to_vec()
-    };
-    let choices = kernel_choices(types, kernels)?;
+    let threads = exec.threads;
     let buf = ReadBuffer::new();
     let mut all = Vec::new();
-    for (&t, choice) in types.iter().zip(&choices) {
+    for &t in types {
         let row = quant::bytes_for(t, k).with_context(|| {
             format!("--matvec: {t} rows of {k} elements (--row must be a multiple of its block)")
         })?;
         let rows = (buf.bytes() / row / 64 * 64).max(64);
-        let mut e = executor(t, k, rows, threads)?;
+        let mut e = executor(t, k, rows, exec)?;
         let bytes = row * rows;
-        let saved_kernel = quant::simd::rows_kernel_choice(t);
         e.run(); // pages the weights in
-        let mut m: Vec<(Option<&'static str>, Measured)> = choice
-            .iter()
-            .flat_map(|&c| dists.iter().map(move |&d| (c, d)))
-            .map(|(c, d)| {
-                let m = Measured {
-                    t,
-                    kernel: kernel_label(t, c),
-                    bytes,
-                    prefetch: d,
-                    matvec: Vec::new(),
-                    read: Vec::new(),
-                };
-                (c, m)
-            })
-            .collect();
+        let mut m = Measured {
+            t,
+            kernel: kernel_label(t, e.cpu()),
+            bytes,
+            matvec: Vec::new(),
+            read: Vec::new(),
+        };
         for _ in 0..rounds {
             let read = buf.pass(threads, true).max(buf.pass(threads, false));
-            for (c, mm) in &mut m {
-                // every name comes from `rows_available(t)`, so this cannot fail
-                quant::simd::set_rows_kernel(t, c.or(saved_kernel))?;
-                quant::simd::set_prefetch_distance(mm.prefetch);
-                let t0 = Instant::now();
-                e.run();
-                e.run();
-                mm.matvec
-                    .push(2.0 * bytes as f64 / t0.elapsed().as_secs_f64() / 1e9);
-                mm.read.push(read);
-            }
+            let t0 = Instant::now();
+            e.run();
+            e.run();
+            m.matvec
+                .push(2.0 * bytes as f64 / t0.elapsed().as_secs_f64() / 1e9);
+            m.read.push(read);
         }
-        quant::simd::set_prefetch_distance(saved);
-        quant::simd::set_rows_kernel(t, saved_kernel)?;
-        all.extend(m.into_iter().map(|(_, m)| m));
+        all.push(m);
     }
     if json {
         let v: Vec<serde_json::Value> = all
@@ -248,7 +172,8 @@ pub fn run(
                 let fr: Vec<f64> = m.matvec.iter().zip(&m.read).map(|(a, b)| a / b).collect();
                 serde_json::json!({
                     "test": "matvec", "type": m.t.name(), "kernel": m.kernel, "row": k,
-                    "weight_bytes": m.bytes, "n_threads": threads, "prefetch": m.prefetch,
+                    "weight_bytes": m.bytes, "n_threads": threads,
+                    "prefetch": quant::simd::PREFETCH_DISTANCE,
                     "matvec_gbs": median(&m.matvec), "membw_gbs": median(&m.read),
                     "fraction": median(&fr), "samples_gbs": m.matvec, "samples_membw_gbs": m.read,
                 })
@@ -259,20 +184,19 @@ pub fn run(
     }
     writeln!(
         out,
-        "| type | kernel | row | weights | prefetch | matvec GB/s | read GB/s | % of read | rounds' % |"
+        "| type | kernel | row | weights | matvec GB/s | read GB/s | % of read | rounds' % |"
     )?;
-    writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---|")?;
+    writeln!(out, "|---|---|---:|---:|---:|---:|---:|---|")?;
     for m in &all {
         let fr: Vec<f64> = m.matvec.iter().zip(&m.read).map(|(a, b)| a / b).collect();
         let rounds: Vec<String> = fr.iter().map(|f| format!("{:.0}", 100.0 * f)).collect();
         writeln!(
             out,
-            "| {} | {} | {} | {:.0} MiB | {} | {:.2} | {:.2} | {:.0}% | {} |",
+            "| {} | {} | {} | {:.0} MiB | {:.2} | {:.2} | {:.0}% | {} |",
             m.t.name(),
             m.kernel,
             k,
             m.bytes as f64 / (1u64 << 20) as f64,
-            m.prefetch,
             median(&m.matvec),
             median(&m.read),
             100.0 * median(&fr),

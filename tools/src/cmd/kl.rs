@@ -125,21 +125,25 @@ impl Weights for Shared {
 }
 
 /// Open `-m`: the weights (shared), the hyperparameters and the tokenizer.
-fn open(path: &Path, repack: models::deepseek4::Repack) -> Result<(Shared, Hparams, Tokenizer)> {
+fn open(
+    path: &Path,
+    repack: models::deepseek4::Repack,
+    st_weights: Option<&str>,
+) -> Result<(Shared, Hparams, Tokenizer)> {
     let shown = path.display();
     let checkpoint = path.is_dir()
         || path
             .extension()
             .is_some_and(|e| e == "json" || e == "safetensors");
     if checkpoint {
-        let opts = match std::env::var("FATHOM_ST_WEIGHTS").as_deref() {
-            Err(_) | Ok("") | Ok("default") => StOptions::default(),
-            Ok("fp32") => StOptions::fp32(),
-            Ok("q8_0") => StOptions {
+        let opts = match st_weights {
+            None | Some("default") => StOptions::default(),
+            Some("fp32") => StOptions::fp32(),
+            Some("q8_0") => StOptions {
                 fp8: Fp8Policy::Q8_0,
                 ..StOptions::default()
             },
-            Ok(v) => bail!("FATHOM_ST_WEIGHTS={v}: expected default, q8_0 or fp32"),
+            Some(v) => bail!("FATHOM_ST_WEIGHTS={v}: expected default, q8_0 or fp32"),
         };
         let (w, hp) = SafetensorsWeights::open_with(path, opts)
             .with_context(|| format!("cannot open checkpoint {shown}"))?;
@@ -338,14 +342,15 @@ fn time_decode(
     w: &Shared,
     c: &Config,
     tokens: &[u32],
-    threads: usize,
+    exec: &ExecConfig,
     ctx: usize,
     n: usize,
 ) -> Result<Option<f64>> {
     if n == 0 {
         return Ok(None);
     }
-    let mut s = Session::new(hp.clone(), w.clone(), threads, ctx)?;
+    let mut s = Session::new(hp.clone(), w.clone(), exec.threads, ctx)?;
+    s.set_exec_config(exec.clone());
     if let Some(k) = &c.knobs {
         s.set_moe_knobs(k.clone());
     }
@@ -461,14 +466,14 @@ fn opt(x: Option<f64>, prec: usize) -> String {
 }
 
 /// Run the command.
-pub fn run(args: &Args) -> Result<()> {
+pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     ensure!(
         args.ubatch > 0,
         "--ubatch 0: chunks must hold at least one token"
     );
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read the text file {}", args.file.display()))?;
-    let (mut w, hp, tok) = open(&args.model, args.repack)?;
+    let (mut w, hp, tok) = open(&args.model, args.repack, env.st_weights.as_deref())?;
     let mshown = args.model.display().to_string();
     let tokens = tok
         .encode(&text, true)
@@ -490,10 +495,7 @@ pub fn run(args: &Args) -> Result<()> {
         None => need,
     };
     let threads = args.threads.unwrap_or(0);
-    let mut cfg = ExecConfig::default();
-    if threads > 0 {
-        cfg.threads = threads;
-    }
+    let cfg = env.exec_config(args.threads)?;
     let test = config(&args.test_config, &hp, "--test-config")?;
     let base = match &args.base_config {
         Some(s) => Some(config(s, &hp, "--base-config")?),
@@ -564,7 +566,7 @@ pub fn run(args: &Args) -> Result<()> {
     );
 
     let time = |c: &Config| {
-        time_decode(&hp, &w, c, &tokens, threads, ctx, args.decode_tokens)
+        time_decode(&hp, &w, c, &tokens, &cfg, ctx, args.decode_tokens)
             .with_context(|| format!("{mshown}: timing decode under {}", c.spec))
     };
     let base_decode = match &base {

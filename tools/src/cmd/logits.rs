@@ -58,7 +58,7 @@ pub struct Args {
 }
 
 /// Run the command.
-pub fn run(args: &Args) -> Result<()> {
+pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     let chunk: Option<usize> = match args.mode.as_str() {
         "batch" => None,
         "incremental" => Some(1),
@@ -68,7 +68,7 @@ pub fn run(args: &Args) -> Result<()> {
         },
     };
     let path = &args.model;
-    let (mut model, hp) = Model::open(path, args.repack)?;
+    let (mut model, hp) = Model::open(path, args.repack, env.st_weights.as_deref())?;
     let tokens: Vec<u32> = match (&args.tokens, &args.text) {
         (Some(t), _) => t.clone(),
         (None, Some(text)) => model
@@ -87,10 +87,7 @@ pub fn run(args: &Args) -> Result<()> {
         );
     }
     let t = tokens.len();
-    let mut cfg = ExecConfig::default();
-    if let Some(n) = args.threads {
-        cfg.threads = n.max(1);
-    }
+    let cfg = env.exec_config(args.threads)?;
     if let Some(chunk) = chunk {
         if args.hidden {
             bail!("--hidden is only available with --mode batch");
@@ -109,12 +106,8 @@ pub fn run(args: &Args) -> Result<()> {
     let graph = model
         .graph(&hp, t, args.hidden)
         .with_context(|| format!("{}: building the graph", path.display()))?;
-    // FATHOM_FORCE_SCALAR=1: the single-thread reference executor (for bisecting numerics)
-    let mut exec = if std::env::var("FATHOM_FORCE_SCALAR").is_ok_and(|v| v == "1") {
-        Executor::reference(graph)
-    } else {
-        Executor::new(graph, cfg)
-    };
+    // FATHOM_FORCE_SCALAR=1 (`cfg.reference`): the single-thread reference executor
+    let mut exec = Executor::new(graph, cfg);
     let ids: Vec<i32> = tokens.iter().map(|&x| x as i32).collect();
     exec.set_input_i32(input::TOKENS, &ids)?;
     for (name, bytes) in PrefillInputs::new(&hp, t).values {
@@ -183,16 +176,20 @@ fn is_checkpoint(path: &Path) -> bool {
 }
 
 impl Model {
-    fn open(path: &Path, repack: models::deepseek4::Repack) -> Result<(Model, Hparams)> {
+    fn open(
+        path: &Path,
+        repack: models::deepseek4::Repack,
+        st_weights: Option<&str>,
+    ) -> Result<(Model, Hparams)> {
         if is_checkpoint(path) {
-            let opts = match std::env::var("FATHOM_ST_WEIGHTS").as_deref() {
-                Err(_) | Ok("") | Ok("default") => StOptions::default(),
-                Ok("fp32") => StOptions::fp32(),
-                Ok("q8_0") => StOptions {
+            let opts = match st_weights {
+                None | Some("default") => StOptions::default(),
+                Some("fp32") => StOptions::fp32(),
+                Some("q8_0") => StOptions {
                     fp8: Fp8Policy::Q8_0,
                     ..StOptions::default()
                 },
-                Ok(v) => bail!("FATHOM_ST_WEIGHTS={v}: expected default, q8_0 or fp32"),
+                Some(v) => bail!("FATHOM_ST_WEIGHTS={v}: expected default, q8_0 or fp32"),
             };
             let (w, hp) = SafetensorsWeights::open_with(path, opts)
                 .with_context(|| format!("cannot open checkpoint {}", path.display()))?;

@@ -11,7 +11,7 @@
 //! sequence for every token, O(n²)) — a cross-check and a measurement, not for use.
 
 use anyhow::{bail, Context, Result};
-use backends::profiler::{enabled_from_env, ProfileOutput};
+use backends::profiler::ProfileOutput;
 use models::chat::{ChatOptions, ChatTemplate, Message};
 use models::deepseek4::{GgufWeights, Hparams, SafetensorsWeights};
 use models::gguf::GgufFile;
@@ -244,7 +244,7 @@ fn describe_cache(c: &CacheBytes) -> String {
 }
 
 /// Run the command.
-pub fn run(args: &Args) -> Result<()> {
+pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     let cfg = SamplerConfig {
         temperature: args.temp,
         top_k: args.top_k,
@@ -274,7 +274,8 @@ pub fn run(args: &Args) -> Result<()> {
         mut session,
         builtin,
     } = load(args)?;
-    let profile_out = enabled_from_env();
+    let profile_out: Option<ProfileOutput> = env.profile.clone();
+    session.set_exec_config(env.exec_config(args.threads)?);
     if builtin || profile_out.is_some() {
         session.set_profile(true);
     }
@@ -286,10 +287,7 @@ pub fn run(args: &Args) -> Result<()> {
         session.set_mode(Mode::Recompute);
     }
     // live MoE control: knobs read by the graph at run time, the file polled once per token
-    let moe_path = args
-        .moe_config
-        .clone()
-        .or_else(|| std::env::var_os("FATHOM_MOE_CONFIG").map(PathBuf::from));
+    let moe_path = args.moe_config.clone().or_else(|| env.moe_config.clone());
     let mut moe = moe_path.map(|p| {
         let knobs = std::sync::Arc::new(graph::knobs::MoeKnobs::new(hp.n_layer));
         session.set_moe_knobs(knobs.clone());

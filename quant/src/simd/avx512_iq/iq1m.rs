@@ -1,5 +1,5 @@
 //! AVX-512 kernels for IQ1_M · Q8_K, one row and four rows (decode's matvecs): a child of
-//! `avx512_iq`, whose IQ1_S gather scheme and `grid_one!` / `grid_rows4!` passes these share.
+//! `avx512_iq`, whose IQ1_S gather scheme and `grid_one!` pass these share.
 //!
 //! IQ1_M differs from IQ1_S in its delta: one sign per 8 elements, not per 32, so the delta
 //! term Σ σ·Σ₈y cannot come from the 16-element `bsums`. Instead each element's weight is
@@ -39,7 +39,7 @@ use super::*;
 use crate::blocks::{BlockIQ1M, BlockIQ1MX};
 use crate::codec::iquants::iq1m_d_bits;
 
-entry!(rows dot_iq1_m_avx512_rows_entry => dot_iq1_m_avx512_rows, dot_iq1_m_x_avx512_rows_entry => dot_iq1_m_x_avx512_rows);
+entry!(rows dot_iq1_m_x_avx512_rows_entry => dot_iq1_m_x_avx512_rows);
 entry!(multi dot_iq1_m_avx512_multi_entry => dot_iq1_m_avx512_multi, dot_iq1_m_x_avx512_multi_entry => dot_iq1_m_x_avx512_multi);
 entry!(dot_iq1_m_avx512_entry => dot_iq1_m_avx512, dot_iq1_m_x_avx512_entry => dot_iq1_m_x_avx512);
 
@@ -303,22 +303,6 @@ impl Iq1mDot {
     }
 }
 
-impl Iq1mDot {
-    /// One IQ1_M super-block's T against `y`, spread over the lanes (for `rows4x4`).
-    #[target_feature(
-        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
-    )]
-    #[inline]
-    unsafe fn block_sums(&self, x: &BlockIQ1M, y: &BlockQ8K) -> __m512i {
-        // SAFETY: same features as this function.
-        unsafe { Self::sums(&self.unpack(x), y) }
-    }
-}
-
-rows4x4_impl!(Iq1mDot, BlockIQ1M, 0.125, block_sums, |x| iq1m_d_bits(
-    &x.scales
-));
-
 /// IQ1_M · Q8_K with AVX-512, one column: four super-blocks per [`Iq1mDot::group`], their
 /// products added in block order (the reference's bits; see the module docs).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
@@ -326,16 +310,6 @@ unsafe fn dot_iq1_m_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: same features as this function.
     let k = unsafe { Iq1mDot::new() };
     grid_one!(k, BlockIQ1M, w, a)
-}
-
-/// IQ1_M · Q8_K for several weight rows against one activation row, four rows per pass
-/// (`grid_rows4!`: four independent chains and four prefetched weight streams, sixteen sums
-/// reduced together): each row gets the one-row kernel's bits.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
-unsafe fn dot_iq1_m_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    // SAFETY: same features as this function.
-    let k = unsafe { Iq1mDot::new() };
-    grid_rows4!(k, BlockIQ1M, rows, a, out, 1.0);
 }
 
 /// IQ1_M_X · Q8_K with AVX-512, one column: [`dot_iq1_m_avx512`] with the weights cut out

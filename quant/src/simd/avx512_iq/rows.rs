@@ -151,13 +151,13 @@ macro_rules! rows4x4_impl {
 /// The body of the multi-row kernels whose super-blocks reduce to one integer each: four
 /// rows per pass, four super-blocks at a time by `$k.rows4x4` (copies padded with zero
 /// blocks for the last 1–3, whose products are not added), each row prefetched
-/// [`crate::simd::prefetch_distance`] bytes ahead; the products added in block order and
+/// [`crate::simd::PREFETCH_DISTANCE`] bytes ahead; the products added in block order and
 /// each row's sum times `$scale` into `$out`. A short pass repeats its first row in the
 /// other lanes and does not store them.
 macro_rules! grid_rows4 {
     ($k:ident, $block:ty, $rows:ident, $a:ident, $out:ident, $scale:expr) => {
         let ys = view::<BlockQ8K>($a);
-        let pd = crate::simd::prefetch_distance();
+        let pd = crate::simd::PREFETCH_DISTANCE;
         for (rows, out) in $rows.chunks(4).zip($out.chunks_mut(4)) {
             let (mut xs, nb) = crate::simd::row_views::<$block>(rows, ys.len());
             for r in rows.len()..4 {
@@ -208,7 +208,7 @@ macro_rules! grid_rows4 {
 /// segment's last act may get one block), then four-row passes of four super-blocks at a
 /// time through `$k.rows4x4_prepared` (copies padded with zero blocks and `$none` for the
 /// last 1–3, whose products are not added), each row prefetched
-/// [`crate::simd::prefetch_distance`] bytes ahead; the products added in block order. A
+/// [`crate::simd::PREFETCH_DISTANCE`] bytes ahead; the products added in block order. A
 /// short pass repeats its first row in the other lanes and does not store them; each row's
 /// sum is multiplied by `$scale` (exact: 1 or a power of two). A macro so that it expands
 /// inside each `#[target_feature]` kernel.
@@ -219,7 +219,7 @@ macro_rules! prepared_rows {
         const { assert!(PER == 1 || PER == 2) };
         const { assert!($seg % 4 == 0) };
         let ys = view::<BlockQ8K>($a);
-        let pd = crate::simd::prefetch_distance();
+        let pd = crate::simd::PREFETCH_DISTANCE;
         let mut acts = [const { std::mem::MaybeUninit::<$act>::uninit() }; $seg / PER];
         for (rows, out) in $rows.chunks(BATCH).zip($out.chunks_mut(BATCH)) {
             let mut xs: [&[$block]; BATCH] = [&[]; BATCH];

@@ -1,0 +1,561 @@
+//! The kernel table: which kernel serves a weight type on a CPU, in one place.
+//!
+//! A CPU is summed up by one [`CpuLevel`], detected once ([`CpuLevel::detect`]). The table
+//! ([`table`]) has one [`Row`] per (type, level) where that level brings a kernel, with four
+//! columns:
+//! - **dot**: one weight row · one activation row (the fallback of every op);
+//! - **rows**: several weight rows · one activation row (decode matvecs, [`super::RowsDotFn`]);
+//! - **multi**: one weight row · several activation rows (prompt chunks and MoE experts with a
+//!   few tokens, [`super::MultiDotFn`]);
+//! - **tile**: a register-tiled GEMM for prompt chunks ([`Tile`]).
+//!
+//! A level inherits every column it leaves empty from the levels below it, down to the scalar
+//! reference of the type table (`DType::info().vec_dot`), so [`kernels`] resolves a type at a
+//! level by walking its rows upwards. Callers resolve once (the executor does it per plan
+//! node when the plan is built) and keep the function pointers; nothing here allocates or
+//! reads the environment.
+//!
+//! Every kernel of the table returns its scalar reference's bits (the float types: within
+//! the documented reordering bound); `quant/tests/simd.rs` checks every kernel the table
+//! lists at the levels the CPU running it has, and pins the table's size.
+
+use super::{tile_amx, tile_float, tile_grid, tile_q8};
+use crate::{DType, DotFn};
+use std::sync::OnceLock;
+
+/// What a CPU can run, in increasing order: every level includes the ones below it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CpuLevel {
+    /// No SIMD kernel: the scalar references only.
+    Scalar,
+    /// AVX2, FMA and F16C.
+    Avx2,
+    /// AVX-512 F, BW, VL and DQ: the float kernels and tiles, the activation quantizers and
+    /// the attention tiles.
+    Avx512,
+    /// AVX-512 VBMI, BITALG, VNNI and GFNI on top: every quantized kernel and tile.
+    Avx512Vnni,
+    /// AVX512-BF16 on top: the BF16 tile multiplies with `vdpbf16ps`.
+    Avx512Bf16,
+    /// AMX-TILE and AMX-INT8, with the operating system's permission: the AMX GEMM of the
+    /// grid-type MoE experts.
+    Amx,
+}
+
+impl CpuLevel {
+    /// Every level, lowest first.
+    pub const ALL: [CpuLevel; 6] = [
+        CpuLevel::Scalar,
+        CpuLevel::Avx2,
+        CpuLevel::Avx512,
+        CpuLevel::Avx512Vnni,
+        CpuLevel::Avx512Bf16,
+        CpuLevel::Amx,
+    ];
+
+    /// The highest level this CPU (and, for AMX, this process) supports. Detected once.
+    pub fn detect() -> CpuLevel {
+        static LEVEL: OnceLock<CpuLevel> = OnceLock::new();
+        *LEVEL.get_or_init(detect_level)
+    }
+
+    /// The levels up to and including this one, lowest first.
+    pub fn up_to(self) -> impl Iterator<Item = CpuLevel> {
+        CpuLevel::ALL.into_iter().filter(move |&l| l <= self)
+    }
+
+    /// The level's name as fathom prints it (`scalar`, `avx2`, `avx512`, `avx512-vnni`,
+    /// `avx512-bf16`, `amx`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuLevel::Scalar => "scalar",
+            CpuLevel::Avx2 => "avx2",
+            CpuLevel::Avx512 => "avx512",
+            CpuLevel::Avx512Vnni => "avx512-vnni",
+            CpuLevel::Avx512Bf16 => "avx512-bf16",
+            CpuLevel::Amx => "amx",
+        }
+    }
+}
+
+impl std::fmt::Display for CpuLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_level() -> CpuLevel {
+    use std::arch::is_x86_feature_detected as has;
+    if !(has!("avx2") && has!("fma") && has!("f16c")) {
+        return CpuLevel::Scalar;
+    }
+    if !(has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq")) {
+        return CpuLevel::Avx2;
+    }
+    if !(has!("avx512vbmi") && has!("avx512bitalg") && has!("avx512vnni") && has!("gfni")) {
+        return CpuLevel::Avx512;
+    }
+    if !has!("avx512bf16") {
+        return CpuLevel::Avx512Vnni;
+    }
+    if !tile_amx::amx_allowed() {
+        return CpuLevel::Avx512Bf16;
+    }
+    CpuLevel::Amx
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect_level() -> CpuLevel {
+    CpuLevel::Scalar
+}
+
+/// A kernel of the table with the name tools and tests print (`avx2`, `avx512`,
+/// `avx512-pairs`, …; the level's name unless a type has several ways of doing one job).
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel<F> {
+    /// The name.
+    pub name: &'static str,
+    /// The function.
+    pub f: F,
+}
+
+/// A prompt-chunk GEMM, by the activation layout it works on.
+#[derive(Clone, Copy, Debug)]
+pub enum Tile {
+    /// Four weight rows × eight Q8_0 activation columns packed into panels
+    /// ([`tile_q8::pack_q8_0_panel`]): Q8_0, Q2_0 and Q2_0_X weights. `expanded` is the same
+    /// tile on rows expanded once per chunk ([`tile_q8::expand_q8_0`]), for chunks of two or
+    /// more panels.
+    Panel {
+        /// The tile on raw weight rows.
+        tile: tile_q8::TileFn,
+        /// The tile on expanded rows, and the expander.
+        expanded: Option<(tile_q8::TileFn, tile_q8::ExpandFn)>,
+    },
+    /// Four weight rows × four activation columns of the weight's own float type.
+    Float(tile_float::TileFn),
+    /// Grid-type MoE experts (IQ2_XXS, IQ1_S and their repacked forms): rows expanded once
+    /// ([`tile_grid`]) into a VNNI register tile, and the AMX tile where there is AMX.
+    Grid {
+        /// The VNNI tile.
+        tile: tile_grid::TileFn,
+        /// The row expander.
+        expand: tile_grid::ExpandFn,
+        /// The AMX tile, on CPUs with AMX.
+        amx: Option<AmxTile>,
+    },
+}
+
+/// The AMX GEMM of a grid type ([`tile_amx`]).
+#[derive(Clone, Copy, Debug)]
+pub struct AmxTile {
+    /// The tile kernel.
+    pub tile: tile_amx::AmxTileFn,
+    /// Which grid family.
+    pub kind: tile_amx::GridKind,
+    /// Grid-expanded row → AMX-expanded row.
+    pub split: tile_amx::SplitFn,
+    /// Weight row → AMX-expanded row in one pass, for the repacked forms.
+    pub direct: Option<tile_amx::AmxExpandFn>,
+}
+
+/// One row of the table: the kernels `level` brings for `dtype` (`None`: inherited).
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    /// The weight type.
+    pub dtype: DType,
+    /// The level.
+    pub level: CpuLevel,
+    /// One row · one column.
+    pub dot: Option<Kernel<DotFn>>,
+    /// Several rows · one column.
+    pub rows: Option<Kernel<super::RowsDotFn>>,
+    /// One row · several columns.
+    pub multi: Option<Kernel<super::MultiDotFn>>,
+    /// The prompt-chunk GEMM.
+    pub tile: Option<Kernel<Tile>>,
+}
+
+impl Row {
+    const fn new(dtype: DType, level: CpuLevel) -> Row {
+        Row {
+            dtype,
+            level,
+            dot: None,
+            rows: None,
+            multi: None,
+            tile: None,
+        }
+    }
+    const fn dot(mut self, name: &'static str, f: DotFn) -> Row {
+        self.dot = Some(Kernel { name, f });
+        self
+    }
+    const fn rows(mut self, name: &'static str, f: super::RowsDotFn) -> Row {
+        self.rows = Some(Kernel { name, f });
+        self
+    }
+    const fn multi(mut self, name: &'static str, f: super::MultiDotFn) -> Row {
+        self.multi = Some(Kernel { name, f });
+        self
+    }
+    const fn tile(mut self, name: &'static str, f: Tile) -> Row {
+        self.tile = Some(Kernel { name, f });
+        self
+    }
+}
+
+/// The kernels that serve one type at one level ([`kernels`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The type.
+    pub dtype: DType,
+    /// The level resolved for.
+    pub level: CpuLevel,
+    /// One row · one column (the scalar reference where no level brings one).
+    pub dot: Kernel<DotFn>,
+    /// Several rows · one column.
+    pub rows: Option<Kernel<super::RowsDotFn>>,
+    /// One row · several columns.
+    pub multi: Option<Kernel<super::MultiDotFn>>,
+    /// The prompt-chunk GEMM.
+    pub tile: Option<Kernel<Tile>>,
+}
+
+impl Kernels {
+    /// True when the dot column is a SIMD kernel, not the scalar reference.
+    pub fn has_simd(&self) -> bool {
+        self.dot.name != SCALAR
+    }
+}
+
+/// The name of the scalar references.
+pub const SCALAR: &str = "scalar";
+
+/// The kernels of `dtype` at `level` (each column from the highest row at or below `level`
+/// that has it); `None` for a type without a dot product (activation and index types).
+/// `level` is capped at [`CpuLevel::detect`]: a kernel is never handed out to a CPU that
+/// cannot run it.
+pub fn kernels(dtype: DType, level: CpuLevel) -> Option<Kernels> {
+    let level = level.min(CpuLevel::detect());
+    let reference = dtype.info().vec_dot?;
+    let mut k = Kernels {
+        dtype,
+        level,
+        dot: Kernel {
+            name: SCALAR,
+            f: reference,
+        },
+        rows: None,
+        multi: None,
+        tile: None,
+    };
+    for r in table()
+        .iter()
+        .filter(|r| r.dtype == dtype && r.level <= level)
+    {
+        k.dot = r.dot.unwrap_or(k.dot);
+        k.rows = r.rows.or(k.rows);
+        k.multi = r.multi.or(k.multi);
+        k.tile = r.tile.or(k.tile);
+    }
+    Some(k)
+}
+
+/// Every row of the table, each type's rows lowest level first. Private: its functions may
+/// only be called at the levels this CPU has ([`kernels`] and [`column`] check).
+fn table() -> &'static [Row] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        X86
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        &[]
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+use super::{
+    avx2_float as f2, avx2_iq as i2, avx2_k as k2, avx2_q8 as q2, avx512_float as f5,
+    avx512_iq as i5, avx512_k as k5, avx512_mxfp4 as m5, avx512_q8 as q5,
+};
+#[cfg(target_arch = "x86_64")]
+use CpuLevel::{Amx, Avx2, Avx512, Avx512Bf16, Avx512Vnni};
+
+/// The grid tile of `dtype` (expander `expand`) at the VNNI level, or with AMX.
+#[cfg(target_arch = "x86_64")]
+const fn grid(dtype: DType, expand: tile_grid::ExpandFn, amx: bool) -> Tile {
+    let (tile, kind): (tile_grid::TileFn, tile_amx::GridKind) = match dtype {
+        DType::IQ2_XXS | DType::IQ2_XXS_X => {
+            (tile_grid::x86::tile_iq2_xxs_entry, tile_amx::GridKind::Iq2)
+        }
+        _ => (tile_grid::x86::tile_iq1_s_entry, tile_amx::GridKind::Iq1),
+    };
+    let direct: Option<tile_amx::AmxExpandFn> = match dtype {
+        DType::IQ2_XXS_X => Some(tile_amx::x86::expand_direct_entry::<true>),
+        DType::IQ1_S_X => Some(tile_amx::x86::expand_direct_entry::<false>),
+        _ => None,
+    };
+    let amx = if amx {
+        Some(AmxTile {
+            tile: match kind {
+                tile_amx::GridKind::Iq2 => tile_amx::x86::tile_entry::<false>,
+                tile_amx::GridKind::Iq1 => tile_amx::x86::tile_entry::<true>,
+            },
+            kind,
+            split: tile_amx::x86::split_entry,
+            direct,
+        })
+    } else {
+        None
+    };
+    Tile::Grid { tile, expand, amx }
+}
+
+/// The x86 table. Each type's rows lowest level first.
+#[cfg(target_arch = "x86_64")]
+static X86: &[Row] = &[
+    // float types: f32 accumulation, within the reordering bound of `avx2_float`
+    Row::new(DType::F32, Avx2)
+        .dot("avx2", f2::dot_f32_avx2_entry)
+        .rows("avx2", f2::dot_f32_avx2_rows_entry),
+    Row::new(DType::F32, Avx512)
+        .dot("avx512", f5::dot_f32_avx512_entry)
+        .rows("avx512", f5::dot_f32_avx512_rows_entry)
+        .tile("avx512", Tile::Float(tile_float::x86::tile_f32_entry)),
+    Row::new(DType::F16, Avx2)
+        .dot("avx2", f2::dot_f16_avx2_entry)
+        .rows("avx2", f2::dot_f16_avx2_rows_entry),
+    Row::new(DType::F16, Avx512)
+        .dot("avx512", f5::dot_f16_avx512_entry)
+        .rows("avx512", f5::dot_f16_avx512_rows_entry)
+        .tile("avx512", Tile::Float(tile_float::x86::tile_f16_entry)),
+    Row::new(DType::BF16, Avx2)
+        .dot("avx2", f2::dot_bf16_avx2_entry)
+        .rows("avx2", f2::dot_bf16_avx2_rows_entry),
+    Row::new(DType::BF16, Avx512)
+        .dot("avx512", f5::dot_bf16_avx512_entry)
+        .rows("avx512", f5::dot_bf16_avx512_rows_entry)
+        .tile("avx512", Tile::Float(tile_float::x86::tile_bf16_entry)),
+    Row::new(DType::BF16, Avx512Bf16).tile(
+        "avx512-bf16",
+        Tile::Float(tile_float::x86::tile_bf16_dp_entry),
+    ),
+    // · Q8_0 activations
+    Row::new(DType::Q8_0, Avx2)
+        .dot("avx2", q2::dot_q8_0_avx2_entry)
+        .rows("avx2", q2::dot_q8_0_avx2_rows_entry)
+        .multi("avx2", q2::dot_q8_0_avx2_multi_entry),
+    Row::new(DType::Q8_0, Avx512Vnni)
+        .rows("avx512", q5::dot_q8_0_avx512_rows_entry)
+        .multi("avx512", q5::dot_q8_0_avx512_multi_entry)
+        .tile(
+            "avx512",
+            Tile::Panel {
+                tile: tile_q8::x86::tile_entry,
+                expanded: Some((tile_q8::x86::expanded_entry, tile_q8::x86::expand_entry)),
+            },
+        ),
+    Row::new(DType::Q2_0, Avx2).dot("avx2", q2::dot_q2_0_avx2_entry),
+    Row::new(DType::Q2_0, Avx512Vnni)
+        .dot("avx512", q5::dot_q2_0_avx512_entry)
+        .rows("avx512", q5::dot_q2_0_avx512_rows_entry)
+        .multi("avx512", q5::dot_q2_0_avx512_multi_entry)
+        .tile(
+            "avx512",
+            Tile::Panel {
+                tile: super::tile_q2::x86::tile_entry::<false>,
+                expanded: None,
+            },
+        ),
+    Row::new(DType::Q2_0_X, Avx512Vnni)
+        .dot("avx512", q5::dot_q2_0_x_avx512_entry)
+        .rows("avx512", q5::dot_q2_0_x_avx512_rows_entry)
+        .multi("avx512", q5::dot_q2_0_x_avx512_multi_entry)
+        .tile(
+            "avx512",
+            Tile::Panel {
+                tile: super::tile_q2::x86::tile_entry::<true>,
+                expanded: None,
+            },
+        ),
+    Row::new(DType::MXFP4, Avx2).dot("avx2", q2::dot_mxfp4_avx2_entry),
+    Row::new(DType::MXFP4, Avx512Vnni)
+        .rows("avx512", m5::dot_mxfp4_avx512_rows_entry)
+        .multi("avx512", m5::dot_mxfp4_avx512_multi_entry),
+    // K-quants · Q8_K
+    Row::new(DType::Q4_K, Avx2)
+        .dot("avx2", k2::dot_q4_k_avx2_entry)
+        .rows("avx2", k2::dot_q4_k_avx2_rows_entry),
+    Row::new(DType::Q4_K, Avx512Vnni)
+        .dot("avx512", k5::dot_q4_k_avx512_entry)
+        .rows("avx512", k5::dot_q4_k_avx512_rows_entry)
+        .multi("avx512", k5::dot_q4_k_avx512_multi_entry),
+    Row::new(DType::Q5_K, Avx2)
+        .dot("avx2", k2::dot_q5_k_avx2_entry)
+        .rows("avx2", k2::dot_q5_k_avx2_rows_entry),
+    Row::new(DType::Q5_K, Avx512Vnni)
+        .dot("avx512", k5::dot_q5_k_avx512_entry)
+        .rows("avx512", k5::dot_q5_k_avx512_rows_entry)
+        .multi("avx512", k5::dot_q5_k_avx512_multi_entry),
+    Row::new(DType::Q6_K, Avx2).dot("avx2", k2::dot_q6_k_avx2_entry),
+    Row::new(DType::Q6_K, Avx512Vnni)
+        .dot("avx512", q5::dot_q6_k_avx512_entry)
+        .rows("avx512", q5::dot_q6_k_avx512_rows_entry)
+        .multi("avx512", q5::dot_q6_k_avx512_multi_entry),
+    // grid types · Q8_K
+    Row::new(DType::IQ2_XXS, Avx2).dot("avx2", i2::dot_iq2_xxs_avx2_entry),
+    Row::new(DType::IQ2_XXS, Avx512Vnni)
+        .dot("avx512", i5::dot_iq2_xxs_avx512_entry)
+        .rows("avx512-pairs", i5::dot_iq2_xxs_avx512_pairs_entry)
+        .multi("avx512", i5::dot_iq2_xxs_avx512_multi_entry)
+        .tile(
+            "avx512",
+            grid(DType::IQ2_XXS, tile_grid::x86::expand_iq2_xxs_entry, false),
+        ),
+    Row::new(DType::IQ2_XXS, Amx).tile(
+        "amx",
+        grid(DType::IQ2_XXS, tile_grid::x86::expand_iq2_xxs_entry, true),
+    ),
+    Row::new(DType::IQ2_XXS_X, Avx2).dot("avx2", i2::dot_iq2_xxs_x_avx2_entry),
+    Row::new(DType::IQ2_XXS_X, Avx512Vnni)
+        .dot("avx512", i5::dot_iq2_xxs_x_avx512_entry)
+        .rows("avx512", i5::dot_iq2_xxs_x_avx512_rows_entry)
+        .multi("avx512", i5::dot_iq2_xxs_x_avx512_multi_entry)
+        .tile(
+            "avx512",
+            grid(
+                DType::IQ2_XXS_X,
+                tile_grid::x86::expand_iq2_xxs_x_entry,
+                false,
+            ),
+        ),
+    Row::new(DType::IQ2_XXS_X, Amx).tile(
+        "amx",
+        grid(
+            DType::IQ2_XXS_X,
+            tile_grid::x86::expand_iq2_xxs_x_entry,
+            true,
+        ),
+    ),
+    Row::new(DType::IQ1_S, Avx2).dot("avx2", i2::dot_iq1_s_avx2_entry),
+    Row::new(DType::IQ1_S, Avx512Vnni)
+        .dot("avx512", i5::dot_iq1_s_avx512_entry)
+        .rows("avx512-prepared", i5::dot_iq1_s_avx512_prepared_entry)
+        .multi("avx512", i5::dot_iq1_s_avx512_multi_entry)
+        .tile(
+            "avx512",
+            grid(DType::IQ1_S, tile_grid::x86::expand_iq1_s_entry, false),
+        ),
+    Row::new(DType::IQ1_S, Amx).tile(
+        "amx",
+        grid(DType::IQ1_S, tile_grid::x86::expand_iq1_s_entry, true),
+    ),
+    Row::new(DType::IQ1_S_X, Avx2).dot("avx2", i2::dot_iq1_s_x_avx2_entry),
+    Row::new(DType::IQ1_S_X, Avx512Vnni)
+        .dot("avx512", i5::dot_iq1_s_x_avx512_entry)
+        .rows("avx512", i5::dot_iq1_s_x_avx512_rows_entry)
+        .multi("avx512", i5::dot_iq1_s_x_avx512_multi_entry)
+        .tile(
+            "avx512",
+            grid(DType::IQ1_S_X, tile_grid::x86::expand_iq1_s_x_entry, false),
+        ),
+    Row::new(DType::IQ1_S_X, Amx).tile(
+        "amx",
+        grid(DType::IQ1_S_X, tile_grid::x86::expand_iq1_s_x_entry, true),
+    ),
+    Row::new(DType::IQ1_M, Avx2).dot("avx2", i2::dot_iq1_m_avx2_entry),
+    Row::new(DType::IQ1_M, Avx512Vnni)
+        .dot("avx512", i5::dot_iq1_m_avx512_entry)
+        .rows("avx512-prepared", i5::dot_iq1_m_avx512_prepared_entry)
+        .multi("avx512", i5::dot_iq1_m_avx512_multi_entry),
+    Row::new(DType::IQ1_M_X, Avx2).dot("avx2", i2::dot_iq1_m_x_avx2_entry),
+    Row::new(DType::IQ1_M_X, Avx512Vnni)
+        .dot("avx512", i5::dot_iq1_m_x_avx512_entry)
+        .rows("avx512", i5::dot_iq1_m_x_avx512_rows_entry)
+        .multi("avx512", i5::dot_iq1_m_x_avx512_multi_entry),
+];
+
+/// The kernels of one column for `dtype` at the levels up to `level` (capped at
+/// [`CpuLevel::detect`]), lowest level first, the scalar reference not included: what a test
+/// must check on a CPU at `level`.
+pub fn column<F: Copy>(
+    dtype: DType,
+    level: CpuLevel,
+    col: impl Fn(&Row) -> Option<Kernel<F>>,
+) -> Vec<(CpuLevel, Kernel<F>)> {
+    let level = level.min(CpuLevel::detect());
+    table()
+        .iter()
+        .filter(|r| r.dtype == dtype && r.level <= level)
+        .filter_map(|r| col(r).map(|k| (r.level, k)))
+        .collect()
+}
+
+/// A column of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Column {
+    /// One row · one column.
+    Dot,
+    /// Several rows · one column.
+    Rows,
+    /// One row · several columns.
+    Multi,
+    /// The prompt-chunk GEMM.
+    Tile,
+}
+
+impl Column {
+    /// Every column.
+    pub const ALL: [Column; 4] = [Column::Dot, Column::Rows, Column::Multi, Column::Tile];
+
+    /// The column's name (`dot`, `rows`, `multi`, `tile`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Dot => "dot",
+            Column::Rows => "rows",
+            Column::Multi => "multi",
+            Column::Tile => "tile",
+        }
+    }
+}
+
+/// One kernel of the table by name, without its function: for counting, listing and
+/// documenting the table whatever the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The weight type.
+    pub dtype: DType,
+    /// The level that brings it.
+    pub level: CpuLevel,
+    /// Its column.
+    pub column: Column,
+    /// Its name.
+    pub name: &'static str,
+}
+
+/// Every kernel of the table, whatever this CPU runs, in table order.
+pub fn inventory() -> Vec<Entry> {
+    let mut v = Vec::new();
+    for r in table() {
+        let names = [
+            r.dot.map(|k| k.name),
+            r.rows.map(|k| k.name),
+            r.multi.map(|k| k.name),
+            r.tile.map(|k| k.name),
+        ];
+        for (column, name) in Column::ALL.into_iter().zip(names) {
+            if let Some(name) = name {
+                v.push(Entry {
+                    dtype: r.dtype,
+                    level: r.level,
+                    column,
+                    name,
+                });
+            }
+        }
+    }
+    v
+}
