@@ -157,7 +157,9 @@ fn bench_act_quant(c: &mut Criterion) {
 /// eight columns, four × four for the float types; for Q8_0 also on expanded rows), and the
 /// row expanders (Q8_0, IQ2_XXS, IQ2_XXS_X, IQ1_S, IQ1_S_X; bytes of the packed type per second).
 fn bench_gemm_kernels(c: &mut Criterion) {
-    use quant::simd::{tile_grid, tile_q8, Tile};
+    use quant::simd::iq::tile as tile_grid;
+    use quant::simd::q8::tile as tile_q8;
+    use quant::simd::Tile;
     let mut g = c.benchmark_group("gemm");
     for t in [
         DType::Q8_0,
@@ -289,7 +291,7 @@ fn bench_amx_tile(
     expanded: &[&[u8]],
     w: &[u8],
 ) {
-    use quant::simd::tile_amx;
+    use quant::simd::iq::amx as tile_amx;
     let kind = amx.kind;
     let ab = tile_amx::amx_bytes(N);
     let mut rows = vec![0u8; 16 * ab];

@@ -2,12 +2,12 @@
 //! type (Q8_0 / Q8_K / F16 / BF16 / F32, ggml's x86 rounding). The forward kernel splits
 //! weight rows into chunks claimed from the node's atomic counter; per chunk:
 //! - Q8_0 and Q2_0 weights with two or more columns: the register-tiled VNNI GEMMs
-//!   (`quant::simd::tile_q8` / `tile_q2`, four rows × eight columns packed once per node;
+//!   (`quant::simd::q8::tile` / `tile_q2`, four rows × eight columns packed once per node;
 //!   the reference's bits). With two or more eight-column panels, a chunk's Q8_0 rows are
 //!   first expanded (offset codes, f32 scales) into per-thread scratch and the tile on
 //!   expanded rows runs over them: the expansion is paid once per row, not per panel;
 //! - F32 / F16 / BF16 weights with four or more columns: the float tile GEMM
-//!   (`quant::simd::tile_float`; f32 accumulation, within its documented bound);
+//!   (`quant::simd::float::tile`; f32 accumulation, within its documented bound);
 //! - otherwise each weight row is reused for all columns through the multi-column kernel
 //!   where the type has one, else one `vec_dot` per output element (the reference's bits).
 //!
@@ -17,9 +17,9 @@
 use crate::case::CaseBuilder;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat::MulMat;
-use quant::simd::tile_float;
-use quant::simd::tile_q8::{
-    self, pack_q8_0_panel, panel_bytes, ExpandFn, TileFn, TILE_COLS, TILE_ROWS,
+use quant::simd::float::tile as tile_float;
+use quant::simd::q8::tile::{
+    self as tile_q8, pack_q8_0_panel, panel_bytes, ExpandFn, TileFn, TILE_COLS, TILE_ROWS,
 };
 use quant::simd::{Tile, DOT_BATCH, DOT_ROWS};
 use quant::DType;
@@ -335,7 +335,7 @@ fn compute_tiles(
 }
 
 /// Output rows `rows` of batch `b` for the activation columns `cols` with the float tile
-/// GEMM (F32/F16/BF16; f32 accumulation, within the bound `quant::simd::tile_float`
+/// GEMM (F32/F16/BF16; f32 accumulation, within the bound `quant::simd::float::tile`
 /// documents): four columns at a time outer, four weight rows inner.
 #[allow(clippy::too_many_arguments)]
 fn compute_float_tiles(

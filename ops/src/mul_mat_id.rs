@@ -15,7 +15,8 @@ use crate::mul_mat::WeightRows;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
 use graph::{TensorDesc, WeightData};
-use quant::simd::{tile_amx, tile_grid, Tile};
+use quant::simd::iq::{amx as tile_amx, tile as tile_grid};
+use quant::simd::Tile;
 use quant::DType;
 
 /// Weight rows per claimed chunk.

@@ -1,4 +1,4 @@
-//! The AMX grid GEMM (`quant::simd::tile_amx`): its layout is lossless (the scalar dot on
+//! The AMX grid GEMM (`quant::simd::iq::amx`): its layout is lossless (the scalar dot on
 //! AMX-expanded rows returns each grid format's reference bits) and the reference direct
 //! expanders write the split bytes, on every CPU; on a CPU at the kernel table's AMX level,
 //! the AVX-512 splitter and direct expanders write the references' bytes and the tile kernel
@@ -9,14 +9,14 @@ mod common;
 
 use common::{assert_tile_bits, kernels_of, q8k, rng, Tally};
 use fathom_quant as quant;
-use quant::simd::table::{AmxTile, Column};
-use quant::simd::tile_amx::{
+use quant::simd::iq::amx::{
     amx_bytes, amx_expand_iq1_s_x, amx_expand_iq2_xxs_x, dot_amx_reference, pack_panel,
     split_expanded, GridKind, TILE_COLS, TILE_ROWS,
 };
-use quant::simd::tile_grid::{
+use quant::simd::iq::tile::{
     expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes,
 };
+use quant::simd::table::{AmxTile, Column};
 use quant::simd::{CpuLevel, Tile};
 use quant::{bytes_for, DType};
 
@@ -64,7 +64,7 @@ fn random_row(r: &mut impl FnMut() -> u64, wt: DType, n: usize) -> Vec<u8> {
 /// the folded weight `64·h + l` of AMX-expanded row `amx`, so that every product adds.
 fn adversarial_act(amx: &[u8]) -> Vec<u8> {
     let mut a = Vec::new();
-    for sb in amx.chunks_exact(quant::simd::tile_amx::AMX_SB) {
+    for sb in amx.chunks_exact(quant::simd::iq::amx::AMX_SB) {
         let qs: Vec<i8> = (0..256)
             .map(|e| {
                 let w = 64 * (sb[e] as i8 as i32) + sb[256 + e] as i8 as i32;
@@ -211,7 +211,7 @@ fn amx_tile_kernel_matches_the_reference_bit_for_bit() {
                 let packed: Vec<u8> = amx[..nr].concat();
                 for cols in [1usize, 2, 3, 5, 8, 11, 16] {
                     let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
-                    let mut panel = vec![0u8; quant::simd::tile_amx::panel_bytes(n, cols)];
+                    let mut panel = vec![0u8; quant::simd::iq::amx::panel_bytes(n, cols)];
                     pack_panel(n, &ar, &mut panel);
                     let mut out = vec![f32::NAN; nr * cols];
                     tile(n, &packed, nr, &panel, cols, &mut out);

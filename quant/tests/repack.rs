@@ -12,7 +12,7 @@ use fathom_quant as quant;
 use quant::codec::repack::{
     q2_0_x_blocks, repack_iq1_m_x, repack_iq1_s_x, repack_iq2_xxs_x, repack_q2_0_x,
 };
-use quant::simd::tile_grid::{
+use quant::simd::iq::tile::{
     expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes,
 };
 use quant::{bytes_for, dequantize_row, quantize_activation, DType};

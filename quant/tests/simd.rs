@@ -736,11 +736,11 @@ fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
 /// [`q8_0_tile_kernel_matches_the_reference_bit_for_bit`] for one tile, expanded tile and
 /// expander.
 fn q8_0_tiles(
-    tile: quant::simd::tile_q8::TileFn,
-    etile: quant::simd::tile_q8::TileFn,
-    expand: quant::simd::tile_q8::ExpandFn,
+    tile: quant::simd::q8::tile::TileFn,
+    etile: quant::simd::q8::tile::TileFn,
+    expand: quant::simd::q8::tile::ExpandFn,
 ) {
-    use quant::simd::tile_q8::{
+    use quant::simd::q8::tile::{
         expand_q8_0, expanded_bytes, pack_q8_0_panel, panel_bytes, TILE_COLS,
     };
     let reference = DType::Q8_0.info().vec_dot.unwrap();
@@ -815,7 +815,7 @@ fn q8_0_tiles(
 /// for every row count 1..=4 and column count 1..=8.
 #[test]
 fn grid_tile_kernels_match_the_reference_bit_for_bit() {
-    use quant::simd::tile_grid::{
+    use quant::simd::iq::tile::{
         expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes, TILE_COLS,
     };
     let mut tally = Tally::default();
@@ -865,8 +865,8 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
                     for cols in 1..=TILE_COLS {
                         let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
                         let mut out = vec![f32::NAN; nr * cols];
-                        let mut panel = vec![0u8; quant::simd::tile_grid::panel_bytes(n, cols)];
-                        quant::simd::tile_grid::pack_panel(n, &ar, &mut panel);
+                        let mut panel = vec![0u8; quant::simd::iq::tile::panel_bytes(n, cols)];
+                        quant::simd::iq::tile::pack_panel(n, &ar, &mut panel);
                         tile(n, &xr, &ar, &panel, &mut out);
                         assert_tile_bits(wt, n, reference, &rows[..nr], &ar, &out);
                     }
@@ -889,7 +889,7 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
 /// forms on an AVX512-BF16 CPU).
 #[test]
 fn float_tile_kernels_stay_within_their_bound_of_the_reference() {
-    use quant::simd::tile_float::TILE_COLS;
+    use quant::simd::float::tile::TILE_COLS;
     let mut tally = Tally::default();
     let mut r = rng(0xf10a7);
     for wt in [DType::F32, DType::F16, DType::BF16] {
@@ -948,7 +948,7 @@ fn float_tile_kernels_stay_within_their_bound_of_the_reference() {
 /// for every row count 1..=4 and column count 1..=8, on Q2_0 rows and on Q2_0_X rows.
 #[test]
 fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
-    use quant::simd::tile_q8::{pack_q8_0_panel, panel_bytes, TILE_COLS};
+    use quant::simd::q8::tile::{pack_q8_0_panel, panel_bytes, TILE_COLS};
     let mut tally = Tally::default();
     let panel_tile = |t: DType, tally: &mut Tally| {
         let (level, k) = kernels_of(t, |r| r.tile).pop()?;

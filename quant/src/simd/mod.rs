@@ -1,46 +1,29 @@
-//! Fast dot kernels chosen at run time by CPU features, each **bit-identical** to its scalar
+//! The SIMD kernels, chosen at run time by CPU level, each **bit-identical** to its scalar
 //! reference in [`crate::dot`] (except the float types, whose f64 sums are reordered; see
-//! `avx2_float`) (the reference already accumulates in ggml's x86 lane order,
-//! and the K-/I-quant references form exact integer sub-block sums before one scalar float
-//! combine, so a SIMD kernel doing the same integer sums and FMAs gives the same bits). Tested
-//! against the reference on random inputs of every length (`quant/tests/simd.rs`).
+//! `float::avx2`): the reference already accumulates in ggml's x86 lane order, and the
+//! K-/I-quant references form exact integer sub-block sums before one scalar float combine,
+//! so a SIMD kernel doing the same integer sums and FMAs gives the same bits. Tested against
+//! the reference on random inputs of every length (`quant/tests/simd.rs`).
 //!
-//! [`vec_dot_fn`] returns the best kernel for a type on this CPU, or the reference.
-//! `FATHOM_FORCE_SCALAR=1` forces the reference everywhere (for bisecting).
+//! [`table`] says which kernel serves a type on a CPU ([`kernels`]); nothing else chooses.
+//! One module per family of types, each holding its ISA variants:
+//! - [`float`]: F32, F16, BF16 (AVX2, AVX-512, the float tile);
+//! - [`q8`]: the types dotted with Q8_0 activations, Q8_0, Q2_0 / Q2_0_X and MXFP4 (AVX2,
+//!   AVX-512, the panel tiles), and the activation quantizers;
+//! - [`kquants`]: Q4_K, Q5_K, Q6_K (AVX2, AVX-512);
+//! - [`iq`]: the grid types IQ2_XXS, IQ1_S, IQ1_M and their repacked layouts (AVX2, AVX-512,
+//!   the expanded-row tile and the AMX tile).
 //!
-//! Files: `avx2_q8` (types dotted with Q8_0 activations), `avx2_k` (K-quants · Q8_K),
-//! `avx2_iq` (IQ grids · Q8_K), `avx2_float` / `avx512_float` (F32, F16, BF16), `avx512_iq` / `avx512_q8` /
-//! `avx512_mxfp4` / `avx512_k` (AVX-512 VBMI/VNNI kernels; `avx512_iq::has_features` is their shared
-//! feature check);
-//! `tile_q8`, `tile_q2`, `tile_grid`, `tile_float` the register-tiled prompt-chunk GEMMs and
-//! `tile_amx` the AMX-INT8 grid GEMM for MoE experts.
+//! This module holds what they share: the safe-entry macro, the kernel function types, the
+//! register helpers and the software prefetch.
 
-#[cfg(target_arch = "x86_64")]
-mod avx2_float;
-#[cfg(target_arch = "x86_64")]
-mod avx2_iq;
-#[cfg(target_arch = "x86_64")]
-mod avx2_k;
-#[cfg(target_arch = "x86_64")]
-mod avx2_q8;
-#[cfg(target_arch = "x86_64")]
-mod avx512_float;
-#[cfg(target_arch = "x86_64")]
-mod avx512_iq;
-#[cfg(target_arch = "x86_64")]
-mod avx512_k;
-#[cfg(target_arch = "x86_64")]
-mod avx512_mxfp4;
-#[cfg(target_arch = "x86_64")]
-mod avx512_q8;
-#[cfg(target_arch = "x86_64")]
-pub use avx512_q8::{quantize_q8_0_fast, quantize_q8_k_fast};
+pub mod float;
+pub mod iq;
+pub mod kquants;
+pub mod q8;
 pub mod table;
-pub mod tile_amx;
-pub mod tile_float;
-pub mod tile_grid;
-pub mod tile_q2;
-pub mod tile_q8;
+#[cfg(target_arch = "x86_64")]
+pub use q8::quantize::{quantize_q8_0_fast, quantize_q8_k_fast};
 pub use table::{kernels, CpuLevel, Kernel, Kernels, Tile};
 
 /// Declares a safe entry point for an `unsafe` `#[target_feature]` kernel. The entry is only
@@ -83,7 +66,7 @@ use entry;
 pub type MultiDotFn = fn(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]);
 
 /// A dot product of several weight rows with one activation row: `out[r] = dot(n, rows[r],
-/// a)`, with the bits of the single-row kernel [`vec_dot_fn`] returns (the reference's, but
+/// a)`, with the bits of the one-row kernel of the same level ([`table`]) (the reference's, but
 /// for the float types' reordered f64 sums). The rows' accumulation chains are
 /// independent and their weight streams are read side by side (matvecs: decode).
 pub type RowsDotFn = fn(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]);
@@ -245,6 +228,89 @@ fn fold_pairs(
     use std::arch::x86_64::*;
     let u = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0x31>(t, t));
     (_mm512_castsi512_si128(u), _mm512_extracti32x4_epi32::<2>(u))
+}
+
+/// `vpermw` controls for two registers' packed four-element sums (`vpackssdw` of registers
+/// 2q and 2q + 1: in 128-bit lane j, words 0–3 from register 2q, words 4–7 from 2q + 1):
+/// word w of lane j in pair q takes scale word `cq·q + cw·(w/4) + ch·(j/2) + cl·(j mod 2) +
+/// offset`, the coefficients saying where each layout keeps the scale of those elements.
+pub(crate) const fn packed_pick(
+    cq: usize,
+    cw: usize,
+    ch: usize,
+    cl: usize,
+    offset: usize,
+) -> [[u16; 32]; 2] {
+    let mut t = [[0u16; 32]; 2];
+    let mut q = 0;
+    while q < 2 {
+        let mut i = 0;
+        while i < 32 {
+            let (j, w) = (i / 8, i % 8);
+            t[q][i] = (cq * q + cw * (w / 4) + ch * (j / 2) + cl * (j % 2) + offset) as u16;
+            i += 1;
+        }
+        q += 1;
+    }
+    t
+}
+
+/// [`packed_pick`] for 64-element quarters in element order with a scale per 32-element
+/// group (group g's in word `stride·g + offset`): lane j of quarter 2q holds group
+/// 4q + j/2, of quarter 2q + 1 group 4q + 2 + j/2 ([`scale_pairs`]).
+pub(crate) const fn pair_pick(stride: usize, offset: usize) -> [[u16; 32]; 2] {
+    packed_pick(4 * stride, 2 * stride, stride, 0, offset)
+}
+
+/// A 64-byte constant table in a register: any `Pod` value of exactly 64 bytes (checked at
+/// compile time), so the load never reads past it. The kernels' constructors load their
+/// control tables with this (and [`tables64`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn table64<T: bytemuck::Pod>(t: &T) -> std::arch::x86_64::__m512i {
+    const { assert!(size_of::<T>() == 64, "not a 64-byte table") };
+    // SAFETY: `t` is 64 readable bytes (checked above); unaligned load.
+    unsafe { std::arch::x86_64::_mm512_loadu_si512((t as *const T).cast()) }
+}
+
+/// [`table64`] of each of `N` tables (for instance the two `vpermw` controls of a
+/// [`packed_pick`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn tables64<T: bytemuck::Pod, const N: usize>(
+    t: &[T; N],
+) -> [std::arch::x86_64::__m512i; N] {
+    let mut out = [std::arch::x86_64::_mm512_setzero_si512(); N];
+    for (o, t) in out.iter_mut().zip(t) {
+        *o = table64(t);
+    }
+    out
+}
+
+/// `acc` plus a super-block's Σ_g s_g·Σ_{e∈g} (its four quarters' four-element sums `d`,
+/// `vpdpbusd`, each |·| < 2¹⁵, times their groups' scales): two quarters packed to words per
+/// register (`vpackssdw`) and one `vpdpwssd` per pair against `sc`, the pair's scales
+/// ([`pair_pick`]). One multiply per quarter instead of `vpmaddubsw` + `vpdpwssd`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+pub(crate) fn scale_pairs(
+    acc: std::arch::x86_64::__m512i,
+    d: &[std::arch::x86_64::__m512i; 4],
+    sc: &[std::arch::x86_64::__m512i; 2],
+) -> std::arch::x86_64::__m512i {
+    let acc = dpwssd(
+        acc,
+        std::arch::x86_64::_mm512_packs_epi32(d[0], d[1]),
+        sc[0],
+    );
+    dpwssd(
+        acc,
+        std::arch::x86_64::_mm512_packs_epi32(d[2], d[3]),
+        sc[1],
+    )
 }
 
 /// Horizontal sum of 8 i32 lanes (exact).

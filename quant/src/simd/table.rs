@@ -1,7 +1,7 @@
 //! The kernel table: which kernel serves a weight type on a CPU, in one place.
 //!
 //! A CPU is summed up by one [`CpuLevel`], detected once ([`CpuLevel::detect`]). The table
-//! ([`table`]) has one [`Row`] per (type, level) where that level brings a kernel, with four
+//! has one [`Row`] per (type, level) where that level brings a kernel, with four
 //! columns:
 //! - **dot**: one weight row · one activation row (the fallback of every op);
 //! - **rows**: several weight rows · one activation row (decode matvecs, [`super::RowsDotFn`]);
@@ -19,7 +19,9 @@
 //! the documented reordering bound); `quant/tests/simd.rs` checks every kernel the table
 //! lists at the levels the CPU running it has, and pins the table's size.
 
-use super::{tile_amx, tile_float, tile_grid, tile_q8};
+use super::float::tile as tile_float;
+use super::iq::{amx as tile_amx, tile as tile_grid};
+use super::q8::tile as tile_q8;
 use crate::{DType, DotFn};
 use std::sync::OnceLock;
 
@@ -278,8 +280,8 @@ fn table() -> &'static [Row] {
 
 #[cfg(target_arch = "x86_64")]
 use super::{
-    avx2_float as f2, avx2_iq as i2, avx2_k as k2, avx2_q8 as q2, avx512_float as f5,
-    avx512_iq as i5, avx512_k as k5, avx512_mxfp4 as m5, avx512_q8 as q5,
+    float::avx2 as f2, float::avx512 as f5, iq::avx2 as i2, iq::avx512 as i5, kquants::avx2 as k2,
+    kquants::avx512 as k5, kquants::q6_k, q8::avx2 as q2, q8::mxfp4 as m5, q8::q2_0, q8::q8_0,
 };
 #[cfg(target_arch = "x86_64")]
 use CpuLevel::{Amx, Avx2, Avx512, Avx512Bf16, Avx512Vnni};
@@ -349,8 +351,8 @@ static X86: &[Row] = &[
         .rows("avx2", q2::dot_q8_0_avx2_rows_entry)
         .multi("avx2", q2::dot_q8_0_avx2_multi_entry),
     Row::new(DType::Q8_0, Avx512Vnni)
-        .rows("avx512", q5::dot_q8_0_avx512_rows_entry)
-        .multi("avx512", q5::dot_q8_0_avx512_multi_entry)
+        .rows("avx512", q8_0::dot_q8_0_avx512_rows_entry)
+        .multi("avx512", q8_0::dot_q8_0_avx512_multi_entry)
         .tile(
             "avx512",
             Tile::Panel {
@@ -360,24 +362,24 @@ static X86: &[Row] = &[
         ),
     Row::new(DType::Q2_0, Avx2).dot("avx2", q2::dot_q2_0_avx2_entry),
     Row::new(DType::Q2_0, Avx512Vnni)
-        .dot("avx512", q5::dot_q2_0_avx512_entry)
-        .rows("avx512", q5::dot_q2_0_avx512_rows_entry)
-        .multi("avx512", q5::dot_q2_0_avx512_multi_entry)
+        .dot("avx512", q2_0::dot_q2_0_avx512_entry)
+        .rows("avx512", q2_0::dot_q2_0_avx512_rows_entry)
+        .multi("avx512", q2_0::dot_q2_0_avx512_multi_entry)
         .tile(
             "avx512",
             Tile::Panel {
-                tile: super::tile_q2::x86::tile_entry::<false>,
+                tile: super::q8::tile_q2::x86::tile_entry::<false>,
                 expanded: None,
             },
         ),
     Row::new(DType::Q2_0_X, Avx512Vnni)
-        .dot("avx512", q5::dot_q2_0_x_avx512_entry)
-        .rows("avx512", q5::dot_q2_0_x_avx512_rows_entry)
-        .multi("avx512", q5::dot_q2_0_x_avx512_multi_entry)
+        .dot("avx512", q2_0::dot_q2_0_x_avx512_entry)
+        .rows("avx512", q2_0::dot_q2_0_x_avx512_rows_entry)
+        .multi("avx512", q2_0::dot_q2_0_x_avx512_multi_entry)
         .tile(
             "avx512",
             Tile::Panel {
-                tile: super::tile_q2::x86::tile_entry::<true>,
+                tile: super::q8::tile_q2::x86::tile_entry::<true>,
                 expanded: None,
             },
         ),
@@ -402,9 +404,9 @@ static X86: &[Row] = &[
         .multi("avx512", k5::dot_q5_k_avx512_multi_entry),
     Row::new(DType::Q6_K, Avx2).dot("avx2", k2::dot_q6_k_avx2_entry),
     Row::new(DType::Q6_K, Avx512Vnni)
-        .dot("avx512", q5::dot_q6_k_avx512_entry)
-        .rows("avx512", q5::dot_q6_k_avx512_rows_entry)
-        .multi("avx512", q5::dot_q6_k_avx512_multi_entry),
+        .dot("avx512", q6_k::dot_q6_k_avx512_entry)
+        .rows("avx512", q6_k::dot_q6_k_avx512_rows_entry)
+        .multi("avx512", q6_k::dot_q6_k_avx512_multi_entry),
     // grid types · Q8_K
     Row::new(DType::IQ2_XXS, Avx2).dot("avx2", i2::dot_iq2_xxs_avx2_entry),
     Row::new(DType::IQ2_XXS, Avx512Vnni)

@@ -23,7 +23,7 @@
 //!
 //! For long prompt chunks the weight rows are first *expanded* ([`expand_q8_0`]): the codes
 //! already offset by 128 and the f16 scales already f32, so that the tile on expanded rows
-//! ([`expanded_tile_fn`]) loads a weight block with one broadcast and its scale with a
+//! (the kernel table's `Tile::Panel::expanded`) loads a weight block with one broadcast and its scale with a
 //! broadcast folded into the multiply. That removes the per-block offset, broadcast and
 //! conversion (about a sixth of the tile's vector operations) from every (row, panel) visit;
 //! the expansion is paid once per row and chunk. Same lanes, same order: the same bits.

@@ -1,5 +1,5 @@
 //! Register-tiled Q2_0 · Q8_0 GEMM for prompt chunks (AVX-512 VBMI/VNNI) on the packed Q8_0
-//! activation panel of [`super::tile_q8`]: up to four weight rows × eight columns per call,
+//! activation panel of [`crate::simd::q8::tile`]: up to four weight rows × eight columns per call,
 //! every output with the scalar reference's bits. The same kernel runs on Q2_0_X rows (the
 //! load-time layout of the decode kernels), taking each block's code bytes back from it.
 //!
@@ -14,16 +14,16 @@
 //! rows' registers at a time by an unpack tree, leaving four rows of one column per 128-bit
 //! lane, and the float combine runs on four rows at once, in the reference's order.
 
-use super::tile_q8::{panel_bytes, TILE_COLS, TILE_ROWS};
+use crate::simd::q8::tile::{panel_bytes, TILE_COLS, TILE_ROWS};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
     use super::{panel_bytes, TILE_COLS, TILE_ROWS};
-    use crate::simd::avx512_q8::q2_block;
+    use crate::simd::q8::q2_0::q2_block;
     use crate::simd::{f16c, fold_pairs, store_tile, tile_shapes, tree4};
     use std::arch::x86_64::*;
 
-    use crate::simd::tile_q8::PAIR_BLOCK;
+    use crate::simd::q8::tile::PAIR_BLOCK;
 
     /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count
     /// (`X`: Q2_0_X rows, whole groups of eight blocks).
@@ -77,7 +77,7 @@ pub(crate) mod x86 {
         let zero = _mm512_setzero_si512();
         let m2 = _mm512_set1_epi8(3);
         // SAFETY: CUT has 64 bytes (unaligned load).
-        let cut = unsafe { _mm512_loadu_si512(super::super::avx512_q8::CUT.as_ptr().cast()) };
+        let cut = unsafe { _mm512_loadu_si512(crate::simd::q8::q2_0::CUT.as_ptr().cast()) };
         let spread = _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1);
         let mut s = [_mm_setzero_ps(); TILE_COLS];
         for i in 0..nb {

@@ -1,5 +1,5 @@
 //! The IQ1_S and IQ1_M decode (multi-row) kernels that gather in group order against
-//! activations prepared once per call, with no repack: a child of `avx512_iq`.
+//! activations prepared once per call, with no repack: a child of `iq::avx512`.
 //!
 //! The two types share IQ1S_GRID's 2048 rows, which do not fit in registers, so their 32
 //! grid rows per super-block are still gathered (`vpgatherdq`, eight 8-byte rows per
@@ -380,7 +380,7 @@ impl Iq1sGather {
         let wv = _mm512_permutexvar_epi16(nib, self.lut);
         // the bsums' high words are 0, so `vpmaddwd` reads only the coefficients
         let scale = _mm512_srli_epi32::<16>(wv);
-        super::super::dpwssd(_mm512_madd_epi16(act.bs, wv), d, scale)
+        crate::simd::dpwssd(_mm512_madd_epi16(act.bs, wv), d, scale)
     }
 }
 
@@ -566,7 +566,7 @@ impl Iq1mGather {
             _mm512_set1_epi16(0xE),
             _mm512_set1_epi16(1),
         );
-        super::super::dpwssd(_mm512_setzero_si512(), _mm512_packs_epi32(d[0], d[1]), sw)
+        crate::simd::dpwssd(_mm512_setzero_si512(), _mm512_packs_epi32(d[0], d[1]), sw)
     }
 }
 

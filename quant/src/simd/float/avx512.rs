@@ -11,7 +11,7 @@
 //! in the tests at 1e-6·Σ|w·a|). The one-row kernels are the multi-row pass for one row, so
 //! a row gets the same bits either way.
 
-use super::entry;
+use crate::simd::entry;
 use std::arch::x86_64::*;
 
 entry!(
@@ -31,7 +31,7 @@ entry!(rows
 /// its own two f64 accumulators (elements 0..7 and 8..15 of the step); at the end per row
 /// the accumulators are added, halved down to one f64 in a fixed order, and the last
 /// `n % 16` products are added one by one (`one`). Every 64 bytes each row is prefetched
-/// [`super::PREFETCH_DISTANCE`] bytes ahead.
+/// [`crate::simd::PREFETCH_DISTANCE`] bytes ahead.
 #[inline(always)]
 fn accumulate_rows<const R: usize>(
     n: usize,
@@ -46,14 +46,14 @@ fn accumulate_rows<const R: usize>(
         let mut lo = [_mm512_setzero_pd(); R];
         let mut hi = [_mm512_setzero_pd(); R];
         let full = n / 16 * 16;
-        let pd = super::PREFETCH_DISTANCE;
+        let pd = crate::simd::PREFETCH_DISTANCE;
         let line = 64 / size;
         let mut i = 0;
         while i < full {
             let a = load_a(i);
             if i % line == 0 {
                 for row in &rows[..R] {
-                    super::prefetch_ahead(row.as_ptr().wrapping_add(i * size), 64, pd);
+                    crate::simd::prefetch_ahead(row.as_ptr().wrapping_add(i * size), 64, pd);
                 }
             }
             for r in 0..R {
@@ -105,7 +105,7 @@ fn rows_kernel(
     elem: impl Fn(&[u8], usize) -> f32,
 ) {
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let n = super::avx2_float::common_len(n, rows, a, size);
+        let n = crate::simd::float::avx2::common_len(n, rows, a, size);
         macro_rules! pass {
             ($r:literal) => {
                 accumulate_rows::<$r>(
@@ -118,7 +118,7 @@ fn rows_kernel(
                 )
             };
         }
-        super::avx2_float::rows_pass!(rows.len(), pass);
+        crate::simd::float::avx2::rows_pass!(rows.len(), pass);
     }
 }
 

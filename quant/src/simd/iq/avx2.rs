@@ -10,13 +10,13 @@
 //! Activations come from the Q8_K quantizer, whose codes lie in −127..=127 (`vpsignb` of
 //! −128 would wrap).
 
-use super::{entry, f16c, hsum_i32};
 use crate::blocks::{
     le_u16, view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K,
 };
 use crate::codec::iquants::{iq1m_d_bits, iq1m_scales, iq1m_scales_of};
 use crate::codec::repack::{iq1mx_neg, iq1sx_group, iq2xx_scale, IQ2X_LEVELS};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
+use crate::simd::{entry, f16c, hsum_i32};
 use std::arch::x86_64::*;
 
 entry!(

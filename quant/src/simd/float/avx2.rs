@@ -5,7 +5,7 @@
 //! different order, so the result can differ from the reference in the last bit of the f64
 //! sum — below f32 resolution in all but rare ties; the tests bound it at 1e-6·Σ|w·a|.
 
-use super::entry;
+use crate::simd::entry;
 use std::arch::x86_64::*;
 
 entry!(
@@ -122,7 +122,7 @@ entry!(rows
 /// [`accumulate`]'s: each result has the one-row kernel's bits.
 ///
 /// Every 64 bytes, each of `rows` (`size` bytes per element) is prefetched
-/// [`super::PREFETCH_DISTANCE`] bytes ahead of the element being read.
+/// [`crate::simd::PREFETCH_DISTANCE`] bytes ahead of the element being read.
 #[inline(always)]
 fn accumulate_rows<const R: usize>(
     n: usize,
@@ -137,14 +137,14 @@ fn accumulate_rows<const R: usize>(
         let mut lo = [_mm256_setzero_pd(); R];
         let mut hi = [_mm256_setzero_pd(); R];
         let full = n / 8 * 8;
-        let pd = super::PREFETCH_DISTANCE;
+        let pd = crate::simd::PREFETCH_DISTANCE;
         let line = 64 / size;
         let mut i = 0;
         while i < full {
             let a = load_a(i);
             if i % line == 0 {
                 for row in &rows[..R] {
-                    super::prefetch_ahead(row.as_ptr().wrapping_add(i * size), 64, pd);
+                    crate::simd::prefetch_ahead(row.as_ptr().wrapping_add(i * size), 64, pd);
                 }
             }
             for r in 0..R {

@@ -14,19 +14,19 @@
 //! mins' term Σ m_j·(bsum(2j) + bsum(2j+1)) is one `vpmaddwd` against the `bsums`. Exact
 //! integers, then the reference's scalar float combine: the reference's bits.
 
-use super::f16c;
 use crate::blocks::{view, BlockQ4K, BlockQ5K, BlockQ8K};
+use crate::simd::f16c;
 use std::arch::x86_64::*;
 
-super::entry!(
+crate::simd::entry!(
     dot_q4_k_avx512_entry => dot_q4_k_avx512,
     dot_q5_k_avx512_entry => dot_q5_k_avx512,
 );
-super::entry!(rows
+crate::simd::entry!(rows
     dot_q4_k_avx512_rows_entry => dot_q4_k_avx512_rows,
     dot_q5_k_avx512_rows_entry => dot_q5_k_avx512_rows,
 );
-super::entry!(multi
+crate::simd::entry!(multi
     dot_q4_k_avx512_multi_entry => dot_q4_k_avx512_multi,
     dot_q5_k_avx512_multi_entry => dot_q5_k_avx512_multi,
 );
@@ -52,7 +52,7 @@ fn unpack_scales(q: &[u8; 12]) -> [u32; 4] {
 /// indices for their packed four-element sums (`vpackssdw`): in 128-bit lane j, words 0–3
 /// are register 2q's elements 16j..16j + 16 and words 4–7 register 2q + 1's, which belong
 /// to sub-block 4q + h (j < 2) or 4q + 2 + h (j ≥ 2).
-static PAIR_SCALE: [[u16; 32]; 2] = super::avx512_iq::packed_pick(4, 1, 2, 0, 0);
+static PAIR_SCALE: [[u16; 32]; 2] = crate::simd::packed_pick(4, 1, 2, 0, 0);
 
 /// The constants of the kernels, in registers.
 struct K4 {
@@ -78,7 +78,7 @@ impl K4 {
     unsafe fn new() -> K4 {
         K4 {
             m4: _mm512_set1_epi8(0x0F),
-            pick: super::avx512_iq::tables64(&PAIR_SCALE),
+            pick: crate::simd::tables64(&PAIR_SCALE),
             mins: _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
             bit: std::array::from_fn(|r| {
                 let j = 4 * (r / 2) + r % 2;
@@ -89,7 +89,7 @@ impl K4 {
             }),
             sixteen: _mm512_set1_epi8(16),
             shift: _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(4)),
-            chunk_pick: super::avx512_iq::tables64(&CHUNK_PAIRS),
+            chunk_pick: crate::simd::tables64(&CHUNK_PAIRS),
             chunk_bit: std::array::from_fn(|p| {
                 _mm512_inserti64x4::<1>(
                     _mm512_set1_epi8((1u8 << (2 * p)) as i8),
@@ -122,7 +122,7 @@ impl K4 {
         for q in 0..2 {
             let sc = _mm512_permutexvar_epi16(self.pick[q], s512);
             let pair = _mm512_packs_epi32(d[2 * q], d[2 * q + 1]);
-            acc = super::dpwssd(acc, pair, sc);
+            acc = crate::simd::dpwssd(acc, pair, sc);
         }
         // SAFETY: the 32 `bsums` bytes (unaligned load).
         let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
@@ -236,7 +236,7 @@ impl KBlock for BlockQ5K {
 
 /// The body of the multi-row kernels: for four rows at a time (a pass of fewer repeats its
 /// first row and does not store the others), each super-block's [`K4::sums`] of every
-/// row, both reduced for the four rows at once ([`super::sums4`]), and the reference's float
+/// row, both reduced for the four rows at once ([`crate::simd::sums4`]), and the reference's float
 /// combine `dy·(d·isc) − dy·(dmin·imin)` and running sum in four f32 lanes, one per row: the
 /// same IEEE operations per lane as the one-row kernel's scalar ones, so the same bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
@@ -248,9 +248,9 @@ unsafe fn rows4<B: KBlock>(
     sums: impl Fn(&B, &[__m512i; 4], &BlockQ8K) -> (__m512i, __m256i),
 ) {
     let ys = view::<BlockQ8K>(a);
-    let pd = super::PREFETCH_DISTANCE;
+    let pd = crate::simd::PREFETCH_DISTANCE;
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let (mut xs, nb) = super::row_views::<B>(rows, ys.len());
+        let (mut xs, nb) = crate::simd::row_views::<B>(rows, ys.len());
         for r in rows.len()..4 {
             xs[r] = xs[0];
         }
@@ -264,7 +264,7 @@ unsafe fn rows4<B: KBlock>(
             for r in 0..4 {
                 let x = &xs[r][b];
                 if r < rows.len() {
-                    super::prefetch_ahead(std::ptr::from_ref(x).cast(), size_of::<B>(), pd);
+                    crate::simd::prefetch_ahead(std::ptr::from_ref(x).cast(), size_of::<B>(), pd);
                 }
                 let (ac, mn) = sums(x, &kyb, y);
                 acc[r] = ac;
@@ -274,8 +274,8 @@ unsafe fn rows4<B: KBlock>(
                 h[4 + r] = u16::from_le_bytes(dmin);
             }
             // lane r: row r's sums (exact)
-            let isc = super::sums4(acc[0], acc[1], acc[2], acc[3]);
-            let imin = super::sums4(mins[0], mins[1], mins[2], mins[3]);
+            let isc = crate::simd::sums4(acc[0], acc[1], acc[2], acc[3]);
+            let imin = crate::simd::sums4(mins[0], mins[1], mins[2], mins[3]);
             // SAFETY: `h` holds eight u16 (unaligned load).
             let hv = unsafe { _mm_loadu_si128(h.as_ptr().cast()) };
             let (d, dmin) = (_mm_cvtph_ps(hv), _mm_cvtph_ps(_mm_unpackhi_epi64(hv, hv)));
@@ -347,9 +347,9 @@ unsafe fn dot_q5_k_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
     unsafe { rows4(rows, a, out, |x, ky, y| k.q5(x, ky, y)) };
 }
 
-/// [`super::avx512_iq::pair_pick`] for the eight sub-block scales as words 0..8 (chunk
+/// [`crate::simd::pair_pick`] for the eight sub-block scales as words 0..8 (chunk
 /// registers in element order: sub-block 2p in the low half of chunk p, 2p + 1 in the high).
-static CHUNK_PAIRS: [[u16; 32]; 2] = super::avx512_iq::pair_pick(1, 0);
+static CHUNK_PAIRS: [[u16; 32]; 2] = crate::simd::pair_pick(1, 0);
 
 impl K4 {
     /// The codes of chunk p (elements 64p..64p + 64) in element order: code bytes
@@ -376,9 +376,9 @@ impl K4 {
 /// The four columns' integer sums against a super-block unpacked in element order (`cr`:
 /// four 64-element code registers, codes ≤ 63 so that four-element sums fit in 16 bits),
 /// for the columns `c < cnt` of `ys` (the others stay 0): per column Σ scale·Σ code·y by
-/// `vpdpbusd` per register and [`super::avx512_iq::scale_pairs`] with the pairs' scales `sc`,
+/// `vpdpbusd` per register and [`crate::simd::scale_pairs`] with the pairs' scales `sc`,
 /// and the `bsums` against the per-entry coefficients `m` (`vpmaddwd`, 8 lanes); reduced at
-/// once ([`super::sums4`]). Lane c of the three results: column c's scaled sum, its `bsums`
+/// once ([`crate::simd::sums4`]). Lane c of the three results: column c's scaled sum, its `bsums`
 /// term, and its `dy`. The K-quants' and Q6_K's multi-column step.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 #[inline]
@@ -400,13 +400,13 @@ pub(super) fn column_sums(
         });
         // SAFETY: the 32 `bsums` bytes (unaligned load).
         let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
-        acc[c] = super::avx512_iq::scale_pairs(z, &d, sc);
+        acc[c] = crate::simd::scale_pairs(z, &d, sc);
         bsum[c] = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, m));
         dy[c] = y.d();
     }
     (
-        super::sums4(acc[0], acc[1], acc[2], acc[3]),
-        super::sums4(bsum[0], bsum[1], bsum[2], bsum[3]),
+        crate::simd::sums4(acc[0], acc[1], acc[2], acc[3]),
+        crate::simd::sums4(bsum[0], bsum[1], bsum[2], bsum[3]),
         // SAFETY: `dy` holds four f32 (unaligned load).
         unsafe { _mm_loadu_ps(dy.as_ptr()) },
     )
@@ -450,7 +450,7 @@ pub(super) fn column_passes<B: bytemuck::Pod>(
 
 /// The body of the multi-column kernels ([`column_passes`]): each super-block's codes
 /// unpacked once in element order (`codes`, so the activations load as they are) and its
-/// scales once; per column `vpdpbusd` per chunk, [`super::avx512_iq::scale_pairs`] and the
+/// scales once; per column `vpdpbusd` per chunk, [`crate::simd::scale_pairs`] and the
 /// mins' `vpmaddwd` ([`column_sums`]); the reference's float combine `dy·(d·isc) −
 /// dy·(dmin·imin)` and running sums in four f32 lanes, one per column: the same IEEE
 /// operations per lane as the one-row kernel's scalar ones, so the reference's bits.

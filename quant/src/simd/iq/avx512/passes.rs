@@ -2,7 +2,7 @@
 //! reduce to one integer each: four rows by four super-blocks at a time, their sixteen sums
 //! reduced together and their products formed in one register ([`products4x4`]), either
 //! straight from the activation blocks (`grid_rows4!`, `rows4x4_impl!`) or against
-//! activations prepared once per call (`prepared_rows!`). A child of `avx512_iq`, declared
+//! activations prepared once per call (`prepared_rows!`). A child of `iq::avx512`, declared
 //! with `#[macro_use]` so that its macros reach the kernels after it.
 
 use super::*;
@@ -49,7 +49,7 @@ pub(in crate::simd) fn products4x4(
 
 /// The reference's block products `f32(d)·dy·(inner·T)` of four super-blocks of one row,
 /// one per lane, from their sums spread over the 16 lanes of `z[k]` (exact reduction:
-/// [`super::super::sums4`]); `inner` is 1 (no multiply) or a power of two (exact).
+/// [`crate::simd::sums4`]); `inner` is 1 (no multiply) or a power of two (exact).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c")]
 #[inline]
 pub(in crate::simd) fn products4(

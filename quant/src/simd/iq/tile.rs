@@ -217,7 +217,7 @@ pub(crate) mod x86 {
         assert_eq!(out.len(), w.len() / 66 * EXPANDED_SB, "expanded row length");
         // SAFETY: `table::kernels` hands this entry out only after checking the features; the
         // lengths are checked above.
-        unsafe { crate::simd::avx512_iq::expand_iq2_xxs_avx512(w, out) }
+        unsafe { crate::simd::iq::avx512::expand_iq2_xxs_avx512(w, out) }
     }
 
     /// Safe entry of the AVX-512 IQ1_S expander: checks the lengths, then expands.
@@ -225,7 +225,7 @@ pub(crate) mod x86 {
         assert_eq!(w.len() % 50, 0, "whole IQ1_S blocks");
         assert_eq!(out.len(), w.len() / 50 * EXPANDED_SB, "expanded row length");
         // SAFETY: as above.
-        unsafe { crate::simd::avx512_iq::expand_iq1_s_avx512(w, out) }
+        unsafe { crate::simd::iq::avx512::expand_iq1_s_avx512(w, out) }
     }
 
     /// Safe entry of the AVX-512 IQ1_S_X expander: checks the lengths, then expands.
@@ -233,7 +233,7 @@ pub(crate) mod x86 {
         assert_eq!(w.len() % 70, 0, "whole IQ1_S_X blocks");
         assert_eq!(out.len(), w.len() / 70 * EXPANDED_SB, "expanded row length");
         // SAFETY: as above.
-        unsafe { crate::simd::avx512_iq::expand_iq1_s_x_avx512(w, out) }
+        unsafe { crate::simd::iq::avx512::expand_iq1_s_x_avx512(w, out) }
     }
 
     /// Safe entry of the AVX-512 IQ2_XXS_X expander: checks the lengths, then expands.
@@ -245,7 +245,7 @@ pub(crate) mod x86 {
             "expanded row length"
         );
         // SAFETY: as above.
-        unsafe { crate::simd::avx512_iq::expand_iq2_xxs_x_avx512(w, out) }
+        unsafe { crate::simd::iq::avx512::expand_iq2_xxs_x_avx512(w, out) }
     }
 
     /// Safe entry, IQ2_XXS.

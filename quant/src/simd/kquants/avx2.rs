@@ -2,9 +2,9 @@
 //! the reference's exact integer sub-block sums with `vpmaddubsw`/`vpmaddwd` and then runs
 //! the reference's scalar float combine, so its result is the reference's bits.
 
-use super::{entry, f16c, hsum_i32};
 use crate::blocks::{view, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
 use crate::codec::kquants::scale_min_k4;
+use crate::simd::{entry, f16c, hsum_i32};
 use std::arch::x86_64::*;
 
 entry!(rows
@@ -99,7 +99,7 @@ unsafe fn dot_q4_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32
 
 /// The body of the K-quant multi-row kernels: for four rows at a time, `block` for each
 /// row's super-block in turn (so four running sums and four weight streams are in flight),
-/// each stream prefetched [`super::PREFETCH_DISTANCE`] bytes ahead.
+/// each stream prefetched [`crate::simd::PREFETCH_DISTANCE`] bytes ahead.
 #[inline(always)]
 fn k_rows<B: bytemuck::Pod>(
     rows: &[&[u8]],
@@ -108,14 +108,14 @@ fn k_rows<B: bytemuck::Pod>(
     block: impl Fn(&B, &BlockQ8K) -> f32,
 ) {
     let ys = view::<BlockQ8K>(a);
-    let pd = super::PREFETCH_DISTANCE;
+    let pd = crate::simd::PREFETCH_DISTANCE;
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let (xs, nb) = super::row_views::<B>(rows, ys.len());
+        let (xs, nb) = crate::simd::row_views::<B>(rows, ys.len());
         let xs = &xs[..rows.len()];
         let mut s = [0f32; 4];
         for (b, y) in ys[..nb].iter().enumerate() {
             for (x, sr) in xs.iter().zip(s.iter_mut()) {
-                super::prefetch_ahead(std::ptr::from_ref(&x[b]).cast(), size_of::<B>(), pd);
+                crate::simd::prefetch_ahead(std::ptr::from_ref(&x[b]).cast(), size_of::<B>(), pd);
                 *sr += block(&x[b], y);
             }
         }

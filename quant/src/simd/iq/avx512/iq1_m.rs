@@ -1,5 +1,5 @@
 //! AVX-512 kernels for IQ1_M · Q8_K, one row and four rows (decode's matvecs): a child of
-//! `avx512_iq`, whose IQ1_S gather scheme and `grid_one!` pass these share.
+//! `iq::avx512`, whose IQ1_S gather scheme and `grid_one!` pass these share.
 //!
 //! IQ1_M differs from IQ1_S in its delta: one sign per 8 elements, not per 32, so the delta
 //! term Σ σ·Σ₈y cannot come from the 16-element `bsums`. Instead each element's weight is
@@ -390,7 +390,7 @@ impl Iq1mDot {
     unsafe fn quarters_x(&self, x: &BlockIQ1MX) -> [__m512i; 4] {
         // SAFETY: 64 code bytes (unaligned load).
         let c = unsafe { _mm512_loadu_si512(x.qs.as_ptr().cast()) };
-        let m = _mm512_set1_epi64(super::super::gf_move2(0, 3));
+        let m = _mm512_set1_epi64(crate::simd::gf_move2(0, 3));
         half_major_quarters(c).map(|t| _mm512_gf2p8affine_epi64_epi8::<2>(t, m))
     }
 
@@ -414,7 +414,7 @@ impl Iq1mDot {
         let mut d = z;
         for (p, y) in act.y.iter().enumerate() {
             // cut p (bits 2p..2p+2 of every byte) moved to bits 2–3: 4·l
-            let m = _mm512_set1_epi64(super::super::gf_move2(2 * p as u32, 2));
+            let m = _mm512_set1_epi64(crate::simd::gf_move2(2 * p as u32, 2));
             d = _mm512_dpbusd_epi32(d, _mm512_gf2p8affine_epi64_epi8::<0>(c, m), *y);
         }
         // words 2h and 2h + 1: s'_h = 2·s_h + 1
@@ -426,11 +426,11 @@ impl Iq1mDot {
         );
         // dword h: 2·s'_h in its low word, 0 in its high word
         let sd = _mm512_and_si512(_mm512_slli_epi32::<1>(sw), _mm512_set1_epi32(0xFFFF));
-        let acc = super::super::dpwssd(_mm512_madd_epi16(act.nbs, sd), d, sd);
+        let acc = crate::simd::dpwssd(_mm512_madd_epi16(act.nbs, sd), d, sd);
         // word w: ±s'_{w/2}, negative where sub-group w's delta is
         let neg: __mmask32 = u32::from_le_bytes(x.sg);
         let sw = _mm512_mask_sub_epi16(sw, neg, z, sw);
-        super::super::dpwssd(acc, act.sum8, sw)
+        crate::simd::dpwssd(acc, act.sum8, sw)
     }
 
     /// The block products `f32(d)·dy·(T/8)` of four rows by four super-blocks

@@ -26,8 +26,8 @@ use bytemuck::Zeroable;
 use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
 
-super::entry!(rows dot_mxfp4_avx512_rows_entry => dot_mxfp4_avx512_rows);
-super::entry!(multi dot_mxfp4_avx512_multi_entry => dot_mxfp4_avx512_multi);
+crate::simd::entry!(rows dot_mxfp4_avx512_rows_entry => dot_mxfp4_avx512_rows);
+crate::simd::entry!(multi dot_mxfp4_avx512_multi_entry => dot_mxfp4_avx512_multi);
 
 /// The MXFP4 values plus 12 (0..=24), so that `vpdpbusd` can take them as unsigned bytes.
 static KVALUES_MXFP4_U12: [u8; 16] = {
@@ -227,7 +227,7 @@ fn dy8(y: &[BlockQ8_0]) -> __m512 {
         *h = u16::from_le_bytes(y.d);
     }
     // SAFETY: same features as this function (`f16x8`'s are among them).
-    let v = unsafe { super::f16x8(&h) };
+    let v = unsafe { crate::simd::f16x8(&h) };
     _mm512_insertf32x8::<1>(_mm512_castps256_ps512(v), v)
 }
 
@@ -238,7 +238,7 @@ fn dy8(y: &[BlockQ8_0]) -> __m512 {
 /// pair of blocks where single-block lanes cost three inserts per block. The activation side
 /// of each pair ([`MxAct`]: its codes in the same lane order, the −12·Σ₄y the `vpdpbusd`
 /// chains start at) and each group of eight blocks' scales dy ([`dy8`]) are prepared once
-/// per [`MX_SEG`] pairs and used by every four-row pass of up to [`super::DOT_BATCH`] rows.
+/// per [`MX_SEG`] pairs and used by every four-row pass of up to [`crate::simd::DOT_BATCH`] rows.
 /// The products d = dy·2^(e−128) of a group's eight blocks and four rows are formed
 /// together ([`dxy8`]) and picked by one `vpermps` per register and pair. Each lane keeps
 /// the reference's accumulator: even blocks (acc1) in lanes of block b, odd blocks (acc2) in
@@ -248,11 +248,11 @@ fn dy8(y: &[BlockQ8_0]) -> __m512 {
 /// them.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    const BATCH: usize = super::DOT_BATCH;
+    const BATCH: usize = crate::simd::DOT_BATCH;
     let ys = view::<BlockQ8_0>(a);
     let k4 = Fp4::new();
     let picks = MxPicks::new();
-    let pd = super::PREFETCH_DISTANCE;
+    let pd = crate::simd::PREFETCH_DISTANCE;
     let mut acts = [const { MaybeUninit::<MxAct>::uninit() }; MX_SEG];
     let mut dys = [_mm512_setzero_ps(); MX_SEG / 4];
     for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
@@ -367,7 +367,11 @@ impl Pass<'_> {
                 unsafe { dxy8(&pr, 0, dys[g]) }
             };
             for x in &xs[..self.distinct] {
-                super::prefetch_ahead(x[b..].as_ptr().cast(), 8 * size_of::<BlockMXFP4>(), self.pd);
+                crate::simd::prefetch_ahead(
+                    x[b..].as_ptr().cast(),
+                    8 * size_of::<BlockMXFP4>(),
+                    self.pd,
+                );
             }
             if b + 10 <= nb {
                 for (k, act) in acts.iter().enumerate() {
@@ -531,7 +535,7 @@ unsafe fn dot_mxfp4_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
     // a call of one column: the one-row kernel (the same bits) costs less than a four-lane
     // pass
     // (its AVX2/FMA/F16C features are among this function's)
-    let one = super::avx2_q8::dot_mxfp4_avx2_entry;
+    let one = crate::simd::q8::avx2::dot_mxfp4_avx2_entry;
     for r in crate::simd::column_split(acts.len(), 4) {
         let (acts, out) = (&acts[r.clone()], &mut out[r]);
         if acts.len() == 1 {

@@ -1,5 +1,5 @@
 //! The IQ2_XXS decode (multi-row) kernel that works on pairs of super-blocks, with no
-//! gathers and no repack: a child of `avx512_iq`.
+//! gathers and no repack: a child of `iq::avx512`.
 //!
 //! On the Intel hosts measured here a `vpermi2b` costs two shuffle-port cycles and a
 //! `vpgatherdq` about fifteen, while `vgf2p8affineqb` runs on the other vector port. So

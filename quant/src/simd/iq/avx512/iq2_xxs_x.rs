@@ -1,5 +1,5 @@
 //! AVX-512 kernels for the repacked IQ2_XXS_X · Q8_K (see `codec::repack`): a child of
-//! `avx512_iq`, whose IQ2_XXS kernel bodies these share (the multi-column kernel and the
+//! `iq::avx512`, whose IQ2_XXS kernel bodies these share (the multi-column kernel and the
 //! tile expander through [`Iq2Layout`], the one-column and four-row passes through
 //! `grid_one!` / `grid_rows4!`).
 //!
@@ -162,7 +162,7 @@ unsafe fn dot_iq2_xxs_x_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &m
     unsafe { iq2_multi::<BlockIQ2XXSX>(n, w, acts, out) }
 }
 
-/// Expands an IQ2_XXS_X row into the tile layout of [`crate::simd::tile_grid`], byte for
+/// Expands an IQ2_XXS_X row into the tile layout of [`crate::simd::iq::tile`], byte for
 /// byte what the scalar `expand_iq2_xxs_x` writes (and `expand_iq2_xxs` for the IQ2_XXS row
 /// it came from).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]

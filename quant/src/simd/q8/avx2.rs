@@ -1,11 +1,11 @@
 //! AVX2 kernels for the weight types dotted with Q8_0 activations (Q8_0, MXFP4, Q2_0), each
 //! in the reference's accumulation order, so each returns the reference's bits.
 
-use super::{entry, f16x8};
 use crate::blocks::{view, BlockMXFP4, BlockQ2_0, BlockQ8_0};
 use crate::dot::hsum8;
 use crate::grids::KVALUES_MXFP4;
 use crate::scalar::e8m0_to_f32_half;
+use crate::simd::{entry, f16x8};
 use std::arch::x86_64::*;
 
 entry!(multi dot_q8_0_avx2_multi_entry => dot_q8_0_avx2_multi);
@@ -191,10 +191,10 @@ unsafe fn dot_q8_0_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32
         }
         let xs = &xs[..rows.len()];
         let mut acc = [_mm256_setzero_ps(); 4];
-        let pd = super::PREFETCH_DISTANCE;
+        let pd = crate::simd::PREFETCH_DISTANCE;
         for (g, yc) in ys.chunks(8).enumerate() {
             for x in xs {
-                super::prefetch_ahead(
+                crate::simd::prefetch_ahead(
                     x.as_ptr().wrapping_add(8 * g).cast(),
                     8 * size_of::<BlockQ8_0>(),
                     pd,

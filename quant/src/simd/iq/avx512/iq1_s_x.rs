@@ -1,9 +1,11 @@
-//! AVX-512 kernels for the repacked IQ1_S_X · Q8_K (see `codec::repack`), one row and
-//! four rows (decode's matvecs), and the half-major code helpers IQ1_M_X shares: a child of
-//! `avx512_iq`, whose IQ1_S multi-column kernel and tile expander IQ1_S_X also uses
-//! ([`Iq1Layout`]).
+//! The repacked IQ1_S_X · Q8_K with AVX-512 (see `codec::repack`): its one-row and decode
+//! (multi-row) kernels, and the half-major code helpers IQ1_M_X shares. Its multi-column
+//! kernel and tile expander are IQ1_S's ([`Iq1Layout`], in `iq1_s`).
 
 use super::*;
+
+entry!(rows dot_iq1_s_x_avx512_rows_entry => dot_iq1_s_x_avx512_rows);
+entry!(dot_iq1_s_x_avx512_entry => dot_iq1_s_x_avx512);
 
 /// IQ1_S_X · Q8_K with AVX-512, one column. A super-block's level codes are one 64-byte
 /// load put in element order by three operations per quarter ([`iq1sx_codes`]), not 32
@@ -305,7 +307,7 @@ impl Iq1xDot {
         let mut d = _mm512_setzero_si512();
         for (p, y) in act.y.iter().enumerate() {
             // cut p (bits 2p..2p+2 of every byte) moved to bits 2–3: 4·l
-            let m = _mm512_set1_epi64(super::super::gf_move2(2 * p as u32, 2));
+            let m = _mm512_set1_epi64(crate::simd::gf_move2(2 * p as u32, 2));
             d = _mm512_dpbusd_epi32(d, _mm512_gf2p8affine_epi64_epi8::<0>(c, m), *y);
         }
         let [ctrl, off, lut] = self.half;
@@ -318,7 +320,7 @@ impl Iq1xDot {
         let wv = _mm512_permutexvar_epi16(idx, lut);
         let coef = _mm512_and_si512(wv, _mm512_set1_epi32(0xFFFF));
         let scale = _mm512_srli_epi32::<16>(wv);
-        super::super::dpwssd(_mm512_madd_epi16(act.bs, coef), d, scale)
+        crate::simd::dpwssd(_mm512_madd_epi16(act.bs, coef), d, scale)
     }
 }
 

@@ -3,7 +3,7 @@
 //! weight rows × 16 activation columns per call, every output with the scalar reference's
 //! bits. Used only where the CPU has AMX-TILE and AMX-INT8, the OS lets this process use the
 //! tile registers (Linux `arch_prctl(ARCH_REQ_XCOMP_PERM)`), and the AVX-512 tier is there for
-//! the float combine (the [`super::CpuLevel::Amx`] level of the kernel table).
+//! the float combine (the [`crate::simd::CpuLevel::Amx`] level of the kernel table).
 //!
 //! **Why a layout of its own.** The reference sums a super-block as exact integers —
 //! IQ2_XXS `bsum = Σ_g ls_g·Σ_{j∈g} v_j·y_j`, IQ1_S `sumi = Σ_g ls_g·Σ v·y` and the delta sum
@@ -23,7 +23,7 @@
 //! **AMX-expanded row** ([`amx_bytes`] per row; [`AMX_SB`] = 576 bytes per 256-element
 //! super-block): bytes 0..256 the `h` plane and 256..512 the `l` plane, in element order; 512..516
 //! the super-block scale `d` as f32; zeros to 576. Made from the grid expander's layout
-//! ([`super::tile_grid`]) by [`split_expanded`] (the reference) or its AVX-512 form; for
+//! ([`crate::simd::iq::tile`]) by [`split_expanded`] (the reference) or its AVX-512 form; for
 //! the repacked IQ2_XXS_X and IQ1_S_X directly from the row ([`amx_expand_iq2_xxs_x`],
 //! [`amx_expand_iq1_s_x`] and their AVX-512 form in the kernel table): level codes and group
 //! nibbles index a 64-entry table per plane, which costs less than expanding and splitting.
@@ -41,10 +41,10 @@
 //! 16 × 16 outputs (2.0 ns per row, column and super-block, against 5.0 ns for the VNNI
 //! register tile).
 
-use super::tile_grid::EXPANDED_SB;
 use crate::blocks::{view, BlockIQ1SX, BlockIQ2XXSX, BlockQ8K};
 use crate::codec::repack::{iq1sx_code, iq1sx_group, iq2xx_scale, iq2xx_value};
 use crate::scalar::le_f16;
+use crate::simd::iq::tile::EXPANDED_SB;
 use crate::DType;
 
 /// Bytes per 256-element super-block of an AMX-expanded row (see the module docs).
@@ -109,7 +109,7 @@ fn folded(kind: GridKind, o: &[u8], e: usize) -> i32 {
     }
 }
 
-/// The reference splitter: a row in the grid expander's layout ([`super::tile_grid`],
+/// The reference splitter: a row in the grid expander's layout ([`crate::simd::iq::tile`],
 /// [`EXPANDED_SB`] bytes per super-block) → its AMX-expanded form in `out` ([`amx_bytes`]
 /// long; see the module docs).
 ///
@@ -239,7 +239,7 @@ pub type AmxTileFn =
 /// Whether this process may run the AMX kernels: an x86_64 CPU with AMX-TILE and AMX-INT8
 /// whose OS enables the tile state (XCR0 bits 17 and 18) and Linux granting this process the
 /// tile data (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`). Part of
-/// [`super::CpuLevel::detect`], which checks it once.
+/// [`crate::simd::CpuLevel::detect`], which checks it once.
 pub(crate) fn amx_allowed() -> bool {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
@@ -256,7 +256,7 @@ pub(crate) mod x86 {
     use super::{step_bytes, GridKind, AMX_SB, TILE_COLS, TILE_ROWS};
     use crate::codec::repack::IQ2X_LEVELS;
     use crate::scalar::le_f16;
-    use crate::simd::tile_grid::EXPANDED_SB;
+    use crate::simd::iq::tile::EXPANDED_SB;
     use std::arch::asm;
     use std::arch::x86_64::*;
 
@@ -507,7 +507,7 @@ pub(crate) mod x86 {
                     _mm512_srli_epi16::<6>(q),
                 ]
             } else {
-                crate::simd::avx512_iq::half_major_quarters(q)
+                crate::simd::iq::avx512::half_major_quarters(q)
             };
             for (p, c) in codes.into_iter().enumerate() {
                 // bits 0..2 the level code, 2..6 the group's nibble; `vpermb` ignores 6..8
