@@ -133,7 +133,7 @@ pub struct TensorInfo {
     pub data_offsets: (u64, u64),
     /// Absolute byte offset of the data in its file.
     pub file_offset: u64,
-    /// Index of the shard holding it ([`SafetensorsModel::shards`]); 0 for a lone file.
+    /// Index of the shard holding it ([`super::SafetensorsModel::shards`]); 0 for a lone file.
     pub shard: usize,
 }
 

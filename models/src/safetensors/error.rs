@@ -25,7 +25,7 @@ pub enum SafetensorsError {
         /// Its length in bytes.
         len: u64,
     },
-    /// The header length exceeds [`MAX_HEADER_LEN`].
+    /// The header length exceeds [`super::MAX_HEADER_LEN`].
     #[error("{}: header length {header_len} exceeds the {max}-byte limit", path.display())]
     HeaderTooLarge {
         /// The file.
