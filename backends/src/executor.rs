@@ -119,6 +119,8 @@ struct Line([u8; 64]);
 
 /// The persistent state buffer (decode caches) of one sequence: shared by every executor
 /// whose plan declares the same states in the same order ([`graph::NodeKind::State`]).
+/// Cloning it copies the caches (a snapshot of the sequence).
+#[derive(Clone)]
 pub struct StateBuf {
     lines: Vec<Line>,
 }
@@ -137,6 +139,12 @@ impl StateBuf {
     /// True for an empty buffer.
     pub fn is_empty(&self) -> bool {
         self.lines.is_empty()
+    }
+    /// A buffer holding `bytes` (its length rounded up to 64 with zeros).
+    pub fn from_bytes(bytes: &[u8]) -> StateBuf {
+        let mut b = StateBuf::new(bytes.len());
+        b.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        b
     }
     /// Zero every byte (a new sequence).
     pub fn reset(&mut self) {

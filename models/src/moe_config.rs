@@ -20,7 +20,7 @@
 //! out-of-range values, or is torn (a `.bin` shorter or longer than 32 bytes) is rejected as a
 //! whole; the [`MoeWatcher`] keeps the last good configuration and reports once.
 
-use crate::deepseek4::Hparams;
+use crate::model::MoeShape;
 use graph::knobs::{LayerMoe, MoeKnobs, Rescale};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -79,6 +79,43 @@ pub struct MoeConfig {
     pub swiglu_keep_experts: Option<u32>,
     /// SwiGLU rows kept per 128 (shared expert).
     pub swiglu_keep_shared: Option<u32>,
+}
+
+impl std::fmt::Display for MoeConfig {
+    /// The fields the configuration sets, `key=value` separated by spaces (`layers=[a, b)`),
+    /// or `model routing (empty file)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut s = Vec::new();
+        if let Some(v) = self.top_k {
+            s.push(format!("top_k={v}"));
+        }
+        if let Some([a, b]) = self.layers {
+            s.push(format!("layers=[{a}, {b})"));
+        }
+        if let Some(v) = self.outer_top_k {
+            s.push(format!("outer_top_k={v}"));
+        }
+        if let Some(v) = &self.rescale {
+            s.push(format!("rescale={v}"));
+        }
+        if let Some(v) = self.min_weight.filter(|&w| w > 0.0) {
+            s.push(format!("min_weight={v}"));
+        }
+        if let Some(v) = self.min_k {
+            s.push(format!("min_k={v}"));
+        }
+        if let Some(v) = self.swiglu_keep_experts {
+            s.push(format!("swiglu_keep_experts={v}"));
+        }
+        if let Some(v) = self.swiglu_keep_shared {
+            s.push(format!("swiglu_keep_shared={v}"));
+        }
+        if s.is_empty() {
+            f.write_str("model routing (empty file)")
+        } else {
+            f.write_str(&s.join(" "))
+        }
+    }
 }
 
 impl MoeConfig {
@@ -156,8 +193,8 @@ impl MoeConfig {
         MoeConfig::from_toml(&text, &shown)
     }
 
-    /// Validate against `hp` and resolve to one setting per layer.
-    pub fn resolve(&self, hp: &Hparams, path: &str) -> Result<Vec<LayerMoe>, MoeConfigError> {
+    /// Validate against the model's expert layout `hp` and resolve to one setting per layer.
+    pub fn resolve(&self, hp: &MoeShape, path: &str) -> Result<Vec<LayerMoe>, MoeConfigError> {
         let k = hp.n_expert_used as u32;
         let range = |field: &'static str, value: String, msg: String| MoeConfigError::Range {
             path: path.into(),
@@ -266,7 +303,7 @@ impl MoeWatcher {
         &self.path
     }
     /// Check the file once (call between tokens) and update `knobs` when it changed.
-    pub fn poll(&mut self, hp: &Hparams, knobs: &MoeKnobs) -> Option<MoeEvent> {
+    pub fn poll(&mut self, hp: &MoeShape, knobs: &MoeKnobs) -> Option<MoeEvent> {
         let meta = std::fs::metadata(&self.path).ok();
         let Some(meta) = meta else {
             if self.present {
@@ -290,7 +327,7 @@ impl MoeWatcher {
         match MoeConfig::read(&self.path).and_then(|c| c.resolve(hp, &shown).map(|r| (c, r))) {
             Ok((c, layers)) => {
                 apply(knobs, &layers);
-                Some(MoeEvent::Applied(format!("{c:?}")))
+                Some(MoeEvent::Applied(c.to_string()))
             }
             Err(e) => Some(MoeEvent::Rejected(e.to_string())),
         }

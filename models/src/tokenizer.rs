@@ -168,6 +168,7 @@ pub enum TokenizerError {
 }
 
 /// A byte-level BPE tokenizer with BOS/EOS policy and a decode table.
+#[derive(Clone)]
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     /// Decoded bytes of every id (index = id).

@@ -3,10 +3,10 @@
 //! incremental and chunked modes — the caches must carry exactly what a single prefill sees.
 
 use backends::{ExecConfig, Executor};
-use fathom_models::deepseek4::eval::logits_chunked;
 use fathom_models::deepseek4::forward::input;
-use fathom_models::deepseek4::{Builder, GgufWeights, Hparams, PrefillInputs};
+use fathom_models::deepseek4::{Builder, Hparams, PrefillInputs};
 use fathom_models::gguf::GgufFile;
+use fathom_models::weights::GgufWeights;
 use safetensors::SafeTensors;
 use std::sync::Arc;
 
@@ -30,6 +30,32 @@ fn prompts() -> Vec<Vec<u32>> {
                 .collect()
         })
         .collect()
+}
+
+/// A session over `w` (model `hp`, no tokenizer) with `cfg` and a context of `ctx`.
+fn session_of(
+    hp: &Hparams,
+    w: impl fathom_models::weights::Weights + Send + 'static,
+    cfg: &ExecConfig,
+    ctx: usize,
+) -> fathom_models::session::Session {
+    let m = fathom_models::deepseek4::DeepSeek4::new(hp.clone(), w, Err(String::new()));
+    fathom_models::session::Session::new(
+        Box::new(m) as Box<dyn fathom_models::model::Model>,
+        cfg.clone(),
+        ctx,
+    )
+    .unwrap()
+}
+
+/// Every position's logits of `toks` through `s`'s decode caches, `chunk` at a time, from an
+/// empty sequence.
+fn logits_chunked(s: &mut fathom_models::session::Session, toks: &[u32], chunk: usize) -> Vec<f32> {
+    s.reset();
+    let mut out = Vec::new();
+    s.eval_all(toks, chunk, |_, l| out.extend_from_slice(l))
+        .unwrap();
+    out
 }
 
 fn cfg() -> ExecConfig {
@@ -140,14 +166,10 @@ fn check(gguf: &str, reference: &str, kl_gate: f64, top_gate: f64, modes: &[Opti
             let got = match mode {
                 None => batch(&file, &hp, toks),
                 Some(n) => logits_chunked(
-                    &hp,
-                    &mut GgufWeights::new(file.clone()),
+                    &mut session_of(&hp, GgufWeights::new(file.clone()), &cfg(), toks.len()),
                     toks,
                     n,
-                    toks.len(),
-                    &cfg(),
-                )
-                .unwrap(),
+                ),
             };
             assert_eq!(got.len(), want.len());
             rows.push((got, want));

@@ -4,10 +4,8 @@
 //! session (fixture README §8: max |Δlogit| ≤ 1e-3, top-1 100%, greedy tokens identical).
 
 use backends::ExecConfig;
-use fathom_models::deepseek4::eval::logits_chunked;
-use fathom_models::deepseek4::st_weights::StOptions;
+use fathom_models::deepseek4::checkpoint::StOptions;
 use fathom_models::deepseek4::SafetensorsWeights;
-use fathom_models::session::Session;
 use safetensors::SafeTensors;
 
 fn fx(p: &str) -> String {
@@ -48,6 +46,32 @@ fn argmax(x: &[f32]) -> usize {
         .fold(0, |b, (i, &v)| if v > x[b] { i } else { b })
 }
 
+/// A session over `w` (model `hp`, no tokenizer) with `cfg` and a context of `ctx`.
+fn session_of(
+    hp: &fathom_models::deepseek4::Hparams,
+    w: impl fathom_models::weights::Weights + Send + 'static,
+    cfg: &ExecConfig,
+    ctx: usize,
+) -> fathom_models::session::Session {
+    let m = fathom_models::deepseek4::DeepSeek4::new(hp.clone(), w, Err(String::new()));
+    fathom_models::session::Session::new(
+        Box::new(m) as Box<dyn fathom_models::model::Model>,
+        cfg.clone(),
+        ctx,
+    )
+    .unwrap()
+}
+
+/// Every position's logits of `toks` through `s`'s decode caches, `chunk` at a time, from an
+/// empty sequence.
+fn logits_chunked(s: &mut fathom_models::session::Session, toks: &[u32], chunk: usize) -> Vec<f32> {
+    s.reset();
+    let mut out = Vec::new();
+    s.eval_all(toks, chunk, |_, l| out.extend_from_slice(l))
+        .unwrap();
+    out
+}
+
 fn open() -> (SafetensorsWeights, fathom_models::deepseek4::Hparams) {
     SafetensorsWeights::open_with(fx("dsv4-tiny/model.safetensors"), StOptions::fp32())
         .expect("checkpoint")
@@ -55,7 +79,7 @@ fn open() -> (SafetensorsWeights, fathom_models::deepseek4::Hparams) {
 
 #[test]
 fn every_mode_matches_transformers_at_every_position() {
-    let (mut w, hp) = open();
+    let (w, hp) = open();
     let r = Reference::load();
     let cfg = ExecConfig {
         threads: 2,
@@ -68,12 +92,13 @@ fn every_mode_matches_transformers_at_every_position() {
         ..ExecConfig::default()
     };
     let v = hp.n_vocab;
+    let mut s = session_of(&hp, w, &cfg, 512);
     for chunk in [1usize, 7, 13, 64] {
         let mut worst = 0f32;
         for p in 0..5 {
             let toks = r.ids(&format!("prompt{p}.tokens"));
             let want = r.f32s(&format!("prompt{p}.logits"));
-            let got = logits_chunked(&hp, &mut w, &toks, chunk, 512, &cfg).unwrap();
+            let got = logits_chunked(&mut s, &toks, chunk);
             for (row, (g, h)) in got.chunks(v).zip(want.chunks(v)).enumerate() {
                 let d = g.iter().zip(h).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
                 worst = worst.max(d);
@@ -97,7 +122,11 @@ fn greedy_continuations_are_identical() {
     let r = Reference::load();
     for p in [1, 2] {
         let (w, hp) = open();
-        let mut s = Session::new(hp, w, 2, 256).unwrap();
+        let cfg = ExecConfig {
+            threads: 2,
+            ..ExecConfig::default()
+        };
+        let mut s = session_of(&hp, w, &cfg, 256);
         let prompt = r.ids(&format!("prompt{p}.tokens"));
         let want = r.ids(&format!("greedy.prompt{p}"));
         let mut logits = s.prefill(&prompt).unwrap();

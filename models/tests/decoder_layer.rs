@@ -8,8 +8,9 @@
 
 use backends::{ExecConfig, Executor};
 use fathom_models::deepseek4::forward::input;
-use fathom_models::deepseek4::{Builder, ForwardError, Hparams, PrefillInputs, Weights};
+use fathom_models::deepseek4::{Builder, Hparams, PrefillInputs};
 use fathom_models::gguf::GgufFile;
+use fathom_models::weights::{ForwardError, Weights};
 use graph::{Graph, TensorDesc, TensorId, WeightData};
 use quant::DType;
 use std::collections::HashMap;

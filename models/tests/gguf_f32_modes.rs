@@ -4,11 +4,10 @@
 //! prompts, and the cached greedy continuations (fixture README §8).
 
 use backends::{ExecConfig, Executor};
-use fathom_models::deepseek4::eval::logits_chunked;
 use fathom_models::deepseek4::forward::input;
-use fathom_models::deepseek4::{Builder, GgufWeights, Hparams, PrefillInputs};
+use fathom_models::deepseek4::{Builder, Hparams, PrefillInputs};
 use fathom_models::gguf::GgufFile;
-use fathom_models::session::Session;
+use fathom_models::weights::GgufWeights;
 use safetensors::SafeTensors;
 use std::sync::Arc;
 
@@ -51,6 +50,32 @@ fn cfg() -> ExecConfig {
         guards: false,
         ..ExecConfig::default()
     }
+}
+
+/// A session over `w` (model `hp`, no tokenizer) with `cfg` and a context of `ctx`.
+fn session_of(
+    hp: &Hparams,
+    w: impl fathom_models::weights::Weights + Send + 'static,
+    cfg: &ExecConfig,
+    ctx: usize,
+) -> fathom_models::session::Session {
+    let m = fathom_models::deepseek4::DeepSeek4::new(hp.clone(), w, Err(String::new()));
+    fathom_models::session::Session::new(
+        Box::new(m) as Box<dyn fathom_models::model::Model>,
+        cfg.clone(),
+        ctx,
+    )
+    .unwrap()
+}
+
+/// Every position's logits of `toks` through `s`'s decode caches, `chunk` at a time, from an
+/// empty sequence.
+fn logits_chunked(s: &mut fathom_models::session::Session, toks: &[u32], chunk: usize) -> Vec<f32> {
+    s.reset();
+    let mut out = Vec::new();
+    s.eval_all(toks, chunk, |_, l| out.extend_from_slice(l))
+        .unwrap();
+    out
 }
 
 fn check_rows(got: &[f32], want: &[f32], v: usize, what: &str) -> f32 {
@@ -113,19 +138,12 @@ fn f32_gguf_every_mode_and_greedy() {
             }
         }
     }
+    let mut s = session_of(&hp, GgufWeights::new(file.clone()), &cfg(), 512);
     for chunk in [1usize, 7, 13, 64] {
         let mut worst = 0f32;
         for p in 0..5 {
             let toks = ids(&r, &format!("prompt{p}.tokens"));
-            let got = logits_chunked(
-                &hp,
-                &mut GgufWeights::new(file.clone()),
-                &toks,
-                chunk,
-                512,
-                &cfg(),
-            )
-            .unwrap();
+            let got = logits_chunked(&mut s, &toks, chunk);
             worst = worst.max(check_rows(
                 &got,
                 &f32s(&r, &format!("prompt{p}.logits")),
@@ -136,7 +154,7 @@ fn f32_gguf_every_mode_and_greedy() {
         eprintln!("F32 GGUF chunk {chunk}: max |Δlogit| {worst:e}");
     }
     for p in [1, 2] {
-        let mut s = Session::from_gguf(file.clone(), 2, 256).unwrap();
+        let mut s = session_of(&hp, GgufWeights::new(file.clone()), &cfg(), 256);
         let want = ids(&r, &format!("greedy.prompt{p}"));
         let mut logits = s.prefill(&ids(&r, &format!("prompt{p}.tokens"))).unwrap();
         let mut got = Vec::new();

@@ -3,10 +3,12 @@
 //! exactness of the model's own configuration, and a switch during one generation that takes
 //! effect at the next token without rebuilding a graph.
 
-use fathom_models::deepseek4::{GgufWeights, Hparams};
+use fathom_models::deepseek4::{DeepSeek4, Hparams};
 use fathom_models::gguf::GgufFile;
+use fathom_models::model::MoeShape;
 use fathom_models::moe_config::{MoeConfig, MoeEvent, MoeWatcher};
 use fathom_models::session::Session;
+use fathom_models::weights::GgufWeights;
 use graph::knobs::{LayerMoe, MoeKnobs, Rescale};
 use std::sync::Arc;
 
@@ -20,11 +22,30 @@ fn model() -> (Arc<GgufFile>, Hparams) {
     (f, hp)
 }
 
+/// The routed-expert layout of `hp` (what live control works on).
+fn shape(hp: &Hparams) -> MoeShape {
+    MoeShape {
+        n_layer: hp.n_layer,
+        n_expert_used: hp.n_expert_used,
+        n_hash_layers: hp.n_hash_layers,
+    }
+}
+
+/// A session over the tiny model's file, two threads, context 64.
+fn session(f: &Arc<GgufFile>, hp: &Hparams) -> Session {
+    let m = DeepSeek4::new(hp.clone(), GgufWeights::new(f.clone()), Err(String::new()));
+    let cfg = backends::ExecConfig {
+        threads: 2,
+        ..backends::ExecConfig::default()
+    };
+    Session::new(Box::new(m) as Box<dyn fathom_models::model::Model>, cfg, 64).unwrap()
+}
+
 #[test]
 fn toml_and_binary_forms_resolve_per_layer() {
     let (_, hp) = model(); // 6 layers, hash layers 0..3, top-6 of 16
     let c = MoeConfig::from_toml("top_k = 4\nlayers = [3, 5]\nouter_top_k = 5\nrescale = \"l1\"\nmin_weight = 0.05\nmin_k = 2\n", "t.toml").unwrap();
-    let r = c.resolve(&hp, "t.toml").unwrap();
+    let r = c.resolve(&shape(&hp), "t.toml").unwrap();
     assert_eq!(r[0], LayerMoe::MODEL, "hash layers keep every expert");
     assert_eq!(r[2], LayerMoe::MODEL);
     assert_eq!(
@@ -50,7 +71,7 @@ fn toml_and_binary_forms_resolve_per_layer() {
         ),
         (Some(5), Some(5), Some("l2"), Some(80))
     );
-    let r = c.resolve(&hp, "cfg.bin").unwrap();
+    let r = c.resolve(&shape(&hp), "cfg.bin").unwrap();
     assert_eq!(
         (r[4].top_k, r[4].rescale, r[4].keep_experts),
         (5, Rescale::L2, 80)
@@ -62,7 +83,7 @@ fn invalid_and_torn_files_are_rejected_with_named_fields() {
     let (_, hp) = model();
     let bad = |text: &str| {
         MoeConfig::from_toml(text, "x.toml")
-            .and_then(|c| c.resolve(&hp, "x.toml"))
+            .and_then(|c| c.resolve(&shape(&hp), "x.toml"))
             .unwrap_err()
             .to_string()
     };
@@ -91,25 +112,42 @@ fn watcher_keeps_last_good_and_falls_back_when_removed() {
     let path = dir.join("moe.toml");
     let knobs = MoeKnobs::new(hp.n_layer);
     let mut w = MoeWatcher::new(&path);
-    assert_eq!(w.poll(&hp, &knobs), None, "no file: nothing happens");
+    assert_eq!(
+        w.poll(&shape(&hp), &knobs),
+        None,
+        "no file: nothing happens"
+    );
     std::fs::write(&path, "top_k = 3\n").unwrap();
-    assert!(matches!(w.poll(&hp, &knobs), Some(MoeEvent::Applied(_))));
+    assert!(matches!(
+        w.poll(&shape(&hp), &knobs),
+        Some(MoeEvent::Applied(_))
+    ));
     assert_eq!(knobs.get(4).top_k, 3);
-    assert_eq!(w.poll(&hp, &knobs), None, "unchanged file: not re-read");
+    assert_eq!(
+        w.poll(&shape(&hp), &knobs),
+        None,
+        "unchanged file: not re-read"
+    );
     std::fs::write(
         &path,
         "top_k = 3\nrescale = \"bogus\"   # a longer, broken file\n",
     )
     .unwrap();
-    assert!(matches!(w.poll(&hp, &knobs), Some(MoeEvent::Rejected(m)) if m.contains("rescale")));
+    assert!(
+        matches!(w.poll(&shape(&hp), &knobs), Some(MoeEvent::Rejected(m)) if m.contains("rescale"))
+    );
     assert_eq!(
         knobs.get(4).top_k,
         3,
         "the last good configuration stays in force"
     );
-    assert_eq!(w.poll(&hp, &knobs), None, "one message, not one per token");
+    assert_eq!(
+        w.poll(&shape(&hp), &knobs),
+        None,
+        "one message, not one per token"
+    );
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(w.poll(&hp, &knobs), Some(MoeEvent::Removed));
+    assert_eq!(w.poll(&shape(&hp), &knobs), Some(MoeEvent::Removed));
     assert_eq!(knobs.get(4), LayerMoe::MODEL);
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -137,12 +175,12 @@ fn greedy(
 fn model_configuration_is_bit_identical_and_live_switch_needs_no_rebuild() {
     let (f, hp) = model();
     let prompt: Vec<u32> = vec![0, 266, 85, 329, 66, 356, 329];
-    let mut plain = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
+    let mut plain = session(&f, &hp);
     let want = greedy(&mut plain, &prompt, 6, |_| {});
 
     let knobs = Arc::new(MoeKnobs::new(hp.n_layer));
-    let mut s = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
-    s.set_moe_knobs(knobs.clone());
+    let mut s = session(&f, &hp);
+    s.set_moe_knobs(Some(knobs.clone()));
     let same = greedy(&mut s, &prompt, 6, |_| {});
     for (a, b) in same.iter().zip(&want) {
         assert_eq!(
@@ -193,13 +231,13 @@ fn swiglu_row_skipping_changes_logits_and_keep_all_is_exact() {
     let (f, hp) = model();
     let prompt: Vec<u32> = vec![0, 266, 85, 329, 66];
     let run = |m: Option<LayerMoe>| {
-        let mut s = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
+        let mut s = session(&f, &hp);
         if let Some(m) = m {
             let knobs = Arc::new(MoeKnobs::new(hp.n_layer));
             for l in 0..hp.n_layer {
                 knobs.set(l, m);
             }
-            s.set_moe_knobs(knobs);
+            s.set_moe_knobs(Some(knobs));
         }
         s.prefill(&prompt)
             .unwrap()
@@ -240,8 +278,8 @@ fn swiglu_row_skipping_changes_logits_and_keep_all_is_exact() {
 fn expert_count_per_token_changes_at_the_next_token() {
     let (f, hp) = model();
     let knobs = Arc::new(MoeKnobs::new(hp.n_layer));
-    let mut s = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
-    s.set_moe_knobs(knobs.clone());
+    let mut s = session(&f, &hp);
+    s.set_moe_knobs(Some(knobs.clone()));
     s.set_profile(true);
     let experts = |s: &mut Session| -> u64 {
         s.take_profile()

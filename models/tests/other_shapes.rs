@@ -6,9 +6,9 @@
 //! 128-token HCA window closes, the indexer selects 2 of up to 35 entries).
 
 use backends::{ExecConfig, Executor};
-use fathom_models::deepseek4::eval::logits_chunked;
 use fathom_models::deepseek4::forward::input;
-use fathom_models::deepseek4::{Builder, ForwardError, Hparams, PrefillInputs, Weights, Yarn};
+use fathom_models::deepseek4::{Builder, Hparams, PrefillInputs, Yarn};
+use fathom_models::weights::{ForwardError, Weights};
 use graph::{Graph, NodeKind, TensorDesc, TensorId, WeightData};
 use quant::DType;
 
@@ -203,6 +203,32 @@ fn cfg() -> ExecConfig {
     }
 }
 
+/// A session over `w` (model `hp`, no tokenizer) with `cfg` and a context of `ctx`.
+fn session_of(
+    hp: &Hparams,
+    w: impl fathom_models::weights::Weights + Send + 'static,
+    cfg: &ExecConfig,
+    ctx: usize,
+) -> fathom_models::session::Session {
+    let m = fathom_models::deepseek4::DeepSeek4::new(hp.clone(), w, Err(String::new()));
+    fathom_models::session::Session::new(
+        Box::new(m) as Box<dyn fathom_models::model::Model>,
+        cfg.clone(),
+        ctx,
+    )
+    .unwrap()
+}
+
+/// Every position's logits of `toks` through `s`'s decode caches, `chunk` at a time, from an
+/// empty sequence.
+fn logits_chunked(s: &mut fathom_models::session::Session, toks: &[u32], chunk: usize) -> Vec<f32> {
+    s.reset();
+    let mut out = Vec::new();
+    s.eval_all(toks, chunk, |_, l| out.extend_from_slice(l))
+        .unwrap();
+    out
+}
+
 #[test]
 fn batch_incremental_and_chunked_agree_on_other_shapes() {
     let hp = hparams();
@@ -230,8 +256,13 @@ fn batch_incremental_and_chunked_agree_on_other_shapes() {
     let batch = e.output_f32("logits").unwrap();
     assert!(batch.iter().all(|v| v.is_finite()));
     let scale = batch.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let w = Random {
+        shapes: tensors(&hp),
+        n_expert: hp.n_expert,
+    };
+    let mut s = session_of(&hp, w, &cfg(), 256);
     for chunk in [1, 5, 64] {
-        let got = logits_chunked(&hp, &mut w, &toks, chunk, 256, &cfg()).unwrap();
+        let got = logits_chunked(&mut s, &toks, chunk);
         let maxd = got
             .iter()
             .zip(&batch)

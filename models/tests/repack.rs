@@ -6,9 +6,10 @@
 //! converts the Q2_0 tensors whose rows are whole 512-element groups into Q2_0_X (the tiny
 //! model has none, so a written file checks it).
 
-use fathom_models::deepseek4::{GgufWeights, Hparams, Repack, Weights};
+use fathom_models::deepseek4::{DeepSeek4, Hparams};
 use fathom_models::gguf::GgufFile;
 use fathom_models::session::Session;
+use fathom_models::weights::{GgufWeights, Repack, Weights};
 use graph::Graph;
 use quant::DType;
 use std::sync::Arc;
@@ -81,24 +82,51 @@ fn repack_parses_and_converts_only_iq1_s() {
     let e = Repack::parse("q4_k").unwrap_err();
     assert!(e.contains("q4_k"), "{e}");
     let r = IQ1;
-    assert_eq!(r.target(DType::IQ2_XXS), None);
     assert_eq!(
-        IQ2.target(DType::IQ2_XXS).unwrap_or(DType::IQ2_XXS),
+        r.target(DType::IQ2_XXS, quant::simd::CpuLevel::detect()),
+        None
+    );
+    assert_eq!(
+        IQ2.target(DType::IQ2_XXS, quant::simd::CpuLevel::detect())
+            .unwrap_or(DType::IQ2_XXS),
         expected_for(DType::IQ2_XXS, DType::IQ2_XXS_X)
     );
-    assert_eq!(IQ2.target(DType::IQ1_S), None);
-    assert_eq!(IQ2.target(DType::IQ1_M), None);
     assert_eq!(
-        IQ1M.target(DType::IQ1_M).unwrap_or(DType::IQ1_M),
+        IQ2.target(DType::IQ1_S, quant::simd::CpuLevel::detect()),
+        None
+    );
+    assert_eq!(
+        IQ2.target(DType::IQ1_M, quant::simd::CpuLevel::detect()),
+        None
+    );
+    assert_eq!(
+        IQ1M.target(DType::IQ1_M, quant::simd::CpuLevel::detect())
+            .unwrap_or(DType::IQ1_M),
         expected_for(DType::IQ1_M, DType::IQ1_M_X)
     );
-    assert_eq!(IQ1M.target(DType::IQ1_S), None);
-    assert_eq!(r.target(DType::Q8_0), None);
-    assert_eq!(r.target(DType::IQ1_S).unwrap_or(DType::IQ1_S), expected());
-    assert_eq!(Repack::default().target(DType::IQ1_S), None);
-    assert_eq!(Repack::default().loaded_bytes(DType::IQ1_S, 2560, 500), 500);
+    assert_eq!(
+        IQ1M.target(DType::IQ1_S, quant::simd::CpuLevel::detect()),
+        None
+    );
+    assert_eq!(r.target(DType::Q8_0, quant::simd::CpuLevel::detect()), None);
+    assert_eq!(
+        r.target(DType::IQ1_S, quant::simd::CpuLevel::detect())
+            .unwrap_or(DType::IQ1_S),
+        expected()
+    );
+    assert_eq!(
+        Repack::default().target(DType::IQ1_S, quant::simd::CpuLevel::detect()),
+        None
+    );
+    assert_eq!(
+        Repack::default().loaded_bytes(DType::IQ1_S, 2560, 500, quant::simd::CpuLevel::detect()),
+        500
+    );
     if expected() == DType::IQ1_S_X {
-        assert_eq!(r.loaded_bytes(DType::IQ1_S, 2560, 500), 700);
+        assert_eq!(
+            r.loaded_bytes(DType::IQ1_S, 2560, 500, quant::simd::CpuLevel::detect()),
+            700
+        );
     }
 
     let (f, _) = model();
@@ -147,7 +175,10 @@ fn an_iq2_xxs_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
 fn an_iq1_m_repacked_session_gives_the_plain_sessions_logits_bit_for_bit() {
     let want = assert_expert_repacked("IQ1_M", IQ1M, DType::IQ1_M, DType::IQ1_M_X);
     if want == DType::IQ1_M_X {
-        assert_eq!(IQ1M.loaded_bytes(DType::IQ1_M, 2560, 560), 760);
+        assert_eq!(
+            IQ1M.loaded_bytes(DType::IQ1_M, 2560, 560, quant::simd::CpuLevel::detect()),
+            760
+        );
     }
     session_matches("IQ1_M", IQ1M);
 }
@@ -171,10 +202,17 @@ fn session_matches(quant: &str, repack: Repack) {
     let (f, hp) = model_of(quant);
     // 11 tokens: several tokens per expert in the prompt chunk (the tiled expert GEMM)
     let prompt: Vec<u32> = vec![0, 266, 85, 329, 66, 356, 329, 12, 85, 266, 7];
-    let mut plain = Session::new(hp.clone(), GgufWeights::new(f.clone()), 2, 64).unwrap();
+    let session = |w: GgufWeights| -> Session {
+        let m = DeepSeek4::new(hp.clone(), w, Err("no tokenizer in this test".into()));
+        let cfg = backends::ExecConfig {
+            threads: 2,
+            ..backends::ExecConfig::default()
+        };
+        Session::new(Box::new(m) as Box<dyn fathom_models::model::Model>, cfg, 64).unwrap()
+    };
+    let mut plain = session(GgufWeights::new(f.clone()));
     let want = greedy(&mut plain, &prompt, 5);
-    let w = GgufWeights::with_repack(f, repack);
-    let mut s = Session::new(hp, w, 2, 64).unwrap();
+    let mut s = session(GgufWeights::with_repack(f, repack));
     let got = greedy(&mut s, &prompt, 5);
     assert_eq!(got.len(), want.len());
     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
@@ -192,14 +230,27 @@ fn session_matches(quant: &str, repack: Repack) {
 fn q2_0_tensors_with_whole_groups_are_repacked() {
     use fathom_models::gguf::{GgufWriter, Value};
     let want = expected_for(DType::Q2_0, DType::Q2_0_X);
-    assert_eq!(Q2.target_for(DType::Q2_0, 256), None);
     assert_eq!(
-        Q2.target_for(DType::Q2_0, 4096).unwrap_or(DType::Q2_0),
+        Q2.target_for(DType::Q2_0, 256, quant::simd::CpuLevel::detect()),
+        None
+    );
+    assert_eq!(
+        Q2.target_for(DType::Q2_0, 4096, quant::simd::CpuLevel::detect())
+            .unwrap_or(DType::Q2_0),
         want
     );
-    assert_eq!(Q2.target_for(DType::IQ1_S, 4096), None);
-    assert_eq!(Q2.loaded_bytes(DType::Q2_0, 4096, 9216), 9216);
-    assert_eq!(Q2.loaded_bytes(DType::Q2_0, 256, 72), 72);
+    assert_eq!(
+        Q2.target_for(DType::IQ1_S, 4096, quant::simd::CpuLevel::detect()),
+        None
+    );
+    assert_eq!(
+        Q2.loaded_bytes(DType::Q2_0, 4096, 9216, quant::simd::CpuLevel::detect()),
+        9216
+    );
+    assert_eq!(
+        Q2.loaded_bytes(DType::Q2_0, 256, 72, quant::simd::CpuLevel::detect()),
+        72
+    );
 
     let mut s = 0x2a5u64;
     let mut blocks = |n: usize| -> Vec<u8> {

@@ -11,6 +11,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod cmd;
 mod env;
+mod load;
 mod mem;
 
 /// fathom: a ggml-style runtime for DeepSeek-V4 on CPUs.

@@ -7,86 +7,16 @@
 //! visibility limits, window-slot positions for the APE) is a named input computed by
 //! [`PrefillInputs`], so the same graph serves any prompt of length `T`.
 //!
-//! Tensor names are llama.cpp's GGUF names (spec §3); [`Weights`] resolves them.
+//! Tensor names and shapes come from the model's tensor table ([`super::tensors`]);
+//! [`Weights`] resolves them.
 
 use super::hparams::{AttnKind, Hparams};
+use super::tensors::Tensor;
+use crate::weights::{ForwardError, Weights};
 use graph::op::mhc::HcPre;
 use graph::op::rope::{Rope, RopeScaling};
 use graph::{Graph, GraphError, TensorDesc, TensorId, WeightData};
 use quant::DType;
-
-/// Errors while building the forward graph.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ForwardError {
-    /// A tensor the model needs is absent.
-    #[error("missing tensor '{0}'")]
-    Missing(String),
-    /// A tensor has the wrong shape.
-    #[error("tensor '{name}': shape {got:?}, expected {want:?}")]
-    Shape {
-        /// Tensor name.
-        name: String,
-        /// Shape found (GGUF order).
-        got: Vec<usize>,
-        /// Shape expected.
-        want: Vec<usize>,
-    },
-    /// The hyperparameters are outside what this implementation supports.
-    #[error("unsupported model: {0}")]
-    Unsupported(String),
-    /// Graph construction failed.
-    #[error(transparent)]
-    Graph(#[from] GraphError),
-    /// A tensor could not be converted to a repacked layout (`--repack`).
-    #[error("tensor '{name}': cannot repack to {to}: {reason}")]
-    Repack {
-        /// Tensor name.
-        name: String,
-        /// The layout asked for.
-        to: quant::DType,
-        /// Why (out of memory).
-        reason: String,
-    },
-}
-
-/// Resolves weights by GGUF name and registers them in the graph (once).
-pub trait Weights {
-    /// The weight `name` as a graph node, or `None` if the model has no such tensor.
-    fn try_get(&mut self, g: &mut Graph, name: &str) -> Result<Option<TensorId>, ForwardError>;
-
-    /// Called before a provider starts serving a new graph. Providers must never hand out a
-    /// `TensorId` of another graph; the default does nothing (for providers that look up the
-    /// graph itself, as [`super::GgufWeights`] does).
-    fn new_graph(&mut self) {}
-
-    /// The weight `name`; an error naming it when absent.
-    fn get(&mut self, g: &mut Graph, name: &str) -> Result<TensorId, ForwardError> {
-        self.try_get(g, name)?
-            .ok_or_else(|| ForwardError::Missing(name.to_string()))
-    }
-
-    /// The weight `name`, checking its shape (GGUF order, trailing 1s ignored).
-    fn get_shaped(
-        &mut self,
-        g: &mut Graph,
-        name: &str,
-        want: &[usize],
-    ) -> Result<TensorId, ForwardError> {
-        let id = self.get(g, name)?;
-        let d = g.desc(id);
-        let mut want4 = [1usize; 4];
-        want4[..want.len()].copy_from_slice(want);
-        if d.ne != want4 {
-            return Err(ForwardError::Shape {
-                name: name.into(),
-                got: d.ne.to_vec(),
-                want: want.to_vec(),
-            });
-        }
-        Ok(id)
-    }
-}
 
 /// Names of the graph inputs of the prefill graph.
 pub mod input {
@@ -179,6 +109,35 @@ impl PrefillInputs {
     }
 }
 
+/// Which of a layer's two compressors (spec §4.5–4.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Compressor {
+    /// The attention's (kv entries of `head_dim`).
+    Attention,
+    /// The Lightning Indexer's (keys of `idx_dim`).
+    Indexer,
+}
+
+impl Compressor {
+    /// Its kv, gate, APE and norm tensors.
+    fn tensors(self) -> [Tensor; 4] {
+        match self {
+            Compressor::Attention => [
+                Tensor::AttnCompressorKv,
+                Tensor::AttnCompressorGate,
+                Tensor::AttnCompressorApe,
+                Tensor::AttnCompressorNorm,
+            ],
+            Compressor::Indexer => [
+                Tensor::IndexerCompressorKv,
+                Tensor::IndexerCompressorGate,
+                Tensor::IndexerCompressorApe,
+                Tensor::IndexerCompressorNorm,
+            ],
+        }
+    }
+}
+
 /// Builds the prefill graph for one model and one prompt length.
 pub struct Builder<'a, W: Weights> {
     /// The graph being built.
@@ -196,8 +155,8 @@ pub struct Builder<'a, W: Weights> {
     moe_knobs: Option<std::sync::Arc<graph::knobs::MoeKnobs>>,
 }
 
-mod cached;
-pub use cached::{cache_bytes, ChunkInputs, SequenceState};
+pub(crate) mod cached;
+pub use cached::ChunkInputs;
 
 fn f32_input(g: &mut Graph, name: &str, ne: &[usize]) -> Result<TensorId, GraphError> {
     g.input(name, TensorDesc::f32(ne)?)
@@ -286,6 +245,13 @@ impl<'a, W: Weights> Builder<'a, W> {
         Ok(id)
     }
 
+    /// The weight `t` of layer `l` (of the model for a global tensor), with the name and
+    /// shape of the tensor table.
+    fn tensor(&mut self, l: usize, t: Tensor) -> Result<TensorId, ForwardError> {
+        let shape = t.shape(self.hp, l);
+        self.w.get_shaped(&mut self.g, &t.name(l), &shape)
+    }
+
     /// A constant f32 tensor filled with `v` (cached by shape and value).
     fn constant(&mut self, ne: &[usize], v: f32) -> Result<TensorId, ForwardError> {
         let key = format!("const.{ne:?}.{}", v.to_bits());
@@ -334,9 +300,7 @@ impl<'a, W: Weights> Builder<'a, W> {
     /// Token embedding repeated over the 4 streams: `X {D, 4, T}` (spec §4.1).
     pub fn embed(&mut self, tokens: TensorId) -> Result<TensorId, ForwardError> {
         let d = self.hp.n_embd;
-        let emb = self
-            .w
-            .get_shaped(&mut self.g, "token_embd.weight", &[d, self.hp.n_vocab])?;
+        let emb = self.tensor(0, Tensor::TokenEmbd)?;
         let e = self.g.get_rows(emb, tokens)?;
         let e = self.g.reshape(e, &[d, 1, self.t])?;
         let e2 = self.g.concat(e, e, 1)?;
@@ -350,7 +314,7 @@ impl<'a, W: Weights> Builder<'a, W> {
         &mut self,
         l: usize,
         a: TensorId,
-        prefix: &str,
+        which: Compressor,
         width: usize,
         ratio: u32,
     ) -> Result<Option<TensorId>, ForwardError> {
@@ -360,7 +324,7 @@ impl<'a, W: Weights> Builder<'a, W> {
             return Ok(None);
         }
         let coff = if ratio == 4 { 2 } else { 1 };
-        let (kv, z, norm) = self.compressor_projections(l, a, prefix, width, ratio)?;
+        let (kv, z, norm) = self.compressor_projections(l, a, which, ratio)?;
         let row = coff * width * 4; // bytes per token row of kv / z
                                     // slots of window w: [previous window's first half (CSA) |] this window's (second) half
         let cur = |g: &mut Graph, src: TensorId| {
@@ -410,23 +374,14 @@ impl<'a, W: Weights> Builder<'a, W> {
         &mut self,
         l: usize,
         a: TensorId,
-        prefix: &str,
-        width: usize,
+        which: Compressor,
         ratio: u32,
     ) -> Result<(TensorId, TensorId, TensorId), ForwardError> {
-        let coff = if ratio == 4 { 2 } else { 1 };
-        let (d, ru) = (self.hp.n_embd, ratio as usize);
-        let name = |n: &str| format!("blk.{l}.{prefix}_{n}.weight");
-        let wkv = self
-            .w
-            .get_shaped(&mut self.g, &name("kv"), &[d, coff * width])?;
-        let wgate = self
-            .w
-            .get_shaped(&mut self.g, &name("gate"), &[d, coff * width])?;
-        let ape = self
-            .w
-            .get_shaped(&mut self.g, &name("ape"), &[coff * width, ru])?;
-        let norm = self.w.get_shaped(&mut self.g, &name("norm"), &[width])?;
+        let [kv, gate, ape, norm] = which.tensors();
+        let wkv = self.tensor(l, kv)?;
+        let wgate = self.tensor(l, gate)?;
+        let ape = self.tensor(l, ape)?;
+        let norm = self.tensor(l, norm)?;
         let kv = self.g.mul_mat(wkv, a)?;
         let z = self.g.mul_mat(wgate, a)?;
         let slot = self.input_i32(input::ape_slot(ratio), self.t)?;
@@ -438,28 +393,17 @@ impl<'a, W: Weights> Builder<'a, W> {
     /// Attention of layer `l` (spec §4.4): `a {D, T}` (attn_norm output) → `{D, T}`.
     pub fn attention(&mut self, l: usize, a: TensorId) -> Result<TensorId, ForwardError> {
         let hp = self.hp;
-        let (d, h, hd, t) = (hp.n_embd, hp.n_head, hp.head_dim, self.t);
+        let (h, hd, t) = (hp.n_head, hp.head_dim, self.t);
         let eps = hp.rms_eps;
-        let w = |b: &mut Self, n: &str, s: &[usize]| {
-            b.w.get_shaped(&mut b.g, &format!("blk.{l}.{n}"), s)
-        };
-        let wqa = w(self, "attn_q_a.weight", &[d, hp.q_lora_rank])?;
-        let qan = w(self, "attn_q_a_norm.weight", &[hp.q_lora_rank])?;
-        let wqb = w(self, "attn_q_b.weight", &[hp.q_lora_rank, h * hd])?;
-        let wkv = w(self, "attn_kv.weight", &[d, hd])?;
-        let kvn = w(self, "attn_kv_a_norm.weight", &[hd])?;
-        let sinks = w(self, "attn_sinks.weight", &[h])?;
+        let wqa = self.tensor(l, Tensor::AttnQA)?;
+        let qan = self.tensor(l, Tensor::AttnQANorm)?;
+        let wqb = self.tensor(l, Tensor::AttnQB)?;
+        let wkv = self.tensor(l, Tensor::AttnKv)?;
+        let kvn = self.tensor(l, Tensor::AttnKvANorm)?;
+        let sinks = self.tensor(l, Tensor::AttnSinks)?;
         let gsz = hd * h / hp.o_groups;
-        let woa = w(
-            self,
-            "attn_output_a.weight",
-            &[gsz, hp.o_lora_rank * hp.o_groups],
-        )?;
-        let wob = w(
-            self,
-            "attn_output_b.weight",
-            &[hp.o_lora_rank * hp.o_groups, d],
-        )?;
+        let woa = self.tensor(l, Tensor::AttnOutputA)?;
+        let wob = self.tensor(l, Tensor::AttnOutputB)?;
         let n_offs = hd - hp.n_rot;
 
         let qa = self.g.mul_mat(wqa, a)?;
@@ -482,7 +426,7 @@ impl<'a, W: Weights> Builder<'a, W> {
                 AttnKind::Sliding => (kv, self.swa_mask),
                 kind => {
                     let ratio = hp.compress_ratios[l];
-                    match self.compressor(l, a, "attn_compressor", hd, ratio)? {
+                    match self.compressor(l, a, Compressor::Attention, hd, ratio)? {
                         None => (kv, self.swa_mask),
                         Some(comp) => {
                             let nw = t / ratio as usize;
@@ -526,7 +470,7 @@ impl<'a, W: Weights> Builder<'a, W> {
         ratio: u32,
     ) -> Result<TensorId, ForwardError> {
         let keys = self
-            .compressor(l, a, "indexer_compressor", self.hp.idx_dim, ratio)?
+            .compressor(l, a, Compressor::Indexer, self.hp.idx_dim, ratio)?
             .ok_or_else(|| ForwardError::Unsupported("indexer without entries".into()))?;
         self.indexer_select(l, a, qr, keys, nw, ratio)
     }
@@ -544,16 +488,8 @@ impl<'a, W: Weights> Builder<'a, W> {
     ) -> Result<TensorId, ForwardError> {
         let hp = self.hp;
         let (di, hi, t) = (hp.idx_dim, hp.idx_heads, self.t);
-        let wq = self.w.get_shaped(
-            &mut self.g,
-            &format!("blk.{l}.indexer.attn_q_b.weight"),
-            &[hp.q_lora_rank, hi * di],
-        )?;
-        let wp = self.w.get_shaped(
-            &mut self.g,
-            &format!("blk.{l}.indexer.proj.weight"),
-            &[hp.n_embd, hi],
-        )?;
+        let wq = self.tensor(l, Tensor::IndexerQB)?;
+        let wp = self.tensor(l, Tensor::IndexerProj)?;
         let q = self.g.mul_mat(wq, qr)?;
         let q = self.g.reshape(q, &[di, hi, t])?;
         let q = self
@@ -574,28 +510,17 @@ impl<'a, W: Weights> Builder<'a, W> {
         tokens: TensorId,
     ) -> Result<TensorId, ForwardError> {
         let hp = self.hp;
-        let (d, e, k, ff, t) = (
-            hp.n_embd,
-            hp.n_expert,
-            hp.n_expert_used,
-            hp.expert_ff,
-            self.t,
-        );
-        let w = |b: &mut Self, n: &str, s: &[usize]| {
-            b.w.get_shaped(&mut b.g, &format!("blk.{l}.{n}"), s)
-        };
-        let wg = w(self, "ffn_gate_inp.weight", &[d, e])?;
+        let (d, e, k, t) = (hp.n_embd, hp.n_expert, hp.n_expert_used, self.t);
+        let wg = self.tensor(l, Tensor::FfnGateInp)?;
         let logits = self.g.mul_mat(wg, f)?; // {E, T}
         let s = self.g.softplus(logits)?;
         let s = self.g.sqrt(s)?;
         let sel = if hp.is_hash_layer(l) {
-            let tid2eid = w(self, "ffn_gate_tid2eid.weight", &[k, hp.n_vocab])?;
+            let tid2eid = self.tensor(l, Tensor::FfnGateTid2eid)?;
             let ids = self.g.get_rows(tid2eid, tokens)?; // i32 {K, T, 1}
             self.g.reshape(ids, &[k, t])?
         } else {
-            let bias =
-                self.w
-                    .get_shaped(&mut self.g, &format!("blk.{l}.exp_probs_b.bias"), &[e])?;
+            let bias = self.tensor(l, Tensor::ExpProbsB)?;
             let biased = self.g.add(s, bias)?;
             self.g.top_k(biased, k)? // selection uses score + bias; weights use the score
         };
@@ -616,9 +541,9 @@ impl<'a, W: Weights> Builder<'a, W> {
         }
         let gw = self.g.reshape(gw, &[1, k, t])?;
 
-        let w1 = w(self, "ffn_gate_exps.weight", &[d, ff, e])?;
-        let w3 = w(self, "ffn_up_exps.weight", &[d, ff, e])?;
-        let w2 = w(self, "ffn_down_exps.weight", &[ff, d, e])?;
+        let w1 = self.tensor(l, Tensor::FfnGateExps)?;
+        let w3 = self.tensor(l, Tensor::FfnUpExps)?;
+        let w2 = self.tensor(l, Tensor::FfnDownExps)?;
         let f3 = self.g.reshape(f, &[d, 1, t])?;
         let gate = self.g.mul_mat_id(w1, f3, sel)?; // {I, K, T}
         let limit = Some(hp.swiglu_limit[l]);
@@ -643,15 +568,9 @@ impl<'a, W: Weights> Builder<'a, W> {
         let r = self.g.reshape(r, &[d, t])?;
 
         // shared expert (same clamp family, its own limit)
-        let ws1 = self
-            .w
-            .get(&mut self.g, &format!("blk.{l}.ffn_gate_shexp.weight"))?;
-        let ws3 = self
-            .w
-            .get(&mut self.g, &format!("blk.{l}.ffn_up_shexp.weight"))?;
-        let ws2 = self
-            .w
-            .get(&mut self.g, &format!("blk.{l}.ffn_down_shexp.weight"))?;
+        let ws1 = self.tensor(l, Tensor::FfnGateShexp)?;
+        let ws3 = self.tensor(l, Tensor::FfnUpShexp)?;
+        let ws2 = self.tensor(l, Tensor::FfnDownShexp)?;
         let sg = self.g.mul_mat(ws1, f)?;
         let limit = Some(hp.swiglu_limit_shared[l]);
         let sh = match self.moe_knobs.clone() {
@@ -687,7 +606,7 @@ impl<'a, W: Weights> Builder<'a, W> {
         tokens: TensorId,
     ) -> Result<TensorId, ForwardError> {
         let hp = self.hp;
-        let (d, hc) = (hp.n_embd, hp.hc);
+        let d = hp.n_embd;
         let p = HcPre {
             eps_norm: hp.rms_eps,
             eps_hc: hp.hc_eps,
@@ -695,13 +614,10 @@ impl<'a, W: Weights> Builder<'a, W> {
             head: false,
             premixed: true,
         };
-        let w = |b: &mut Self, n: &str, s: &[usize]| {
-            b.w.get_shaped(&mut b.g, &format!("blk.{l}.{n}"), s)
-        };
-        let fa = w(self, "hc_attn_fn.weight", &[hc * d, 24])?;
-        let sa = w(self, "hc_attn_scale.weight", &[3])?;
-        let ba = w(self, "hc_attn_base.weight", &[24])?;
-        let an = w(self, "attn_norm.weight", &[d])?;
+        let fa = self.tensor(l, Tensor::HcAttnFn)?;
+        let sa = self.tensor(l, Tensor::HcAttnScale)?;
+        let ba = self.tensor(l, Tensor::HcAttnBase)?;
+        let an = self.tensor(l, Tensor::AttnNorm)?;
         let mix = self.hc_mix(x, fa)?;
         let hc1 = self.g.hc_pre(x, mix, sa, ba, p.clone())?;
         let y = self.g.hc_y(hc1, d)?;
@@ -709,10 +625,10 @@ impl<'a, W: Weights> Builder<'a, W> {
         let o = self.attention(l, a)?;
         let x = self.g.hc_post(o, x, hc1)?;
 
-        let ff = w(self, "hc_ffn_fn.weight", &[hc * d, 24])?;
-        let sf = w(self, "hc_ffn_scale.weight", &[3])?;
-        let bf = w(self, "hc_ffn_base.weight", &[24])?;
-        let fnw = w(self, "ffn_norm.weight", &[d])?;
+        let ff = self.tensor(l, Tensor::HcFfnFn)?;
+        let sf = self.tensor(l, Tensor::HcFfnScale)?;
+        let bf = self.tensor(l, Tensor::HcFfnBase)?;
+        let fnw = self.tensor(l, Tensor::FfnNorm)?;
         let mix = self.hc_mix(x, ff)?;
         let hc2 = self.g.hc_pre(x, mix, sf, bf, p)?;
         let y = self.g.hc_y(hc2, d)?;
@@ -725,19 +641,11 @@ impl<'a, W: Weights> Builder<'a, W> {
     pub fn head(&mut self, x: TensorId) -> Result<TensorId, ForwardError> {
         let hp = self.hp;
         let d = hp.n_embd;
-        let fh = self
-            .w
-            .get_shaped(&mut self.g, "output_hc_fn.weight", &[hp.hc * d, hp.hc])?;
-        let sh = self
-            .w
-            .get_shaped(&mut self.g, "output_hc_scale.weight", &[1])?;
-        let bh = self
-            .w
-            .get_shaped(&mut self.g, "output_hc_base.weight", &[hp.hc])?;
-        let nw = self.w.get_shaped(&mut self.g, "output_norm.weight", &[d])?;
-        let out = self
-            .w
-            .get_shaped(&mut self.g, "output.weight", &[d, hp.n_vocab])?;
+        let fh = self.tensor(0, Tensor::OutputHcFn)?;
+        let sh = self.tensor(0, Tensor::OutputHcScale)?;
+        let bh = self.tensor(0, Tensor::OutputHcBase)?;
+        let nw = self.tensor(0, Tensor::OutputNorm)?;
+        let out = self.tensor(0, Tensor::Output)?;
         let mix = self.hc_mix(x, fh)?;
         let op = HcPre {
             eps_norm: hp.rms_eps,

@@ -1,13 +1,14 @@
 //! The DeepSeek-V4 model definition (spec `shared/spec/deepseek4.md`): hyperparameters,
-//! weights by name, and the forward graph built from `fathom-graph` builders.
+//! the tensor table, the checkpoint loader, the forward graph built from `fathom-graph`
+//! builders, and [`DeepSeek4`], the model behind the [`crate::model::Model`] interface.
 
-pub mod eval;
+pub mod checkpoint;
 pub mod forward;
 pub mod hparams;
-pub mod st_weights;
-pub mod weights;
+pub mod model;
+pub mod tensors;
 
-pub use forward::{Builder, ForwardError, PrefillInputs, Weights};
+pub use checkpoint::{SafetensorsWeights, StOptions};
+pub use forward::{Builder, PrefillInputs};
 pub use hparams::{AttnKind, Hparams, HparamsError, Yarn};
-pub use st_weights::{SafetensorsWeights, StOptions};
-pub use weights::{GgufWeights, Repack};
+pub use model::{DeepSeek4, ARCHITECTURE};

@@ -12,8 +12,8 @@
 //! Both are of the file's bytes; with `--repack` the bytes as loaded (a repacked tensor is
 //! larger) are reported beside them (`loaded_bytes_per_token`, `loaded_floor_fraction`).
 
+use crate::load::{self, ModelArgs};
 use anyhow::{bail, Context, Result};
-use models::gguf::GgufFile;
 use models::session::Session;
 use std::io::Write;
 use std::path::PathBuf;
@@ -23,18 +23,16 @@ use std::time::Instant;
 /// Arguments of `fathom bench`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model (.gguf, first shard of a split file). Not needed with `--membw` alone.
-    #[arg(short = 'm', long)]
-    model: Option<PathBuf>,
+    /// The model (not needed with `--membw` alone or `--matvec`), threads, context (default:
+    /// the longest test plus 2), repacks.
+    #[command(flatten)]
+    model: ModelArgs,
     /// Prompt lengths to test, comma separated (0 = none).
     #[arg(short = 'p', long, value_delimiter = ',', default_value = "64,512")]
     prompt: Vec<usize>,
     /// Generation lengths to test, comma separated (0 = none).
     #[arg(short = 'n', long, value_delimiter = ',', default_value = "32")]
     gen: Vec<usize>,
-    /// Threads (default: one per physical core).
-    #[arg(short = 't', long)]
-    threads: Option<usize>,
     /// Repetitions per test.
     #[arg(short = 'r', long, default_value_t = 3)]
     reps: usize,
@@ -50,7 +48,7 @@ pub struct Args {
     membw: bool,
     /// Instead of a model: each type's decode matvec from DRAM against the bandwidth,
     /// alternating, `-r` rounds (comma-separated types, or `all`, the default).
-    #[arg(long, num_args = 0..=1, default_missing_value = "all", conflicts_with = "model")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "all")]
     matvec: Option<String>,
     /// With `--matvec`: elements per weight row (a multiple of each type's block; the
     /// 1024-wide `attn_q_b` rows, for instance, run at a different rate than 4096-wide ones).
@@ -60,37 +58,6 @@ pub struct Args {
     /// each test; without a value `/tmp/dsv4_moe_cfg.bin`.
     #[arg(long, num_args = 0..=1, default_missing_value = "/tmp/dsv4_moe_cfg.bin")]
     moe_config: Option<PathBuf>,
-    /// Convert these tensor types at load into fathom's faster layouts (comma separated:
-    /// `iq1_s` → IQ1_S_X, 1.4× that type's memory; `iq2_xxs` → IQ2_XXS_X, 1.55×; `iq1_m` →
-    /// IQ1_M_X, 1.36×; `q2_0` → Q2_0_X, the same size, for rows of whole 512s; `all`;
-    /// `none`). Lossless; only where this CPU has the layout's SIMD kernel.
-    #[arg(long, default_value = "none", value_parser = super::run::parse_repack)]
-    repack: models::deepseek4::Repack,
-}
-
-/// Weight bytes one decode token reads (see the module doc), with the tensors `repack`
-/// converts counted at their loaded size (`Repack::default()`: the file's bytes).
-pub fn bytes_per_token(
-    file: &GgufFile,
-    n_expert: usize,
-    n_used: usize,
-    repack: &models::deepseek4::Repack,
-) -> u64 {
-    file.tensors()
-        .iter()
-        .map(|t| {
-            let row = t.ne.first().copied().unwrap_or(1);
-            let n_bytes = repack.loaded_bytes(t.dtype, row, t.n_bytes);
-            if t.name.contains("_exps") {
-                n_bytes / n_expert.max(1) as u64 * n_used as u64
-            } else if t.name == "token_embd.weight" {
-                let rows = t.ne.get(1).copied().unwrap_or(1).max(1);
-                n_bytes / rows
-            } else {
-                n_bytes
-            }
-        })
-        .sum()
 }
 
 /// Bytes `measure_membw` reads: four times the L3 Linux reports, at least 1 GiB and at most
@@ -211,9 +178,13 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
 
 fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    let exec = env.exec_config(args.threads)?;
+    let opts = args.model.load_options(env)?;
+    let exec = opts.exec.clone();
     let threads = exec.threads;
     if let Some(list) = &args.matvec {
+        if args.model.model.is_some() {
+            bail!("--matvec measures random weights: it takes no -m");
+        }
         if args.reps == 0 {
             bail!("-r must be at least 1");
         }
@@ -223,7 +194,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
         }
         return super::bench_matvec::run(&types, args.row, &exec, args.reps, args.json, &mut out);
     }
-    let Some(path) = &args.model else {
+    let Some(path) = &args.model.model else {
         if !args.membw {
             bail!("give -m MODEL (or --membw to measure the memory bandwidth only)");
         }
@@ -246,37 +217,48 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     if args.reps == 0 {
         bail!("-r must be at least 1");
     }
-    let file =
-        Arc::new(GgufFile::open(path).with_context(|| format!("cannot open {}", path.display()))?);
-    let hp = models::deepseek4::Hparams::from_gguf(&file)
-        .with_context(|| format!("{}: bad hyperparameters", path.display()))?;
-    let size: u64 = file.tensors().iter().map(|t| t.n_bytes).sum();
-    let bpt = bytes_per_token(&file, hp.n_expert, hp.n_expert_used, &Default::default());
+    let model = load::open(path, &opts)?;
+    let info = model.info().clone();
+    let Some(wb) = model.weight_bytes() else {
+        bail!(
+            "{}: bench needs the weight bytes a token reads, known for GGUF files",
+            path.display()
+        );
+    };
+    let size = wb.total;
+    let bpt = wb.per_token;
     // what decode streams when tensors are repacked at load (= bpt without --repack)
-    let lbpt = bytes_per_token(&file, hp.n_expert, hp.n_expert_used, &args.repack);
+    let lbpt = wb.per_token_loaded;
     let repacked = lbpt != bpt;
     let want_decode = args.gen.iter().any(|&n| n > 0);
     let bw = (args.membw || want_decode).then(|| measure_membw(threads));
-    let ctx = args
-        .prompt
-        .iter()
-        .chain(args.gen.iter())
-        .copied()
-        .max()
-        .unwrap_or(1)
-        + 2;
-    let mut session = Session::from_gguf_repacked(file.clone(), threads, ctx, args.repack)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    session.set_exec_config(exec.clone());
+    let ctx = opts.ctx.unwrap_or_else(|| {
+        args.prompt
+            .iter()
+            .chain(args.gen.iter())
+            .copied()
+            .max()
+            .unwrap_or(1)
+            + 2
+    });
+    let mut session =
+        Session::new(model, exec.clone(), ctx).with_context(|| path.display().to_string())?;
     session.set_ubatch(args.ubatch);
     let mut moe = args.moe_config.clone().map(|p| {
-        let knobs = Arc::new(graph::knobs::MoeKnobs::new(hp.n_layer));
-        session.set_moe_knobs(knobs.clone());
+        let knobs = Arc::new(graph::knobs::MoeKnobs::new(info.n_layer));
+        session.set_moe_knobs(Some(knobs.clone()));
         (models::moe_config::MoeWatcher::new(p), knobs)
     });
+    let moe_shape = info.moe;
+    if moe.is_some() && moe_shape.is_none() {
+        bail!(
+            "{}: --moe-config: the model has no routed experts",
+            path.display()
+        );
+    }
     let mut poll_moe = || {
-        if let Some((w, knobs)) = moe.as_mut() {
-            match w.poll(&hp, knobs) {
+        if let (Some((w, knobs)), Some(shape)) = (moe.as_mut(), moe_shape.as_ref()) {
+            match w.poll(shape, knobs) {
                 Some(models::moe_config::MoeEvent::Applied(c)) => {
                     eprintln!("moe: {} now in force: {c}", w.path().display())
                 }
@@ -294,7 +276,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     let mut rows = Vec::new();
     for &p in args.prompt.iter().filter(|&&p| p > 0) {
         poll_moe();
-        let toks = tokens(p, hp.n_vocab, p as u64);
+        let toks = tokens(p, info.n_vocab, p as u64);
         session.reset();
         session.prefill(&toks)?; // warm-up: builds the chunk graphs, pages weights in
         session.clear_profile(); // with FATHOM_PROFILE_OPS: the measured runs only
@@ -314,7 +296,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     }
     for &n in args.gen.iter().filter(|&&n| n > 0) {
         poll_moe();
-        let first = tokens(1, hp.n_vocab, 7);
+        let first = tokens(1, info.n_vocab, 7);
         let mut samples = Vec::new();
         for rep in 0..=args.reps {
             session.reset();

@@ -69,7 +69,7 @@ pub fn parse_types(list: &str) -> Result<Vec<DType>> {
 fn weights(t: DType, k: usize, rows: usize) -> Result<Vec<u8>> {
     let n = (rows * k) as u64;
     let gen = |t: DType| {
-        super::synth::random_weights(t, n, 0x5eed ^ t as u64)
+        models::synth::random_weights(t, n, 0x5eed ^ t as u64)
             .ok_or_else(|| anyhow!("--matvec: cannot generate {t} weights"))
     };
     let bytes = |t: DType| quant::bytes_for(t, rows * k).context("--matvec: weight size");

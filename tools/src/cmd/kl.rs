@@ -35,20 +35,15 @@
 //! I32 `[n]`) to a safetensors file; `--base-logits FILE` reads them instead of evaluating A
 //! (the tokens must match), like llama-perplexity's KL mode.
 
+use crate::load::{self, ModelArgs};
 use anyhow::{bail, ensure, Context, Result};
-use backends::ExecConfig;
 use graph::knobs::MoeKnobs;
-use models::deepseek4::st_weights::Fp8Policy;
-use models::deepseek4::{
-    ForwardError, GgufWeights, Hparams, SafetensorsWeights, StOptions, Weights,
-};
-use models::gguf::GgufFile;
+use models::model::MoeShape;
 use models::moe_config::{self, MoeConfig};
 use models::session::{Session, DEFAULT_UBATCH};
-use models::tokenizer::Tokenizer;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Tokens of the text prefilled before the timed decode steps (at most).
@@ -57,11 +52,11 @@ const DECODE_PREFIX: usize = 16;
 /// Arguments of `fathom kl`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model: a .gguf file (the first shard of a split file), or an official-layout
-    /// safetensors checkpoint (directory, index or `.safetensors` file, with config.json and
-    /// tokenizer.json beside it; conversions as `FATHOM_ST_WEIGHTS` says, see `fathom logits`).
-    #[arg(short = 'm', long)]
-    model: PathBuf,
+    /// The model (required), threads, context (default: enough for the text and the timed
+    /// decode), repacks (lossless, so A and B are measured on faster kernels with the same
+    /// logits), checkpoint weight policy.
+    #[command(flatten)]
+    model: ModelArgs,
     /// The text to evaluate (teacher forcing over every position).
     #[arg(short = 'f', long)]
     file: PathBuf,
@@ -72,12 +67,6 @@ pub struct Args {
     /// Test configuration B: a MoE configuration file (TOML or `.bin`) or `none`.
     #[arg(long)]
     test_config: String,
-    /// Context length (default: enough for the text and the timed decode).
-    #[arg(long)]
-    ctx: Option<usize>,
-    /// Threads (default: one per physical core).
-    #[arg(short = 't', long)]
-    threads: Option<usize>,
     /// Positions evaluated at once (prompt chunk).
     #[arg(short = 'u', long, default_value_t = DEFAULT_UBATCH)]
     ubatch: usize,
@@ -93,77 +82,6 @@ pub struct Args {
     /// Print the results as one JSON object instead of tables.
     #[arg(long)]
     json: bool,
-    /// Convert these GGUF tensor types at load into fathom's repacked layouts (`iq1_s`,
-    /// `iq2_xxs`, `iq1_m`, `q2_0`, `all` or `none`; lossless, so A and B are measured on faster kernels with
-    /// the same logits). Checkpoints have none of these types.
-    #[arg(long, default_value = "none", value_parser = super::run::parse_repack)]
-    repack: models::deepseek4::Repack,
-}
-
-/// A weight provider shared by the evaluation and the timing sessions (a checkpoint converts
-/// its tensors once; graphs are built one at a time, so the lock is never contended).
-#[derive(Clone)]
-struct Shared(Arc<Mutex<dyn Weights + Send>>);
-
-impl Weights for Shared {
-    fn try_get(
-        &mut self,
-        g: &mut graph::Graph,
-        name: &str,
-    ) -> Result<Option<graph::TensorId>, ForwardError> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .try_get(g, name)
-    }
-    fn new_graph(&mut self) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .new_graph()
-    }
-}
-
-/// Open `-m`: the weights (shared), the hyperparameters and the tokenizer.
-fn open(
-    path: &Path,
-    repack: models::deepseek4::Repack,
-    st_weights: Option<&str>,
-) -> Result<(Shared, Hparams, Tokenizer)> {
-    let shown = path.display();
-    let checkpoint = path.is_dir()
-        || path
-            .extension()
-            .is_some_and(|e| e == "json" || e == "safetensors");
-    if checkpoint {
-        let opts = match st_weights {
-            None | Some("default") => StOptions::default(),
-            Some("fp32") => StOptions::fp32(),
-            Some("q8_0") => StOptions {
-                fp8: Fp8Policy::Q8_0,
-                ..StOptions::default()
-            },
-            Some(v) => bail!("FATHOM_ST_WEIGHTS={v}: expected default, q8_0 or fp32"),
-        };
-        let (w, hp) = SafetensorsWeights::open_with(path, opts)
-            .with_context(|| format!("cannot open checkpoint {shown}"))?;
-        let dir = match path.parent() {
-            _ if path.is_dir() => path,
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let tok =
-            Tokenizer::from_dir(dir).with_context(|| format!("{}: tokenizer", dir.display()))?;
-        return Ok((Shared(Arc::new(Mutex::new(w))), hp, tok));
-    }
-    let file = Arc::new(GgufFile::open(path).with_context(|| format!("cannot open {shown}"))?);
-    let hp = Hparams::from_gguf(&file).with_context(|| format!("{shown}: bad hyperparameters"))?;
-    let tok = Tokenizer::from_gguf(&file).with_context(|| format!("{shown}: tokenizer"))?;
-    Ok((
-        Shared(Arc::new(Mutex::new(GgufWeights::with_repack(file, repack)))),
-        hp,
-        tok,
-    ))
 }
 
 /// A configuration: its name as given, a short description, and its knobs (`None`: the
@@ -174,7 +92,7 @@ struct Config {
     knobs: Option<Arc<MoeKnobs>>,
 }
 
-fn config(spec: &str, hp: &Hparams, flag: &str) -> Result<Config> {
+fn config(spec: &str, hp: &MoeShape, flag: &str) -> Result<Config> {
     if spec == "none" {
         return Ok(Config {
             spec: spec.into(),
@@ -190,43 +108,9 @@ fn config(spec: &str, hp: &Hparams, flag: &str) -> Result<Config> {
     moe_config::apply(&knobs, &layers);
     Ok(Config {
         spec: spec.into(),
-        summary: describe(&c),
+        summary: c.to_string(),
         knobs: Some(knobs),
     })
-}
-
-/// The fields a configuration sets, `k=v` separated by spaces.
-fn describe(c: &MoeConfig) -> String {
-    let mut s = Vec::new();
-    if let Some(v) = c.top_k {
-        s.push(format!("top_k={v}"));
-    }
-    if let Some([a, b]) = c.layers {
-        s.push(format!("layers={a}..{b}"));
-    }
-    if let Some(v) = c.outer_top_k {
-        s.push(format!("outer_top_k={v}"));
-    }
-    if let Some(v) = &c.rescale {
-        s.push(format!("rescale={v}"));
-    }
-    if let Some(v) = c.min_weight.filter(|&w| w > 0.0) {
-        s.push(format!("min_weight={v}"));
-    }
-    if let Some(v) = c.min_k {
-        s.push(format!("min_k={v}"));
-    }
-    if let Some(v) = c.swiglu_keep_experts {
-        s.push(format!("swiglu_keep_experts={v}"));
-    }
-    if let Some(v) = c.swiglu_keep_shared {
-        s.push(format!("swiglu_keep_shared={v}"));
-    }
-    if s.is_empty() {
-        "model routing (empty file)".into()
-    } else {
-        s.join(" ")
-    }
 }
 
 /// `ln Σ exp(x)` in f64.
@@ -337,23 +221,11 @@ fn ms_since(t: Instant) -> f64 {
 }
 
 /// Mean wall time of `n` greedy decode steps after a prefix of the text (module docs).
-fn time_decode(
-    hp: &Hparams,
-    w: &Shared,
-    c: &Config,
-    tokens: &[u32],
-    exec: &ExecConfig,
-    ctx: usize,
-    n: usize,
-) -> Result<Option<f64>> {
+fn time_decode(s: &mut Session, c: &Config, tokens: &[u32], n: usize) -> Result<Option<f64>> {
     if n == 0 {
         return Ok(None);
     }
-    let mut s = Session::new(hp.clone(), w.clone(), exec.threads, ctx)?;
-    s.set_exec_config(exec.clone());
-    if let Some(k) = &c.knobs {
-        s.set_moe_knobs(k.clone());
-    }
+    s.set_moe_knobs(c.knobs.clone());
     let prefix = &tokens[..tokens.len().min(DECODE_PREFIX)];
     let mut logits = s.prefill(prefix)?;
     logits = s.decode(argmax(&logits) as u32)?; // warm-up: builds the 1-token graph
@@ -473,9 +345,17 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     );
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read the text file {}", args.file.display()))?;
-    let (mut w, hp, tok) = open(&args.model, args.repack, env.st_weights.as_deref())?;
-    let mshown = args.model.display().to_string();
-    let tokens = tok
+    let path = args.model.path()?;
+    let opts = args.model.load_options(env)?;
+    let model = load::open(path, &opts)?;
+    let mshown = path.display().to_string();
+    let info = model.info().clone();
+    let Some(hp) = info.moe else {
+        bail!("{mshown}: the model has no routed experts to configure");
+    };
+    let tokens = model
+        .tokenizer()
+        .with_context(|| format!("{mshown}: tokenizer"))?
         .encode(&text, true)
         .with_context(|| format!("{mshown}: tokenizing {}", args.file.display()))?;
     let n = tokens.len();
@@ -485,7 +365,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         args.file.display()
     );
     let need = n.max(n.min(DECODE_PREFIX) + 1 + args.decode_tokens);
-    let ctx = match args.ctx {
+    let ctx = match opts.ctx {
         Some(c) if c < need => bail!(
             "--ctx {c}: the text has {n} tokens and the decode timing needs {} (raise --ctx \
              or lower --decode-tokens)",
@@ -494,35 +374,28 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         Some(c) => c,
         None => need,
     };
-    let threads = args.threads.unwrap_or(0);
-    let cfg = env.exec_config(args.threads)?;
+    let threads_used = opts.exec.threads;
+    let mut session = Session::new(model, opts.exec.clone(), ctx)?;
     let test = config(&args.test_config, &hp, "--test-config")?;
     let base = match &args.base_config {
         Some(s) => Some(config(s, &hp, "--base-config")?),
         None => None,
     };
-    let eval = |w: &mut Shared, c: &Config, each: &mut dyn FnMut(usize, &[f32])| {
-        models::deepseek4::eval::logits_chunked_each(
-            &hp,
-            w,
-            &tokens,
-            args.ubatch,
-            ctx,
-            &cfg,
-            c.knobs.clone(),
-            each,
-        )
-        .with_context(|| {
-            format!(
-                "{mshown}: evaluating {} under {}",
-                args.file.display(),
-                c.spec
-            )
-        })
+    let mut eval = |c: &Config, each: &mut dyn FnMut(usize, &[f32])| {
+        session.set_moe_knobs(c.knobs.clone());
+        session
+            .eval_all(&tokens, args.ubatch, each)
+            .with_context(|| {
+                format!(
+                    "{mshown}: evaluating {} under {}",
+                    args.file.display(),
+                    c.spec
+                )
+            })
     };
 
     // A: evaluated, or read from --base-logits
-    let v = hp.n_vocab;
+    let v = info.n_vocab;
     let (base_logits, base_eval_ms, base_name) = match &args.base_logits {
         Some(p) => {
             let (l, saved) = load_base(p, &tokens, v)?;
@@ -537,7 +410,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             let c = base.as_ref().expect("clap: --base-config or --base-logits");
             let mut l = Vec::with_capacity(n * v);
             let t0 = Instant::now();
-            eval(&mut w, c, &mut |_, x| l.extend_from_slice(x))?;
+            eval(c, &mut |_, x| l.extend_from_slice(x))?;
             let ms = ms_since(t0);
             if let Some(p) = &args.save_base {
                 save_base(p, &l, &tokens, v, c)?;
@@ -549,7 +422,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     // B, compared chunk by chunk
     let mut acc = Acc::default();
     let t0 = Instant::now();
-    eval(&mut w, &test, &mut |p0, x| {
+    eval(&test, &mut |p0, x| {
         for (j, b) in x.chunks_exact(v).enumerate() {
             let i = p0 + j;
             if i + 1 < n {
@@ -565,8 +438,8 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         n - 1
     );
 
-    let time = |c: &Config| {
-        time_decode(&hp, &w, c, &tokens, &cfg, ctx, args.decode_tokens)
+    let mut time = |c: &Config| {
+        time_decode(&mut session, c, &tokens, args.decode_tokens)
             .with_context(|| format!("{mshown}: timing decode under {}", c.spec))
     };
     let base_decode = match &base {
@@ -592,7 +465,6 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     let dppl = b.ppl / a.ppl - 1.0;
     let top1 = acc.top1 as f64 / np;
     let top3 = acc.top3 as f64 / np;
-    let threads_used = if threads > 0 { threads } else { cfg.threads };
     let base_summary = base
         .as_ref()
         .map_or_else(|| "saved logits".to_string(), |c| c.summary.clone());

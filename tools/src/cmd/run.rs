@@ -10,40 +10,31 @@
 //! `--recompute` selects the pre-cache path instead (the stateless graph re-run over the whole
 //! sequence for every token, O(n²)) — a cross-check and a measurement, not for use.
 
+use crate::load::{self, ModelArgs, BUILTIN_NAME};
 use anyhow::{bail, Context, Result};
 use backends::profiler::ProfileOutput;
-use models::chat::{ChatOptions, ChatTemplate, Message};
-use models::deepseek4::{GgufWeights, Hparams, SafetensorsWeights};
-use models::gguf::GgufFile;
+use models::chat::{ChatOptions, Message};
+use models::model::CachePart;
 use models::sampling::{Sampler, SamplerConfig};
-use models::session::{CacheBytes, Mode, Session, DEFAULT_UBATCH};
-use models::tokenizer::Tokenizer;
+use models::session::{Mode, Session, DEFAULT_UBATCH};
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::Instant;
-
-/// The built-in model (see `tools/assets/README.md`).
-static BUILTIN: &[u8] = include_bytes!("../../assets/dsv4-tiny-trained-Q8_0.gguf");
 
 /// The prompt used when none is given: the built-in model continues it with the GPL text.
 const DEFAULT_PROMPT: &str = "This program is free software";
 
-/// Default context length (capped by the model's trained context).
-const DEFAULT_CTX: usize = 4096;
-
 /// Arguments of `fathom run`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// The model (default: the tiny built-in model), threads, context, repacks.
+    #[command(flatten)]
+    model: ModelArgs,
     /// Do not read the dense (non-expert) weights into memory before the first token (large
     /// GGUFs are otherwise paged in up front with a progress bar; routed experts are always
     /// paged in on demand).
     #[arg(long)]
     no_preload: bool,
-    /// Model: a .gguf file (the first shard of a split file) or a checkpoint directory
-    /// (config.json + safetensors + tokenizer.json). Default: the tiny built-in model.
-    #[arg(short = 'm', long)]
-    model: Option<PathBuf>,
     /// Prompt text (default: "This program is free software").
     #[arg(short = 'p', long, conflicts_with = "file")]
     prompt: Option<String>,
@@ -53,15 +44,9 @@ pub struct Args {
     /// Tokens to generate at most (generation also stops at EOS).
     #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
     n_predict: usize,
-    /// Wrap the prompt in the DeepSeek-V4 chat format (one user turn + the assistant prompt).
+    /// Wrap the prompt in the model's chat format (one user turn + the assistant prompt).
     #[arg(long)]
     chat: bool,
-    /// Threads (default: one per physical core).
-    #[arg(short = 't', long)]
-    threads: Option<usize>,
-    /// Context length in tokens (default: 4096, at most the model's trained context).
-    #[arg(long)]
-    ctx: Option<usize>,
     /// Sampling temperature; 0 = greedy.
     #[arg(long, default_value_t = 0.8)]
     temp: f32,
@@ -91,24 +76,11 @@ pub struct Args {
     /// tokens; without a value `/tmp/dsv4_moe_cfg.bin`. Also `FATHOM_MOE_CONFIG`.
     #[arg(long, num_args = 0..=1, default_missing_value = "/tmp/dsv4_moe_cfg.bin")]
     moe_config: Option<PathBuf>,
-    /// Convert these tensor types at load into fathom's faster layouts (comma separated:
-    /// `iq1_s` → IQ1_S_X, 1.4× that type's memory; `iq2_xxs` → IQ2_XXS_X, 1.55×; `iq1_m` →
-    /// IQ1_M_X, 1.36×; `q2_0` → Q2_0_X, the same size, for rows of whole 512s; `all`;
-    /// `none`). Lossless; only where this CPU has the layout's SIMD kernel.
-    #[arg(long, default_value = "none", value_parser = parse_repack)]
-    repack: models::deepseek4::Repack,
-}
-
-/// `--repack`'s value parser (shared by the commands that load a model).
-pub fn parse_repack(s: &str) -> std::result::Result<models::deepseek4::Repack, String> {
-    models::deepseek4::Repack::parse(s)
 }
 
 /// What was loaded.
 struct Loaded {
     name: String,
-    hp: Hparams,
-    tok: Tokenizer,
     session: Session,
     builtin: bool,
 }
@@ -133,114 +105,63 @@ fn rate(n: usize, ns: u128) -> String {
     }
 }
 
-fn default_ctx(hp: &Hparams, ctx: Option<usize>) -> Result<usize> {
-    match ctx {
-        Some(0) => bail!("--ctx 0: the context must hold at least one token"),
-        Some(n) => {
-            if n > hp.n_ctx_train {
-                eprintln!(
-                    "warning: --ctx {n} is longer than the model's trained context ({})",
-                    hp.n_ctx_train
-                );
-            }
-            Ok(n)
-        }
-        None => Ok(DEFAULT_CTX.min(hp.n_ctx_train.max(1))),
-    }
-}
-
-fn load(args: &Args) -> Result<Loaded> {
-    let threads = args.threads.unwrap_or(0);
+fn load(args: &Args, env: &crate::env::Env) -> Result<Loaded> {
+    let opts = args.model.load_options(env)?;
     let t0 = Instant::now();
-    let Some(path) = &args.model else {
-        let file = Arc::new(
-            GgufFile::parse(BUILTIN.to_vec()).context("the built-in model (tools/assets)")?,
-        );
-        let n_params: u64 = file
-            .tensors()
-            .iter()
-            .map(|t| t.ne.iter().product::<u64>())
-            .sum();
+    let (name, model, builtin) = match &args.model.model {
+        None => {
+            let model = load::open_builtin(&opts)?;
+            eprintln!(
+                "fathom run: no -m given, using the built-in demo model: a {:.1}M-parameter model \
+                 with the DeepSeek-V4 architecture, trained for 35 minutes on a small English \
+                 corpus (Debian licences and documentation). These are NOT DeepSeek-V4's real \
+                 weights; expect rambling licence-flavoured English. Pass -m MODEL.gguf for a \
+                 real model.",
+                model.info().n_params as f64 / 1e6
+            );
+            (BUILTIN_NAME.to_string(), model, true)
+        }
+        Some(path) => {
+            let shown = path.display().to_string();
+            eprint!("loading {shown} … ");
+            let _ = std::io::stderr().flush();
+            let model = load::open(path, &opts).inspect_err(|_| eprintln!())?;
+            if !args.no_preload {
+                load::preload(&*model);
+            }
+            (shown, model, false)
+        }
+    };
+    let info = model.info();
+    if let Some(n) = opts.ctx.filter(|&n| n > info.n_ctx_train) {
         eprintln!(
-            "fathom run: no -m given, using the built-in demo model: a {:.1}M-parameter model with \
-             the DeepSeek-V4 architecture, trained for 35 minutes on a small English corpus \
-             (Debian licences and documentation). These are NOT DeepSeek-V4's real weights; \
-             expect rambling licence-flavoured English. Pass -m MODEL.gguf for a real model.",
-            n_params as f64 / 1e6
+            "\nwarning: --ctx {n} is longer than the model's trained context ({})",
+            info.n_ctx_train
         );
-        let hp = Hparams::from_gguf(&file).context("the built-in model: hyperparameters")?;
-        let tok = Tokenizer::from_gguf(&file).context("the built-in model: tokenizer")?;
-        let ctx = default_ctx(&hp, args.ctx)?;
-        let session = Session::new(hp.clone(), GgufWeights::new(file), threads, ctx)
-            .context("the built-in model")?;
+    }
+    let ctx = opts.context(info);
+    let session = Session::new(model, opts.exec.clone(), ctx).with_context(|| name.clone())?;
+    if builtin {
         eprintln!(
             "loaded the built-in model in {:.1} ms",
             ms(t0.elapsed().as_nanos())
         );
-        return Ok(Loaded {
-            name: "built-in dsv4-tiny-trained-Q8_0".into(),
-            hp,
-            tok,
-            session,
-            builtin: true,
-        });
-    };
-    let shown = path.display();
-    eprint!("loading {shown} … ");
-    let _ = std::io::stderr().flush();
-    if !path.exists() {
-        eprintln!();
-        bail!("{shown}: no such file or directory");
-    }
-    let is_checkpoint = path.is_dir()
-        || path
-            .extension()
-            .is_some_and(|e| e == "safetensors" || e == "json");
-    let (hp, tok, session) = if is_checkpoint {
-        let (w, hp) = SafetensorsWeights::open(path)
-            .with_context(|| format!("cannot open checkpoint {shown}"))?;
-        let dir: &Path = if path.is_dir() {
-            path
-        } else {
-            path.parent().unwrap_or(Path::new("."))
-        };
-        let tok =
-            Tokenizer::from_dir(dir).with_context(|| format!("{}: tokenizer", dir.display()))?;
-        let ctx = default_ctx(&hp, args.ctx)?;
-        let s = Session::new(hp.clone(), w, threads, ctx).with_context(|| shown.to_string())?;
-        (hp, tok, s)
     } else {
-        let file = Arc::new(GgufFile::open(path).with_context(|| format!("cannot open {shown}"))?);
-        let hp =
-            Hparams::from_gguf(&file).with_context(|| format!("{shown}: bad hyperparameters"))?;
-        let tok = Tokenizer::from_gguf(&file).with_context(|| format!("{shown}: tokenizer"))?;
-        if !args.no_preload {
-            preload(&file);
-        }
-        let ctx = default_ctx(&hp, args.ctx)?;
-        let w = GgufWeights::with_repack(file, args.repack);
-        let s = Session::new(hp.clone(), w, threads, ctx).with_context(|| shown.to_string())?;
-        (hp, tok, s)
-    };
-    eprintln!("done in {:.1} ms", ms(t0.elapsed().as_nanos()));
+        eprintln!("done in {:.1} ms", ms(t0.elapsed().as_nanos()));
+    }
     Ok(Loaded {
-        name: shown.to_string(),
-        hp,
-        tok,
+        name,
         session,
-        builtin: false,
+        builtin,
     })
 }
 
-fn describe_cache(c: &CacheBytes) -> String {
-    format!(
-        "{} (sliding window {}, compressed entries {}, indexer keys {}, compressor state {})",
-        mb(c.total()),
-        mb(c.window),
-        mb(c.compressed),
-        mb(c.indexer_keys),
-        mb(c.compressor_state)
-    )
+fn describe_cache(total: u64, parts: &[CachePart]) -> String {
+    let parts: Vec<String> = parts
+        .iter()
+        .map(|p| format!("{} {}", p.name, mb(p.bytes)))
+        .collect();
+    format!("{} ({})", mb(total), parts.join(", "))
 }
 
 /// Run the command.
@@ -269,13 +190,16 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
 
     let Loaded {
         name,
-        hp,
-        tok,
         mut session,
         builtin,
-    } = load(args)?;
+    } = load(args, env)?;
+    let info = session.info().clone();
+    let tok = session
+        .model()
+        .tokenizer()
+        .with_context(|| format!("{name}: tokenizer"))?
+        .clone();
     let profile_out: Option<ProfileOutput> = env.profile.clone();
-    session.set_exec_config(env.exec_config(args.threads)?);
     if builtin || profile_out.is_some() {
         session.set_profile(true);
     }
@@ -289,17 +213,21 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     // live MoE control: knobs read by the graph at run time, the file polled once per token
     let moe_path = args.moe_config.clone().or_else(|| env.moe_config.clone());
     let mut moe = moe_path.map(|p| {
-        let knobs = std::sync::Arc::new(graph::knobs::MoeKnobs::new(hp.n_layer));
-        session.set_moe_knobs(knobs.clone());
+        let knobs = std::sync::Arc::new(graph::knobs::MoeKnobs::new(info.n_layer));
+        session.set_moe_knobs(Some(knobs.clone()));
         eprintln!(
             "moe: watching {} (model routing until it exists)",
             p.display()
         );
         (models::moe_config::MoeWatcher::new(p), knobs)
     });
-    let mut poll_moe = |hp: &Hparams| {
-        if let Some((w, knobs)) = moe.as_mut() {
-            match w.poll(hp, knobs) {
+    let moe_shape = info.moe;
+    if moe.is_some() && moe_shape.is_none() {
+        bail!("{name}: --moe-config: the model has no routed experts");
+    }
+    let mut poll_moe = || {
+        if let (Some((w, knobs)), Some(shape)) = (moe.as_mut(), moe_shape.as_ref()) {
+            match w.poll(shape, knobs) {
                 Some(models::moe_config::MoeEvent::Applied(c)) => {
                     eprintln!("\nmoe: {} now in force: {c}", w.path().display())
                 }
@@ -314,11 +242,14 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             }
         }
     };
-    poll_moe(&hp);
+    poll_moe();
 
     // tokenize
     let mut ids = if args.chat {
-        let tmpl = ChatTemplate::for_tokenizer(&tok);
+        let tmpl = session
+            .model()
+            .chat_template()
+            .with_context(|| format!("{name}: chat format"))?;
         if tmpl.uses_fallback() {
             eprintln!(
                 "chat: the vocabulary lacks {}; plain-text stand-ins are used",
@@ -357,21 +288,21 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     }
     eprintln!(
         "model: {} layers, hidden {}, vocab {}; {} threads; context {ctx} tokens",
-        hp.n_layer,
-        hp.n_embd,
-        hp.n_vocab,
+        info.n_layer,
+        info.n_embd,
+        info.n_vocab,
         session.threads()
     );
     if args.recompute {
         eprintln!(
             "cache: none (--recompute: every step re-evaluates the whole sequence, O(n²)); \
              the cached mode would allocate {} for {ctx} tokens",
-            mb(session.cache_bytes().total())
+            mb(session.cache_bytes())
         );
     } else {
         eprintln!(
             "cache: {} for {ctx} tokens at f32; prompt chunks of {} tokens",
-            describe_cache(&session.cache_bytes()),
+            describe_cache(session.cache_bytes(), &session.cache_parts()),
             args.ubatch
         );
     }
@@ -392,7 +323,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         write!(out, "{prompt}")?;
         out.flush()?;
     }
-    let eos = tok.eos().unwrap_or(hp.eos);
+    let eos = tok.eos().unwrap_or(info.eos);
     let mut streamer = tok.streamer().skip_special(true);
 
     let t0 = Instant::now();
@@ -422,7 +353,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             stop = " (context full)";
             break;
         }
-        poll_moe(&hp);
+        poll_moe();
         let t = Instant::now();
         logits = session
             .decode(next)
@@ -474,48 +405,4 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Files above this size get their dense weights paged in up front, with a progress bar.
-const PRELOAD_MIN_BYTES: u64 = 1 << 30;
-
-/// Touch every page of the non-expert tensors of a large memory-mapped GGUF (attention, HC,
-/// shared experts, embeddings, head: read for every token), showing progress on stderr, so the
-/// first token is not stalled by page faults. Routed experts (`*_exps`) stay demand-paged: a
-/// token touches only the few it routes to.
-fn preload(file: &GgufFile) {
-    let dense: Vec<_> = file
-        .tensors()
-        .iter()
-        .filter(|t| !t.name.contains("_exps"))
-        .collect();
-    let total: u64 = dense.iter().map(|t| t.n_bytes).sum();
-    let file_bytes: u64 = file.shards().iter().map(|s| s.bytes().len() as u64).sum();
-    if file_bytes < PRELOAD_MIN_BYTES || total == 0 {
-        return;
-    }
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-    let (mut done, mut shown, mut acc) = (0u64, u64::MAX, 0u8);
-    eprintln!();
-    for t in dense {
-        let Ok(bytes) = file.tensor_bytes(t) else {
-            continue;
-        };
-        for page in bytes.chunks(4096) {
-            acc ^= std::hint::black_box(page[0]);
-        }
-        done += t.n_bytes;
-        let pct = done * 100 / total;
-        if pct != shown {
-            shown = pct;
-            let bar = "=".repeat((pct / 4) as usize);
-            eprint!(
-                "\r  weights [{bar:<25}] {pct:>3}%  {:.2}/{:.2} GiB",
-                gib(done),
-                gib(total)
-            );
-        }
-    }
-    std::hint::black_box(acc);
-    eprint!("\n  ");
 }

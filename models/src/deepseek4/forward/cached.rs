@@ -18,8 +18,9 @@
 //! `[window ring (old) ‖ chunk kv ‖ all compressed entries]`, masked per query by position.
 //! Fixed shapes with runtime indices (−1 = skip) keep one plan per chunk length.
 
-use super::{input, Builder, ForwardError, Weights};
+use super::{input, Builder, Compressor};
 use crate::deepseek4::hparams::{AttnKind, Hparams};
+use crate::weights::{ForwardError, Weights};
 use graph::{Graph, TensorDesc, TensorId};
 use std::collections::HashMap;
 
@@ -39,7 +40,7 @@ fn coff(ratio: u32) -> usize {
 }
 
 /// Every state tensor of a model at context `ctx`: `(name, ne)`, in declaration order.
-pub fn state_tensors(hp: &Hparams, ctx: usize) -> Vec<(String, [usize; 2])> {
+pub(crate) fn state_tensors(hp: &Hparams, ctx: usize) -> Vec<(String, [usize; 2])> {
     let mut v = Vec::new();
     for l in 0..hp.n_layer {
         v.push((format!("l{l}.kv"), [hp.head_dim, hp.window]));
@@ -58,14 +59,6 @@ pub fn state_tensors(hp: &Hparams, ctx: usize) -> Vec<(String, [usize; 2])> {
         }
     }
     v
-}
-
-/// Bytes of all decode caches of one sequence at context `ctx` (f32 caches, 64-byte aligned).
-pub fn cache_bytes(hp: &Hparams, ctx: usize) -> usize {
-    state_tensors(hp, ctx)
-        .iter()
-        .map(|(_, ne)| (ne[0] * ne[1] * 4).div_ceil(64) * 64)
-        .sum()
 }
 
 impl CacheLayout {
@@ -131,12 +124,13 @@ impl<W: Weights> Builder<'_, W> {
         }
         let ratio = hp.compress_ratios[l];
         let cap = self.layout().ctx.div_ceil(ratio as usize);
-        let comp = self.compressor_cached(l, a, "attn_compressor", "comp", hp.head_dim, ratio)?;
+        let comp =
+            self.compressor_cached(l, a, Compressor::Attention, "comp", hp.head_dim, ratio)?;
         let cmask = if kind == AttnKind::Hca {
             self.input_f32(input::comp_mask(ratio), &[cap, t])?
         } else {
             let keys =
-                self.compressor_cached(l, a, "indexer_compressor", "idx", hp.idx_dim, ratio)?;
+                self.compressor_cached(l, a, Compressor::Indexer, "idx", hp.idx_dim, ratio)?;
             self.indexer_select(l, a, qr, keys, cap, ratio)?
         };
         let keys = self.g.concat(win, comp, 1)?;
@@ -149,14 +143,14 @@ impl<W: Weights> Builder<'_, W> {
         &mut self,
         l: usize,
         a: TensorId,
-        prefix: &str,
+        which: Compressor,
         state: &str,
         width: usize,
         ratio: u32,
     ) -> Result<TensorId, ForwardError> {
         let (t, ru, c) = (self.t, ratio as usize, coff(ratio));
         let nwmax = t.div_ceil(ru);
-        let (av, z, norm) = self.compressor_projections(l, a, prefix, width, ratio)?;
+        let (av, z, norm) = self.compressor_projections(l, a, which, ratio)?;
         let ring_a = self.layout().get(&format!("l{l}.{state}_a"))?;
         let ring_z = self.layout().get(&format!("l{l}.{state}_z"))?;
         let cache = self.layout().get(&format!("l{l}.{state}"))?;
@@ -342,12 +336,4 @@ impl ChunkInputs {
         }
         Ok(ChunkInputs { values })
     }
-}
-
-/// Position bookkeeping of one sequence (the caches themselves are the executor's state
-/// buffer).
-#[derive(Debug, Clone, Default)]
-pub struct SequenceState {
-    /// Tokens already in the caches.
-    pub n_past: usize,
 }

@@ -4,9 +4,10 @@
 //! IQ2_XXS → IQ2_XXS_X, IQ1_M → IQ1_M_X, Q2_0 → Q2_0_X, see `quant::codec::repack`), held in
 //! memory beside the map.
 
-use super::forward::{ForwardError, Weights};
+use super::{ForwardError, Weights};
 use crate::gguf::GgufFile;
 use graph::{Graph, TensorDesc, TensorId, WeightData};
+use quant::simd::CpuLevel;
 use quant::DType;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -56,10 +57,8 @@ impl Repack {
     /// SIMD kernel for it (on the scalar reference the repacked form would be slower). A
     /// tensor is converted only if its rows also fit the layout's blocks
     /// ([`Repack::target_for`]).
-    pub fn target(&self, t: DType) -> Option<DType> {
-        let has_kernel = |x: DType| {
-            quant::simd::kernels(x, quant::simd::CpuLevel::detect()).is_some_and(|k| k.has_simd())
-        };
+    pub fn target(&self, t: DType, level: CpuLevel) -> Option<DType> {
+        let has_kernel = |x: DType| quant::simd::kernels(x, level).is_some_and(|k| k.has_simd());
         match t {
             DType::IQ1_S if self.iq1_s && has_kernel(DType::IQ1_S_X) => Some(DType::IQ1_S_X),
             DType::IQ2_XXS if self.iq2_xxs && has_kernel(DType::IQ2_XXS_X) => {
@@ -73,15 +72,15 @@ impl Repack {
 
     /// The layout a tensor of type `t` with rows of `row` elements is converted to, if any:
     /// [`Repack::target`] where `row` is a whole number of the layout's blocks.
-    pub fn target_for(&self, t: DType, row: u64) -> Option<DType> {
-        self.target(t)
+    pub fn target_for(&self, t: DType, row: u64, level: CpuLevel) -> Option<DType> {
+        self.target(t, level)
             .filter(|x| row.is_multiple_of(x.block_size() as u64))
     }
 
     /// Bytes a tensor of `t`, rows of `row` elements and `n_bytes` file bytes occupies once
     /// loaded.
-    pub fn loaded_bytes(&self, t: DType, row: u64, n_bytes: u64) -> u64 {
-        match self.target_for(t, row) {
+    pub fn loaded_bytes(&self, t: DType, row: u64, n_bytes: u64, level: CpuLevel) -> u64 {
+        match self.target_for(t, row, level) {
             Some(x) => {
                 let elements = n_bytes / t.type_size() as u64 * t.block_size() as u64;
                 elements / x.block_size() as u64 * x.type_size() as u64
@@ -139,6 +138,8 @@ pub struct GgufWeights {
     file: Arc<GgufFile>,
     owners: Vec<Arc<dyn AsRef<[u8]> + Send + Sync>>,
     repack: Repack,
+    /// The CPU level whose kernels decide the repacks.
+    level: CpuLevel,
     /// Repacked tensors by name, converted once and shared by every graph.
     repacked: HashMap<String, (DType, WeightData)>,
 }
@@ -158,17 +159,29 @@ impl GgufWeights {
             file,
             owners,
             repack: Repack::default(),
+            level: CpuLevel::detect(),
             repacked: HashMap::new(),
         }
     }
 
     /// Wrap an opened file, converting the tensor types `repack` names as they are first
-    /// used.
+    /// used (where this CPU runs the layout's kernels).
     pub fn with_repack(file: Arc<GgufFile>, repack: Repack) -> GgufWeights {
+        GgufWeights::with_repack_at(file, repack, CpuLevel::detect())
+    }
+
+    /// [`GgufWeights::with_repack`] for the kernels of CPU level `level`.
+    pub fn with_repack_at(file: Arc<GgufFile>, repack: Repack, level: CpuLevel) -> GgufWeights {
         GgufWeights {
             repack,
+            level,
             ..GgufWeights::new(file)
         }
+    }
+
+    /// The repacks asked for, and the level they are decided at.
+    pub fn repack(&self) -> (Repack, CpuLevel) {
+        (self.repack, self.level)
     }
     /// The file.
     pub fn file(&self) -> &GgufFile {
@@ -194,7 +207,7 @@ impl Weights for GgufWeights {
         let off = (shard.data_offset() + info.offset) as usize;
         let data = WeightData::new(self.owners[info.shard].clone(), off, info.n_bytes as usize)
             .ok_or_else(|| ForwardError::Missing(format!("{name} (data outside its shard)")))?;
-        let Some(to) = self.repack.target_for(info.dtype, info.ne[0]) else {
+        let Some(to) = self.repack.target_for(info.dtype, info.ne[0], self.level) else {
             return Ok(Some(g.weight(name, desc, data)?));
         };
         let (dtype, data) = match self.repacked.get(name) {

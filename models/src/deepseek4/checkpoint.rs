@@ -51,9 +51,10 @@
 //! widths, experts of different shapes: [`ForwardError::Shape`]), or a scale / expert that is
 //! absent ([`ForwardError::Missing`]).
 
-use super::forward::{ForwardError, Weights};
 use super::hparams::{Hparams, HparamsError};
+use super::tensors::{self, official_name, Official};
 use crate::safetensors::{SafetensorsError, SafetensorsModel, StDtype, TensorDtype, TensorInfo};
+use crate::weights::{ForwardError, Weights};
 use graph::{Graph, NodeKind, TensorDesc, TensorId, WeightData};
 use memmap2::Mmap;
 use quant::fp8::{dequant_fp4_ds, dequant_fp8_blocked, fp4_ds_to_mxfp4, Fp8Scale};
@@ -148,78 +149,7 @@ pub enum StOpenError {
     },
 }
 
-/// GGUF name → official name, global tensors.
-const GLOBAL_NAMES: &[(&str, &str)] = &[
-    ("token_embd.weight", "embed.weight"),
-    ("output_hc_fn.weight", "hc_head_fn"),
-    ("output_hc_base.weight", "hc_head_base"),
-    ("output_hc_scale.weight", "hc_head_scale"),
-    ("output_norm.weight", "norm.weight"),
-    ("output.weight", "head.weight"),
-];
-
-/// GGUF name → official name within a layer (`blk.N.` ↔ `layers.N.`), spec §3.2–3.4.
-const LAYER_NAMES: &[(&str, &str)] = &[
-    ("hc_attn_fn.weight", "hc_attn_fn"),
-    ("hc_attn_base.weight", "hc_attn_base"),
-    ("hc_attn_scale.weight", "hc_attn_scale"),
-    ("attn_norm.weight", "attn_norm.weight"),
-    ("attn_q_a.weight", "attn.wq_a.weight"),
-    ("attn_q_a_norm.weight", "attn.q_norm.weight"),
-    ("attn_q_b.weight", "attn.wq_b.weight"),
-    ("attn_kv.weight", "attn.wkv.weight"),
-    ("attn_kv_a_norm.weight", "attn.kv_norm.weight"),
-    ("attn_sinks.weight", "attn.attn_sink"),
-    ("attn_output_a.weight", "attn.wo_a.weight"),
-    ("attn_output_b.weight", "attn.wo_b.weight"),
-    ("hc_ffn_fn.weight", "hc_ffn_fn"),
-    ("hc_ffn_base.weight", "hc_ffn_base"),
-    ("hc_ffn_scale.weight", "hc_ffn_scale"),
-    ("ffn_norm.weight", "ffn_norm.weight"),
-    ("ffn_gate_inp.weight", "ffn.gate.weight"),
-    ("ffn_gate_shexp.weight", "ffn.shared_experts.w1.weight"),
-    ("ffn_up_shexp.weight", "ffn.shared_experts.w3.weight"),
-    ("ffn_down_shexp.weight", "ffn.shared_experts.w2.weight"),
-    ("ffn_gate_tid2eid.weight", "ffn.gate.tid2eid"),
-    ("exp_probs_b.bias", "ffn.gate.bias"),
-    ("exp_probs_b_vl.bias", "ffn.gate.bias_vl"),
-    // compressor (§3.3)
-    ("attn_compressor_kv.weight", "attn.compressor.wkv.weight"),
-    (
-        "attn_compressor_gate.weight",
-        "attn.compressor.wgate.weight",
-    ),
-    ("attn_compressor_ape.weight", "attn.compressor.ape"),
-    ("attn_compressor_norm.weight", "attn.compressor.norm.weight"),
-    // Lightning Indexer (§3.4)
-    ("indexer.attn_q_b.weight", "attn.indexer.wq_b.weight"),
-    ("indexer.proj.weight", "attn.indexer.weights_proj.weight"),
-    (
-        "indexer_compressor_kv.weight",
-        "attn.indexer.compressor.wkv.weight",
-    ),
-    (
-        "indexer_compressor_gate.weight",
-        "attn.indexer.compressor.wgate.weight",
-    ),
-    (
-        "indexer_compressor_ape.weight",
-        "attn.indexer.compressor.ape",
-    ),
-    (
-        "indexer_compressor_norm.weight",
-        "attn.indexer.compressor.norm.weight",
-    ),
-];
-
-/// Stacked GGUF expert tensors → the official per-expert matrix (`ffn.experts.E.<w>.weight`).
-const EXPERT_NAMES: &[(&str, &str)] = &[
-    ("ffn_gate_exps.weight", "w1"),
-    ("ffn_up_exps.weight", "w3"),
-    ("ffn_down_exps.weight", "w2"),
-];
-
-/// What a GGUF name is in the official checkpoint.
+/// What a GGUF name is in the official checkpoint (from the tensor table).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Mapped {
     /// One tensor.
@@ -229,29 +159,14 @@ enum Mapped {
 }
 
 fn map_name(gguf: &str) -> Option<Mapped> {
-    if let Some(&(_, off)) = GLOBAL_NAMES.iter().find(|(g, _)| *g == gguf) {
-        return Some(Mapped::Tensor(off.to_string()));
-    }
-    let (n, suffix) = gguf.strip_prefix("blk.")?.split_once('.')?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let layer: usize = n.parse().ok()?;
-    if let Some(&(_, off)) = LAYER_NAMES.iter().find(|(g, _)| *g == suffix) {
-        return Some(Mapped::Tensor(format!("layers.{layer}.{off}")));
-    }
-    let &(_, w) = EXPERT_NAMES.iter().find(|(g, _)| *g == suffix)?;
-    Some(Mapped::Experts { layer, w })
-}
-
-/// The official checkpoint name of a GGUF tensor name (`blk.3.attn_q_a.weight` →
-/// `layers.3.attn.wq_a.weight`); for a stacked expert tensor, the per-expert pattern with `{E}`
-/// (`blk.3.ffn_gate_exps.weight` → `layers.3.ffn.experts.{E}.w1.weight`). `None` for a name
-/// the forward graph does not use.
-pub fn official_name(gguf: &str) -> Option<String> {
-    Some(match map_name(gguf)? {
-        Mapped::Tensor(s) => s,
-        Mapped::Experts { layer, w } => format!("layers.{layer}.ffn.experts.{{E}}.{w}.weight"),
+    let (t, layer) = tensors::parse(gguf)?;
+    Some(match (t.official(), layer) {
+        (Official::Name(n), None) => Mapped::Tensor(n.to_string()),
+        (Official::Name(n), Some(l)) => Mapped::Tensor(format!("layers.{l}.{n}")),
+        (Official::Experts(w), l) => Mapped::Experts {
+            layer: l.unwrap_or(0),
+            w,
+        },
     })
 }
 
@@ -826,46 +741,4 @@ impl Weights for SafetensorsWeights {
     /// Nothing to forget: graph ids are looked up in the graph itself (by name), and the
     /// converted tensors are kept for the next graph.
     fn new_graph(&mut self) {}
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names() {
-        let cases = [
-            ("token_embd.weight", "embed.weight"),
-            ("output.weight", "head.weight"),
-            ("output_hc_fn.weight", "hc_head_fn"),
-            ("blk.0.attn_q_a.weight", "layers.0.attn.wq_a.weight"),
-            ("blk.12.hc_attn_fn.weight", "layers.12.hc_attn_fn"),
-            (
-                "blk.1.attn_kv_a_norm.weight",
-                "layers.1.attn.kv_norm.weight",
-            ),
-            ("blk.1.attn_sinks.weight", "layers.1.attn.attn_sink"),
-            ("blk.2.ffn_gate_tid2eid.weight", "layers.2.ffn.gate.tid2eid"),
-            ("blk.3.exp_probs_b.bias", "layers.3.ffn.gate.bias"),
-            (
-                "blk.3.indexer_compressor_ape.weight",
-                "layers.3.attn.indexer.compressor.ape",
-            ),
-            (
-                "blk.3.ffn_down_exps.weight",
-                "layers.3.ffn.experts.{E}.w2.weight",
-            ),
-        ];
-        for (g, o) in cases {
-            assert_eq!(official_name(g).as_deref(), Some(o), "{g}");
-        }
-        for bad in [
-            "blk..attn_q_a.weight",
-            "blk.+1.attn_q_a.weight",
-            "blk.1.nope",
-            "x",
-        ] {
-            assert_eq!(official_name(bad), None, "{bad}");
-        }
-    }
 }

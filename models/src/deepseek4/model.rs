@@ -1,0 +1,376 @@
+//! [`DeepSeek4`]: the DeepSeek-V4 model behind the [`Model`] interface, from a GGUF file,
+//! an official checkpoint, or any weight provider (tests).
+
+use super::checkpoint::SafetensorsWeights;
+use super::forward::cached::state_tensors;
+use super::forward::{Builder, ChunkInputs, PrefillInputs};
+use super::hparams::Hparams;
+use super::tensors::{self, Role};
+use crate::gguf::GgufFile;
+use crate::model::{
+    Architecture, CachePart, GraphKind, GraphSpec, LoadError, LoadOptions, Logits, Model,
+    ModelError, ModelInfo, MoeShape, StateTensor, WeightBytes,
+};
+use crate::tokenizer::Tokenizer;
+use crate::weights::{ForwardError, GgufWeights, WeightMemo, Weights};
+use graph::knobs::MoeKnobs;
+use graph::Graph;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The registry entry of DeepSeek-V4 (GGUF `deepseek4`, config.json `deepseek_v4`).
+pub const ARCHITECTURE: Architecture = Architecture {
+    name: "deepseek4",
+    model_types: &["deepseek_v4"],
+    from_gguf: |file, opts| Ok(Box::new(DeepSeek4::from_gguf(file, opts)?)),
+    from_checkpoint: |path, opts| Ok(Box::new(DeepSeek4::from_checkpoint(path, opts)?)),
+};
+
+/// Files above this size get their dense weights read in up front by [`Model::preload`].
+const PRELOAD_MIN_BYTES: u64 = 1 << 30;
+
+/// A DeepSeek-V4 model: hyperparameters, weights, tokenizer.
+pub struct DeepSeek4 {
+    hp: Hparams,
+    info: ModelInfo,
+    weights: WeightMemo,
+    /// The tokenizer, or why there is none.
+    tokenizer: Result<Tokenizer, String>,
+    /// The GGUF file the weights come from, and its weight provider's repacks.
+    gguf: Option<(Arc<GgufFile>, crate::weights::Repack, quant::simd::CpuLevel)>,
+}
+
+impl std::fmt::Debug for DeepSeek4 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeepSeek4")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+fn info(hp: &Hparams) -> ModelInfo {
+    let n_params = tensors::all(hp)
+        .iter()
+        .map(|s| s.ne.iter().product::<usize>() as u64)
+        .sum();
+    ModelInfo {
+        arch: ARCHITECTURE.name,
+        n_layer: hp.n_layer,
+        n_embd: hp.n_embd,
+        n_vocab: hp.n_vocab,
+        n_ctx_train: hp.n_ctx_train,
+        n_params,
+        bos: hp.bos,
+        eos: hp.eos,
+        moe: Some(MoeShape {
+            n_layer: hp.n_layer,
+            n_expert_used: hp.n_expert_used,
+            n_hash_layers: hp.n_hash_layers,
+        }),
+        hidden: [hp.hc, hp.n_embd],
+    }
+}
+
+impl DeepSeek4 {
+    /// A model over any weight provider (tensors by their GGUF names), with `tokenizer` or
+    /// the reason there is none.
+    pub fn new(
+        hp: Hparams,
+        weights: impl Weights + Send + 'static,
+        tokenizer: Result<Tokenizer, String>,
+    ) -> DeepSeek4 {
+        DeepSeek4 {
+            info: info(&hp),
+            hp,
+            weights: WeightMemo::new(Box::new(weights)),
+            tokenizer,
+            gguf: None,
+        }
+    }
+
+    /// The model of a GGUF file (hyperparameters and tokenizer from its metadata), its
+    /// weights used in place but for `opts.repack`'s conversions.
+    pub fn from_gguf(file: Arc<GgufFile>, opts: &LoadOptions) -> Result<DeepSeek4, LoadError> {
+        let fail = |message: String| LoadError::Model {
+            path: file.path().to_path_buf(),
+            message,
+        };
+        let hp = Hparams::from_gguf(&file).map_err(|e| fail(e.to_string()))?;
+        let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| e.to_string());
+        let level = opts.exec.cpu;
+        let w = GgufWeights::with_repack_at(file.clone(), opts.repack, level);
+        let mut m = DeepSeek4::new(hp, w, tokenizer);
+        m.gguf = Some((file, opts.repack, level));
+        Ok(m)
+    }
+
+    /// The model of an official checkpoint (a directory, its index `.json` or a
+    /// `.safetensors`; `config.json` and, for the tokenizer, `tokenizer.json` beside it),
+    /// its weights stored as `opts.checkpoint` says.
+    pub fn from_checkpoint(path: &Path, opts: &LoadOptions) -> Result<DeepSeek4, LoadError> {
+        let (w, hp) =
+            SafetensorsWeights::open_with(path, opts.checkpoint).map_err(|e| LoadError::Model {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        let dir = crate::model::checkpoint_dir(path);
+        let tokenizer = Tokenizer::from_dir(dir).map_err(|e| format!("{}: {e}", dir.display()));
+        Ok(DeepSeek4::new(hp, w, tokenizer))
+    }
+
+    /// The hyperparameters.
+    pub fn hparams(&self) -> &Hparams {
+        &self.hp
+    }
+}
+
+impl Model for DeepSeek4 {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn tokenizer(&self) -> Result<&Tokenizer, ModelError> {
+        self.tokenizer
+            .as_ref()
+            .map_err(|e| ModelError::NoTokenizer(e.clone()))
+    }
+
+    fn state_tensors(&self, ctx: usize) -> Vec<StateTensor> {
+        state_tensors(&self.hp, ctx)
+            .into_iter()
+            .map(|(name, ne)| StateTensor { name, ne })
+            .collect()
+    }
+
+    /// The caches of spec §6.1 by part: the sliding-window rings (`l{l}.kv`), the compressed
+    /// entries (`l{l}.comp`), the indexer keys (`l{l}.idx`) and the compressors' pending rows
+    /// (`*_a`, `*_z`).
+    fn cache_parts(&self, ctx: usize) -> Vec<CachePart> {
+        let mut parts = [
+            ("sliding window", 0u64),
+            ("compressed entries", 0),
+            ("indexer keys", 0),
+            ("compressor state", 0),
+        ];
+        for s in self.state_tensors(ctx) {
+            let i = match s.name.rsplit('.').next().unwrap_or("") {
+                "kv" => 0,
+                "comp" => 1,
+                "idx" => 2,
+                _ => 3,
+            };
+            parts[i].1 += s.bytes();
+        }
+        parts
+            .into_iter()
+            .map(|(name, bytes)| CachePart { name, bytes })
+            .collect()
+    }
+
+    fn build(
+        &mut self,
+        spec: &GraphSpec,
+        knobs: Option<&Arc<MoeKnobs>>,
+    ) -> Result<Graph, ForwardError> {
+        self.weights.new_graph();
+        let t = spec.tokens;
+        let b = match spec.kind {
+            GraphKind::Cached { ctx } => Builder::new_cached(&self.hp, &mut self.weights, t, ctx),
+            GraphKind::Stateless => Builder::new(&self.hp, &mut self.weights, t),
+        }?;
+        let b = match knobs {
+            Some(k) => b.with_moe_knobs(k.clone()),
+            None => b,
+        };
+        match (spec.logits, spec.hidden) {
+            (Logits::Last, false) => b.model_last(),
+            (Logits::All, hidden) => b.model(hidden),
+            (Logits::Last, true) => Err(ForwardError::Unsupported(
+                "the residual states come with every position's logits only".into(),
+            )),
+        }
+    }
+
+    fn inputs(&self, spec: &GraphSpec, p0: usize) -> Result<Vec<(String, Vec<u8>)>, ForwardError> {
+        match spec.kind {
+            GraphKind::Cached { ctx } => {
+                Ok(ChunkInputs::new(&self.hp, p0, spec.tokens, ctx)?.values)
+            }
+            GraphKind::Stateless if p0 == 0 => Ok(PrefillInputs::new(&self.hp, spec.tokens).values),
+            GraphKind::Stateless => Err(ForwardError::Unsupported(format!(
+                "a stateless graph starts at position 0, not {p0}"
+            ))),
+        }
+    }
+
+    /// From the GGUF file's tensor table: every dense tensor, one row of the token
+    /// embedding, `n_expert_used / n_expert` of each expert stack.
+    fn weight_bytes(&self) -> Option<WeightBytes> {
+        let (file, repack, level) = self.gguf.as_ref()?;
+        let (e, k) = (self.hp.n_expert.max(1) as u64, self.hp.n_expert_used as u64);
+        let mut b = WeightBytes {
+            total: 0,
+            per_token: 0,
+            per_token_loaded: 0,
+        };
+        for t in file.tensors() {
+            let row = t.ne.first().copied().unwrap_or(1);
+            let loaded = repack.loaded_bytes(t.dtype, row, t.n_bytes, *level);
+            let share = |n: u64| match tensors::parse(&t.name).map(|p| p.0.role()) {
+                Some(Role::Experts) => n / e * k,
+                Some(Role::Embedding) => n / t.ne.get(1).copied().unwrap_or(1).max(1),
+                _ => n,
+            };
+            b.total += t.n_bytes;
+            b.per_token += share(t.n_bytes);
+            b.per_token_loaded += share(loaded);
+        }
+        Some(b)
+    }
+
+    /// Touches every page of the non-expert tensors of a GGUF file over 1 GiB (attention,
+    /// HC, shared experts, embeddings, head: read for every token), so that the first token
+    /// is not stalled by page faults. Routed experts stay demand-paged: a token touches only
+    /// the few it routes to.
+    fn preload(&self, progress: &mut dyn FnMut(u64, u64)) {
+        let Some((file, ..)) = &self.gguf else {
+            return;
+        };
+        let dense: Vec<_> = file
+            .tensors()
+            .iter()
+            .filter(|t| tensors::parse(&t.name).map(|p| p.0.role()) != Some(Role::Experts))
+            .collect();
+        let total: u64 = dense.iter().map(|t| t.n_bytes).sum();
+        let file_bytes: u64 = file.shards().iter().map(|s| s.bytes().len() as u64).sum();
+        if file_bytes < PRELOAD_MIN_BYTES || total == 0 {
+            return;
+        }
+        let (mut done, mut acc) = (0u64, 0u8);
+        for t in dense {
+            let Ok(bytes) = file.tensor_bytes(t) else {
+                continue;
+            };
+            for page in bytes.chunks(4096) {
+                acc ^= std::hint::black_box(page[0]);
+            }
+            done += t.n_bytes;
+            progress(done, total);
+        }
+        std::hint::black_box(acc);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::weights::ForwardError;
+
+    /// V4-Flash dimensions (spec §1.1, §2).
+    pub(crate) fn flash() -> Hparams {
+        let mut ratios = vec![0u32, 0];
+        for i in 2..43 {
+            ratios.push(if i % 2 == 0 { 4 } else { 128 });
+        }
+        ratios[42] = 4;
+        Hparams {
+            n_layer: 43,
+            n_embd: 4096,
+            n_vocab: 129280,
+            n_ctx_train: 1 << 20,
+            n_head: 64,
+            head_dim: 512,
+            n_rot: 64,
+            q_lora_rank: 1024,
+            o_groups: 8,
+            o_lora_rank: 1024,
+            window: 128,
+            rms_eps: 1e-6,
+            rope_theta: 10000.0,
+            compress_rope_theta: 160000.0,
+            yarn: None,
+            compress_ratios: ratios,
+            n_expert: 256,
+            n_expert_used: 6,
+            n_expert_shared: 1,
+            expert_ff: 2048,
+            norm_topk: true,
+            routed_scale: 1.5,
+            n_hash_layers: 3,
+            swiglu_limit: vec![10.0; 43],
+            swiglu_limit_shared: vec![10.0; 43],
+            hc: 4,
+            hc_iters: 20,
+            hc_eps: 1e-6,
+            idx_heads: 64,
+            idx_dim: 128,
+            idx_topk: 512,
+            bos: 0,
+            eos: 1,
+        }
+    }
+
+    /// A provider with no tensors (the cache layout does not need any).
+    struct NoWeights;
+    impl Weights for NoWeights {
+        fn try_get(
+            &mut self,
+            _: &mut graph::Graph,
+            _: &str,
+        ) -> Result<Option<graph::TensorId>, ForwardError> {
+            Ok(None)
+        }
+    }
+
+    fn part(m: &DeepSeek4, ctx: usize, name: &str) -> u64 {
+        m.cache_parts(ctx)
+            .into_iter()
+            .find(|p| p.name == name)
+            .unwrap()
+            .bytes
+    }
+
+    #[test]
+    fn flash_caches_match_the_spec() {
+        let m = DeepSeek4::new(flash(), NoWeights, Err("none".into()));
+        let hp = m.hparams();
+        assert_eq!(hp.compress_ratios.iter().filter(|&&r| r == 4).count(), 21);
+        assert_eq!(hp.compress_ratios.iter().filter(|&&r| r == 128).count(), 20);
+        let window = part(&m, 4096, "sliding window");
+        assert_eq!(window, 43 * 128 * 512 * 4);
+        // spec §6.1: 3440 elements per token of context (CSA 2688 + indexer 672 + HCA 80)
+        let per_token = |ctx| part(&m, ctx, "compressed entries") + part(&m, ctx, "indexer keys");
+        assert_eq!(per_token(4096), 4096 * 3440 * 4);
+        assert_eq!(part(&m, 4096, "indexer keys"), 21 * 1024 * 128 * 4);
+        assert_eq!(
+            part(&m, 4096, "compressor state"),
+            21 * (2 * 8 * 1024 + 2 * 8 * 256) * 4 + 20 * (2 * 128 * 512) * 4
+        );
+        // the per-token part grows linearly, the rest is fixed
+        assert_eq!(per_token(8192), 2 * per_token(4096));
+        assert_eq!(part(&m, 8192, "sliding window"), window);
+        // a short context still has the whole ring and one entry per compressed layer
+        assert_eq!(part(&m, 3, "compressed entries"), 41 * 512 * 4);
+        assert_eq!(part(&m, 3, "indexer keys"), 21 * 128 * 4);
+        let total: u64 = m.cache_parts(4096).iter().map(|p| p.bytes).sum();
+        let tensors: u64 = m.state_tensors(4096).iter().map(|s| s.bytes()).sum();
+        assert_eq!(total, tensors);
+    }
+
+    /// The tensor table at V4-Flash's dimensions: 284B parameters, of which the routed
+    /// experts are all but about 7B (the published 284B total, 13B active per token).
+    #[test]
+    fn flash_has_its_published_size() {
+        let m = DeepSeek4::new(flash(), NoWeights, Err("none".into()));
+        let n = m.info().n_params as f64 / 1e9;
+        assert!((283.0..286.0).contains(&n), "{n}B");
+        let experts: u64 = tensors::all(m.hparams())
+            .iter()
+            .filter(|s| s.tensor.role() == Role::Experts)
+            .map(|s| s.ne.iter().product::<usize>() as u64)
+            .sum();
+        let active = m.info().n_params - experts + experts / 256 * 6;
+        let active = active as f64 / 1e9;
+        assert!((12.0..15.0).contains(&active), "{active}B active");
+    }
+}

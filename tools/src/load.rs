@@ -1,0 +1,133 @@
+//! The flags every command that loads a model takes ([`ModelArgs`]), turned into one
+//! `models::model::LoadOptions` with the environment ([`crate::env::Env`]), and the one
+//! place the CLI opens a model ([`open`]): `run`, `logits`, `kl` and `bench` all load
+//! through it, so a flag or a variable means the same in each.
+
+use anyhow::{bail, Context, Result};
+use models::deepseek4::checkpoint::Fp8Policy;
+use models::deepseek4::StOptions;
+use models::gguf::GgufFile;
+use models::model::{LoadOptions, Model};
+use models::weights::Repack;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The built-in model (see `tools/assets/README.md`).
+pub static BUILTIN: &[u8] = include_bytes!("../assets/dsv4-tiny-trained-Q8_0.gguf");
+
+/// The name the built-in model is shown under.
+pub const BUILTIN_NAME: &str = "built-in dsv4-tiny-trained-Q8_0";
+
+/// The model flags shared by `run`, `logits`, `kl` and `bench`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// Model: a .gguf file (the first shard of a split file), or an official safetensors
+    /// checkpoint — its directory, its `model.safetensors.index.json` or a `.safetensors`
+    /// file, with `config.json` (and `tokenizer.json` for text) beside it.
+    #[arg(short = 'm', long)]
+    pub model: Option<PathBuf>,
+    /// Threads (default: one per physical core, or per CPU of `FATHOM_CPUS`).
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// Context length in tokens.
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Convert these GGUF tensor types at load into fathom's faster layouts (comma
+    /// separated: `iq1_s` → IQ1_S_X, 1.4× that type's memory; `iq2_xxs` → IQ2_XXS_X, 1.55×;
+    /// `iq1_m` → IQ1_M_X, 1.36×; `q2_0` → Q2_0_X, the same size, for rows of whole 512s;
+    /// `all`; `none`). Lossless (the same logits); only where this CPU has the layout's
+    /// SIMD kernel.
+    #[arg(long, default_value = "none", value_parser = parse_repack)]
+    pub repack: Repack,
+    /// How a checkpoint's weights are stored: `default` (BF16 in place, FP8 → F32, FP4
+    /// experts → MXFP4), `q8_0` (FP8 → Q8_0, as llama.cpp's converter does: for the real
+    /// model) or `fp32` (every matrix F32, as transformers computes). Default:
+    /// `FATHOM_ST_WEIGHTS`, else `default`.
+    #[arg(long, value_name = "POLICY")]
+    pub st_weights: Option<String>,
+}
+
+/// `--repack`'s value parser.
+pub fn parse_repack(s: &str) -> std::result::Result<Repack, String> {
+    Repack::parse(s)
+}
+
+/// A checkpoint weight policy by name (`what` names where it came from, for the error).
+fn st_options(v: &str, what: &str) -> Result<StOptions> {
+    Ok(match v {
+        "default" => StOptions::default(),
+        "fp32" => StOptions::fp32(),
+        "q8_0" => StOptions {
+            fp8: Fp8Policy::Q8_0,
+            ..StOptions::default()
+        },
+        _ => bail!("{what} {v}: expected default, q8_0 or fp32"),
+    })
+}
+
+impl ModelArgs {
+    /// The load options these flags and `env` ask for.
+    pub fn load_options(&self, env: &crate::env::Env) -> Result<LoadOptions> {
+        if self.ctx == Some(0) {
+            bail!("--ctx 0: the context must hold at least one token");
+        }
+        let checkpoint = match (&self.st_weights, &env.st_weights) {
+            (Some(v), _) => st_options(v, "--st-weights")?,
+            (None, Some(v)) => st_options(v, "FATHOM_ST_WEIGHTS=")?,
+            (None, None) => StOptions::default(),
+        };
+        Ok(LoadOptions {
+            repack: self.repack,
+            checkpoint,
+            exec: env.exec_config(self.threads)?,
+            ctx: self.ctx,
+        })
+    }
+
+    /// `-m`, required.
+    pub fn path(&self) -> Result<&Path> {
+        self.model
+            .as_deref()
+            .context("give the model with -m MODEL")
+    }
+}
+
+/// Opens the model at `path` with `opts`.
+pub fn open(path: &Path, opts: &LoadOptions) -> Result<Box<dyn Model>> {
+    models::model::open(path, opts).with_context(|| format!("cannot open {}", path.display()))
+}
+
+/// Opens the built-in model with `opts`.
+pub fn open_builtin(opts: &LoadOptions) -> Result<Box<dyn Model>> {
+    let file = GgufFile::parse(BUILTIN.to_vec()).context("the built-in model (tools/assets)")?;
+    models::model::open_gguf(Arc::new(file), opts).context("the built-in model")
+}
+
+/// Reads the weights every token uses into memory (see `Model::preload`), with a progress
+/// bar on stderr.
+pub fn preload(model: &dyn Model) {
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let mut shown = u64::MAX;
+    let mut started = false;
+    model.preload(&mut |done, total| {
+        if !started {
+            eprintln!();
+            started = true;
+        }
+        let pct = done * 100 / total.max(1);
+        if pct != shown {
+            shown = pct;
+            let bar = "=".repeat((pct / 4) as usize);
+            eprint!(
+                "\r  weights [{bar:<25}] {pct:>3}%  {:.2}/{:.2} GiB",
+                gib(done),
+                gib(total)
+            );
+            let _ = std::io::stderr().flush();
+        }
+    });
+    if started {
+        eprint!("\n  ");
+    }
+}
