@@ -1,9 +1,11 @@
-//! Helpers shared by the quant integration tests (`simd.rs`, `repack.rs`, `amx.rs`): a
-//! seeded xorshift generator, random Q8_K activation rows, and the bit-exact check of a
-//! tile kernel's outputs.
+//! Helpers shared by the quant integration tests (the `simd*.rs` kernel tests, `repack.rs`,
+//! `amx.rs`): a seeded xorshift generator, random activations and weight blocks, the
+//! kernels of the table this CPU runs with the [`Tally`] of those checked, and the bit-exact
+//! checks of multi-row and tile kernels.
 
 #![allow(dead_code)] // each test crate uses its own subset
 
+use fathom_quant as quant;
 use fathom_quant::{bytes_for, quantize_activation, DType};
 
 /// A xorshift64 stream from `seed` (forced odd, so never the all-zero state).
@@ -136,5 +138,80 @@ impl Tally {
             );
         }
         runnable.len()
+    }
+}
+
+/// Random activations of length `n` in `[-scale, scale)`.
+pub fn activations(r: &mut impl FnMut() -> u64, n: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| ((r() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale)
+        .collect()
+}
+
+/// Random weight bytes for `n` elements of `wt`, with an f16 scale of `scale`..2·`scale`
+/// written at each block offset in `at` (random bytes everywhere else: every code, grid
+/// index and sign pattern).
+pub fn random_blocks(
+    r: &mut impl FnMut() -> u64,
+    wt: DType,
+    n: usize,
+    at: &[usize],
+    scale: f32,
+) -> Vec<u8> {
+    let mut w = vec![0u8; bytes_for(wt, n).unwrap()];
+    let bs = wt.info().type_size;
+    for blk in w.chunks_exact_mut(bs) {
+        for b in blk.iter_mut() {
+            *b = r() as u8;
+        }
+        for &o in at {
+            // scales differ from block to block (by up to 2×), so that a kernel pairing a
+            // block with another's scale cannot pass
+            let s = scale * (1.0 + (r() % 16) as f32 / 16.0);
+            blk[o..o + 2].copy_from_slice(&quant::scalar::f32_to_f16(s).to_le_bytes());
+        }
+    }
+    w
+}
+
+/// The eight f16 scale offsets of a Q2_0_X block.
+pub const Q2X_SCALES: [usize; 8] = [128, 130, 132, 134, 136, 138, 140, 142];
+
+/// Writes the f16 super-scale `bits` into every IQ1_M (or IQ1_M_X) block of `w`: it lives in
+/// the top nibbles of the four u16 scale words, the block's last eight bytes in both layouts.
+pub fn set_iq1m_scale(w: &mut [u8], t: DType, bits: u16) {
+    let size = t.type_size();
+    for blk in w.chunks_exact_mut(size) {
+        for i in 0..4 {
+            let at = size - 8 + 2 * i + 1;
+            blk[at] = (blk[at] & 0x0F) | (((bits >> (4 * i)) as u8 & 0xF) << 4);
+        }
+    }
+}
+
+/// Every multi-row kernel of `wt` this CPU runs gives each of the rows `ws` (against
+/// activation `a`) the bits of `want` (recorded in `tally`).
+pub fn assert_rows_match(
+    tally: &mut Tally,
+    wt: DType,
+    n: usize,
+    ws: &[Vec<u8>],
+    a: &[u8],
+    want: quant::DotFn,
+) {
+    let refs: Vec<&[u8]> = ws.iter().map(|w| w.as_slice()).collect();
+    for (level, kernel) in kernels_of(wt, |r| r.rows) {
+        let mut out = vec![f32::NAN; ws.len()];
+        (kernel.f)(n, &refs, a, &mut out);
+        for (i, w) in ws.iter().enumerate() {
+            assert_eq!(
+                out[i].to_bits(),
+                want(n, w, a).to_bits(),
+                "{wt:?} {}@{level} n={n} rows={} row {i}",
+                kernel.name,
+                ws.len()
+            );
+        }
+        tally.ran(wt, Column::Rows, level, &kernel);
     }
 }

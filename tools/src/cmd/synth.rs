@@ -167,7 +167,10 @@ pub fn run(args: &Args) -> Result<()> {
                 t0.elapsed().as_secs_f64(),
                 s.name,
                 s.dtype.name(),
-                s.ne.iter().map(u64::to_string).collect::<Vec<_>>().join("×"),
+                s.ne.iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join("×"),
                 human(s.n_bytes())
             )
         })

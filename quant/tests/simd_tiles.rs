@@ -1,0 +1,325 @@
+//! Every prompt-chunk tile of the kernel table this CPU runs (Q8_0 panels, Q2_0 / Q2_0_X
+//! panels, grid experts, float) against the reference: bit for bit, the float tiles within
+//! their documented bound; and the fast expanders against the reference expanders.
+
+mod common;
+
+use common::{activations, assert_tile_bits, kernels_of, random_blocks, rng, Tally};
+use fathom_quant as quant;
+use quant::simd::table::Column;
+use quant::simd::Tile;
+use quant::{bytes_for, quantize_activation, DType};
+
+/// The tiled Q8_0 GEMMs (on raw and on expanded rows) give every (row, column) the
+/// reference's bits, for every row count 1..=4 and column count 1..=8 (each pair count, odd
+/// columns paired with themselves), with extreme codes (−128 and 127 weights, saturated
+/// activations) included; the fast expander writes the reference expander's bytes, for
+/// block counts with and without a partial group of eight scales.
+#[test]
+fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
+    let mut tally = Tally::default();
+    for (level, k) in kernels_of(DType::Q8_0, |r| r.tile) {
+        let Tile::Panel {
+            tile,
+            expanded: Some((etile, expand)),
+        } = k.f
+        else {
+            panic!("Q8_0's tile is a panel tile with an expanded form");
+        };
+        q8_0_tiles(tile, etile, expand);
+        tally.ran(DType::Q8_0, Column::Tile, level, &k);
+    }
+    tally.assert_all(Column::Tile, &[DType::Q8_0]);
+}
+
+/// [`q8_0_tile_kernel_matches_the_reference_bit_for_bit`] for one tile, expanded tile and
+/// expander.
+fn q8_0_tiles(
+    tile: quant::simd::q8::tile::TileFn,
+    etile: quant::simd::q8::tile::TileFn,
+    expand: quant::simd::q8::tile::ExpandFn,
+) {
+    use quant::simd::q8::tile::{
+        expand_q8_0, expanded_bytes, pack_q8_0_panel, panel_bytes, TILE_COLS,
+    };
+    let reference = DType::Q8_0.info().vec_dot.unwrap();
+    let mut r = rng(0x711e);
+    for nb in [1usize, 3, 8, 17] {
+        let n = 32 * nb;
+        let rows: Vec<Vec<u8>> = (0..4)
+            .map(|i| {
+                let mut w = random_blocks(&mut r, DType::Q8_0, n, &[0], 0.004);
+                if i == 1 {
+                    // extreme codes: the +128 offset must not overflow a byte
+                    for (j, b) in w.iter_mut().enumerate() {
+                        if j % 34 >= 2 {
+                            *b = if j % 2 == 0 { 0x80 } else { 0x7f };
+                        }
+                    }
+                }
+                w
+            })
+            .collect();
+        let acts: Vec<Vec<u8>> = (0..TILE_COLS)
+            .map(|c| {
+                let x = activations(&mut r, n, if c == 3 { 1e3 } else { 2.0 });
+                let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
+                quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
+                a
+            })
+            .collect();
+        let expanded: Vec<Vec<u8>> = rows
+            .iter()
+            .map(|w| {
+                let (mut want, mut got) =
+                    (vec![0u8; expanded_bytes(n)], vec![7u8; expanded_bytes(n)]);
+                expand_q8_0(w, &mut want);
+                expand(w, &mut got);
+                assert_eq!(got, want, "expanded Q8_0 row, n={n}");
+                got
+            })
+            .collect();
+        for nr in 1..=4usize {
+            let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
+            let er: Vec<&[u8]> = expanded[..nr].iter().map(|w| w.as_slice()).collect();
+            for cols in 1..=TILE_COLS {
+                let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                let mut panel = vec![0u8; panel_bytes(n, cols)];
+                pack_q8_0_panel(n, &ar, &mut panel);
+                let (mut out, mut eout) = (vec![f32::NAN; nr * cols], vec![f32::NAN; nr * cols]);
+                tile(n, &wr, &panel, cols, &mut out);
+                etile(n, &er, &panel, cols, &mut eout);
+                for (ri, w) in wr.iter().enumerate() {
+                    for (c, a) in ar.iter().enumerate() {
+                        let want = reference(n, w, a);
+                        for (kind, got) in [
+                            ("raw", out[ri * cols + c]),
+                            ("expanded", eout[ri * cols + c]),
+                        ] {
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{kind} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The grid-format expanders (IQ2_XXS, IQ1_S and their repacked forms) agree byte for byte with their references,
+/// and the tiled GEMM on expanded rows gives every (row, column) the reference dot's bits,
+/// for every row count 1..=4 and column count 1..=8.
+#[test]
+fn grid_tile_kernels_match_the_reference_bit_for_bit() {
+    use quant::simd::iq::tile::{
+        expand_iq1_s, expand_iq1_s_x, expand_iq2_xxs, expand_iq2_xxs_x, expanded_bytes, TILE_COLS,
+    };
+    let mut tally = Tally::default();
+    let mut r = rng(0x1a2);
+    for (wt, reference_expand) in [
+        (DType::IQ2_XXS, expand_iq2_xxs as fn(&[u8], &mut [u8])),
+        (DType::IQ1_S, expand_iq1_s),
+        (DType::IQ1_S_X, expand_iq1_s_x),
+        (DType::IQ2_XXS_X, expand_iq2_xxs_x),
+    ] {
+        let reference = wt.info().vec_dot.unwrap();
+        for (level, k) in kernels_of(wt, |r| r.tile) {
+            let Tile::Grid { tile, expand, amx } = k.f else {
+                panic!("{wt:?}'s tile is a grid tile");
+            };
+            tally.ran(wt, Column::Tile, level, &k);
+            if amx.is_some() {
+                continue; // the AMX level's row: its VNNI half is the level below's, its AMX
+                          // tile is checked in `amx.rs`
+            }
+            for nsb in [1usize, 2, 5] {
+                let n = 256 * nsb;
+                let rows: Vec<Vec<u8>> = (0..4)
+                    .map(|_| random_blocks(&mut r, wt, n, &[0], 0.004))
+                    .collect();
+                let expanded: Vec<Vec<u8>> = rows
+                    .iter()
+                    .map(|w| {
+                        let mut want = vec![0u8; expanded_bytes(n)];
+                        reference_expand(w, &mut want);
+                        let mut got = vec![0u8; expanded_bytes(n)];
+                        expand(w, &mut got);
+                        assert_eq!(got, want, "{wt:?} expanders differ, n={n}");
+                        want
+                    })
+                    .collect();
+                let acts: Vec<Vec<u8>> = (0..TILE_COLS)
+                    .map(|c| {
+                        let x = activations(&mut r, n, if c == 5 { 1e4 } else { 2.0 });
+                        let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+                        quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+                        a
+                    })
+                    .collect();
+                for nr in 1..=4usize {
+                    let xr: Vec<&[u8]> = expanded[..nr].iter().map(|w| w.as_slice()).collect();
+                    for cols in 1..=TILE_COLS {
+                        let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                        let mut out = vec![f32::NAN; nr * cols];
+                        let mut panel = vec![0u8; quant::simd::iq::tile::panel_bytes(n, cols)];
+                        quant::simd::iq::tile::pack_panel(n, &ar, &mut panel);
+                        tile(n, &xr, &ar, &panel, &mut out);
+                        assert_tile_bits(wt, n, reference, &rows[..nr], &ar, &out);
+                    }
+                }
+            }
+        }
+    }
+    let grids = [
+        DType::IQ2_XXS,
+        DType::IQ1_S,
+        DType::IQ1_S_X,
+        DType::IQ2_XXS_X,
+    ];
+    tally.assert_all(Column::Tile, &grids);
+}
+
+/// The float tile kernels (f32 accumulation) stay within their documented bound of the f64
+/// reference, (n/16 + 4)·2⁻²⁴·Σ|w·a|, for every row count 1..=4, column count 1..=4 and
+/// lengths with every 16- and 32-element tail; every kernel this CPU can run (both BF16
+/// forms on an AVX512-BF16 CPU).
+#[test]
+fn float_tile_kernels_stay_within_their_bound_of_the_reference() {
+    use quant::simd::float::tile::TILE_COLS;
+    let mut tally = Tally::default();
+    let mut r = rng(0xf10a7);
+    for wt in [DType::F32, DType::F16, DType::BF16] {
+        for (level, k) in kernels_of(wt, |r| r.tile) {
+            let Tile::Float(tile) = k.f else {
+                panic!("{wt:?}'s tile is a float tile");
+            };
+            tally.ran(wt, Column::Tile, level, &k);
+            let name = format!("{}@{level}", k.name);
+            let reference = wt.info().vec_dot.unwrap();
+            for n in [1usize, 15, 16, 17, 33, 100, 1000, 4096] {
+                let quantized = |r: &mut dyn FnMut() -> u64, scale: f32| {
+                    let x = activations(&mut || r(), n, scale);
+                    let mut q = vec![0u8; bytes_for(wt, n).unwrap()];
+                    quantize_activation(wt, &x, &mut q).unwrap();
+                    let mut back = vec![0f32; n];
+                    quant::dequantize_row(wt, &q, &mut back).unwrap();
+                    (q, back)
+                };
+                let rows: Vec<(Vec<u8>, Vec<f32>)> =
+                    (0..4).map(|_| quantized(&mut r, 1.0)).collect();
+                let acts: Vec<(Vec<u8>, Vec<f32>)> =
+                    (0..TILE_COLS).map(|_| quantized(&mut r, 3.0)).collect();
+                for nr in 1..=4usize {
+                    let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.0.as_slice()).collect();
+                    for cols in 1..=TILE_COLS {
+                        let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.0.as_slice()).collect();
+                        let mut out = vec![f32::NAN; nr * cols];
+                        tile(n, &wr, &ar, &mut out);
+                        for ri in 0..nr {
+                            for c in 0..cols {
+                                let want = reference(n, &rows[ri].0, &acts[c].0);
+                                let mag: f64 = rows[ri]
+                                    .1
+                                    .iter()
+                                    .zip(&acts[c].1)
+                                    .map(|(a, b)| (*a as f64 * *b as f64).abs())
+                                    .sum();
+                                let bound = (n as f64 / 16.0 + 4.0) * 2f64.powi(-24) * mag;
+                                let got = out[ri * cols + c];
+                                assert!(
+                                ((got - want) as f64).abs() <= bound,
+                                "{wt:?} {name} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                            );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    tally.assert_all(Column::Tile, &[DType::F32, DType::F16, DType::BF16]);
+}
+
+/// The tiled Q2_0 GEMM (on the Q8_0 panel) gives every (row, column) the reference's bits,
+/// for every row count 1..=4 and column count 1..=8, on Q2_0 rows and on Q2_0_X rows.
+#[test]
+fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
+    use quant::simd::q8::tile::{pack_q8_0_panel, panel_bytes, TILE_COLS};
+    let mut tally = Tally::default();
+    let panel_tile = |t: DType, tally: &mut Tally| {
+        let (level, k) = kernels_of(t, |r| r.tile).pop()?;
+        tally.ran(t, Column::Tile, level, &k);
+        match k.f {
+            Tile::Panel { tile, .. } => Some(tile),
+            _ => panic!("{t:?}'s tile is a panel tile"),
+        }
+    };
+    let tiles = (
+        panel_tile(DType::Q2_0, &mut tally),
+        panel_tile(DType::Q2_0_X, &mut tally),
+    );
+    tally.assert_all(Column::Tile, &[DType::Q2_0, DType::Q2_0_X]);
+    let (Some(tile), Some(tile_x)) = tiles else {
+        return;
+    };
+    let reference = DType::Q2_0.info().vec_dot.unwrap();
+    let mut r = rng(0x2a0);
+    // Q2_0 rows, then Q2_0_X rows (made from Q2_0 rows, against the source's reference)
+    for (x_layout, nb) in [
+        (false, 1usize),
+        (false, 3),
+        (false, 8),
+        (false, 17),
+        (true, 8),
+        (true, 24),
+    ] {
+        let n = 64 * nb;
+        let src: Vec<Vec<u8>> = (0..4)
+            .map(|_| random_blocks(&mut r, DType::Q2_0, n, &[0], 0.004))
+            .collect();
+        let rows: Vec<Vec<u8>> = if x_layout {
+            src.iter()
+                .map(|w| {
+                    let mut x = vec![0u8; w.len()];
+                    quant::codec::repack::repack_q2_0_x(w, &mut x);
+                    x
+                })
+                .collect()
+        } else {
+            src.clone()
+        };
+        let tile = if x_layout { tile_x } else { tile };
+        let acts: Vec<Vec<u8>> = (0..TILE_COLS)
+            .map(|c| {
+                let x = activations(&mut r, n, if c == 6 { 1e3 } else { 2.0 });
+                let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
+                quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
+                a
+            })
+            .collect();
+        for nr in 1..=4usize {
+            let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
+            for cols in 1..=TILE_COLS {
+                let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                let mut panel = vec![0u8; panel_bytes(n, cols)];
+                pack_q8_0_panel(n, &ar, &mut panel);
+                let mut out = vec![f32::NAN; nr * cols];
+                tile(n, &wr, &panel, cols, &mut out);
+                for (ri, w) in src[..nr].iter().enumerate() {
+                    for (c, a) in ar.iter().enumerate() {
+                        let want = reference(n, w, a);
+                        let got = out[ri * cols + c];
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "x={x_layout} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
