@@ -23,7 +23,7 @@ impl TensorDesc {
         if ne.is_empty() || ne.len() > 4 {
             return Err(crate::error::shape_err(
                 "tensor",
-                format!("{} dims (1..=4 allowed)", ne.len()),
+                format!("{} dims (1 to 4 allowed)", ne.len()),
             ));
         }
         let mut n = [1usize; 4];

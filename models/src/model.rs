@@ -202,8 +202,8 @@ pub trait Model: Send {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelError {
-    /// The model has no tokenizer.
-    #[error("no tokenizer: {0}")]
+    /// The model has no tokenizer (why, naming the file).
+    #[error("{0}")]
     NoTokenizer(String),
 }
 

@@ -205,7 +205,7 @@ impl MoeConfig {
         for (field, v) in [("top_k", self.top_k), ("outer_top_k", self.outer_top_k)] {
             if let Some(x) = v {
                 if x == 0 || x > k {
-                    return Err(range(field, x.to_string(), format!("1..={k}")));
+                    return Err(range(field, x.to_string(), format!("must be 1 to {k}")));
                 }
             }
         }
@@ -213,15 +213,23 @@ impl MoeConfig {
             None | Some("l2") => Rescale::L2,
             Some("l1") => Rescale::L1,
             Some("none") => Rescale::None,
-            Some(x) => return Err(range("rescale", x.into(), "none | l1 | l2".into())),
+            Some(x) => return Err(range("rescale", x.into(), "must be none, l1 or l2".into())),
         };
         let min_weight = self.min_weight.unwrap_or(0.0);
         if !(min_weight.is_finite() && min_weight >= 0.0) {
-            return Err(range("min_weight", min_weight.to_string(), "≥ 0".into()));
+            return Err(range(
+                "min_weight",
+                min_weight.to_string(),
+                "must be ≥ 0".into(),
+            ));
         }
         let min_k = self.min_k.unwrap_or(1);
         if min_k == 0 || min_k > k {
-            return Err(range("min_k", min_k.to_string(), format!("1..={k}")));
+            return Err(range(
+                "min_k",
+                min_k.to_string(),
+                format!("must be 1 to {k}"),
+            ));
         }
         for (field, v) in [
             ("swiglu_keep_experts", self.swiglu_keep_experts),
@@ -229,7 +237,7 @@ impl MoeConfig {
         ] {
             if let Some(x) = v {
                 if x > 128 {
-                    return Err(range(field, x.to_string(), "0..=128".into()));
+                    return Err(range(field, x.to_string(), "must be 0 to 128".into()));
                 }
             }
         }
@@ -238,7 +246,7 @@ impl MoeConfig {
             return Err(range(
                 "layers",
                 format!("[{start}, {end}]"),
-                "start ≤ end".into(),
+                "the start must not be after the end".into(),
             ));
         }
         let keep = |x: Option<u32>| x.filter(|&v| v < 128).unwrap_or(0);

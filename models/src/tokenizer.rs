@@ -306,7 +306,7 @@ impl Tokenizer {
         if n == 0 || u32::try_from(n).is_err() {
             return Err(TokenizerError::BadMetadata {
                 key: KEY_TOKENS,
-                message: format!("{n} tokens (expected 1..=u32::MAX)"),
+                message: format!("{n} tokens (expected 1 to 4294967295)"),
             });
         }
         let merges_raw = gguf.get_str_array(KEY_MERGES)?;

@@ -95,7 +95,7 @@ impl ModelArgs {
 
 /// Opens the model at `path` with `opts`.
 pub fn open(path: &Path, opts: &LoadOptions) -> Result<Box<dyn Model>> {
-    models::model::open(path, opts).with_context(|| format!("cannot open {}", path.display()))
+    models::model::open(path, opts).context("cannot open the model")
 }
 
 /// Opens the built-in model with `opts`.

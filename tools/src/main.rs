@@ -1,9 +1,10 @@
 //! `fathom`: the command-line tool of the fathom runtime.
 //!
-//! Subcommands live in [`cmd`], one module each; this file only parses the command line and
-//! dispatches. Errors are `anyhow` errors whose context chain always names the file involved;
-//! they are printed on one line (`error: cannot read X as GGUF: X: bad magic ...`, no
-//! backtrace) and the exit status is 1.
+//! Subcommands live in [`cmd`], one module each; this file only parses the command line,
+//! reads the environment once ([`env`]) and dispatches. Errors are `anyhow` errors whose
+//! context chain names the file involved; they are printed on one line, each cause once
+//! (`error: cannot open the model: X: bad magic ...`, no backtrace) and the exit status is
+//! 1.
 
 use std::process::ExitCode;
 
@@ -49,6 +50,24 @@ enum Command {
     Synth(cmd::synth::Args),
 }
 
+/// The error and its causes on one line, `outer: inner: …`, each said once: a cause whose
+/// text the message before it already contains (an error that prints its source, wrapped
+/// by one that does too) is not repeated.
+fn render(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if s.is_empty() || out.contains(&s) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&s);
+    }
+    out
+}
+
 fn main() -> ExitCode {
     let matches = Cli::command().after_help(env::help()).get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
@@ -67,7 +86,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", render(&e));
             ExitCode::FAILURE
         }
     }

@@ -25,7 +25,7 @@ impl OpDef for Concat {
         if self.dim > 3 {
             return Err(shape_err(
                 Self::NAME,
-                format!("dim {} out of range 0..=3", self.dim),
+                format!("dim {} is not 0 to 3", self.dim),
             ));
         }
         if a.dtype != b.dtype || a.dtype.is_quantized() {

@@ -38,7 +38,7 @@ impl OpDef for Hadamard {
             return Err(shape_err(
                 Self::NAME,
                 format!(
-                    "n = {} is not a power of two in 1..={HADAMARD_MAX_N}",
+                    "n = {} is not a power of two from 1 to {HADAMARD_MAX_N}",
                     self.n
                 ),
             ));

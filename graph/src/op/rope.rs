@@ -130,7 +130,10 @@ impl Rope {
             if !(pos(factor) && pos(beta_fast) && pos(beta_slow) && orig_ctx > 0) {
                 return Err(shape_err(
                     name,
-                    format!("invalid YaRN parameters {:?}", self.scaling),
+                    format!(
+                        "invalid YaRN parameters: factor {factor}, original context {orig_ctx}, \
+                         beta_fast {beta_fast}, beta_slow {beta_slow} (each must be positive)"
+                    ),
                 ));
             }
         }

@@ -31,7 +31,7 @@ fn infer_rank(
     if k == 0 || k > x.ne[0] {
         return Err(shape_err(
             name,
-            format!("k = {k} must be in 1..={} for {}", x.ne[0], x.shape_str()),
+            format!("k = {k} must be 1 to {} for {}", x.ne[0], x.shape_str()),
         ));
     }
     TensorDesc::new(DType::I32, &[k, x.ne[1], x.ne[2], x.ne[3]])

@@ -105,7 +105,7 @@ impl Graph {
             if x > 3 || seen[x] {
                 return Err(shape_err(
                     "PERMUTE",
-                    format!("axes {axes:?} are not a permutation of 0..4"),
+                    format!("axes {axes:?} are not a permutation of 0, 1, 2, 3"),
                 ));
             }
             seen[x] = true;

@@ -427,7 +427,10 @@ impl SafetensorsWeights {
             return Err(unsupported(
                 gguf,
                 &t.name,
-                format_args!("entry {i} is {e}, not an expert id in 0..{}", self.n_expert),
+                format_args!(
+                    "entry {i} is {e}, not an expert id (0 to {})",
+                    self.n_expert.saturating_sub(1)
+                ),
             ));
         }
         if dtype == StDtype::I32 {

@@ -160,7 +160,7 @@ pub enum GgufError {
         max: usize,
     },
     /// `general.alignment` has the wrong type, is zero, not a power of two or too large.
-    #[error("{}: general.alignment at offset {offset} is {found}; it must be a u32 power of two in 1..={max}", file.display())]
+    #[error("{}: general.alignment at offset {offset} is {found}; it must be a u32 power of two from 1 to {max}", file.display())]
     BadAlignment {
         /// The file.
         file: PathBuf,
@@ -196,7 +196,7 @@ pub enum GgufError {
         offset: u64,
     },
     /// `n_dims` outside 1..=4.
-    #[error("{}: tensor '{tensor}': n_dims {n_dims} at offset {offset} is outside 1..=4", file.display())]
+    #[error("{}: tensor '{tensor}': n_dims {n_dims} at offset {offset} is not between 1 and 4", file.display())]
     BadDims {
         /// The file.
         file: PathBuf,

@@ -344,7 +344,7 @@ impl<'a> Parser<'a> {
                 name: lossy(bytes),
                 offset: info_offset,
                 reason: format!(
-                    "name length {} is outside 1..={MAX_TENSOR_NAME_LEN} bytes",
+                    "name length {} is not between 1 and {MAX_TENSOR_NAME_LEN} bytes",
                     bytes.len()
                 ),
             });

@@ -148,7 +148,7 @@ impl GgufWriter<'_> {
         };
         if n_shards == 0 || n_shards > MAX_SHARDS {
             return Err(bad(format!(
-                "shard count {n_shards} is outside 1..={MAX_SHARDS}"
+                "shard count {n_shards} is not between 1 and {MAX_SHARDS}"
             )));
         }
         let shard_count = u16::try_from(n_shards)

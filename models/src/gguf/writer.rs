@@ -238,7 +238,7 @@ impl<'a> GgufWriter<'a> {
         if key.is_empty() || key.len() as u64 > MAX_KEY_LEN || !key.is_ascii() {
             return Err(invalid(
                 format!("key '{key}'"),
-                format!("keys must be 1..={MAX_KEY_LEN} ASCII bytes"),
+                format!("keys must be 1 to {MAX_KEY_LEN} ASCII bytes"),
             ));
         }
         check_value(key, value)?;
@@ -248,7 +248,7 @@ impl<'a> GgufWriter<'a> {
                 _ => {
                     return Err(invalid(
                         KEY_ALIGNMENT,
-                        format!("{value} is not a u32 power of two in 1..={MAX_ALIGNMENT}"),
+                        format!("{value} is not a u32 power of two from 1 to {MAX_ALIGNMENT}"),
                     ))
                 }
             }
@@ -307,7 +307,7 @@ impl<'a> GgufWriter<'a> {
         if name.is_empty() || name.len() as u64 > MAX_TENSOR_NAME_LEN {
             return Err(invalid(
                 item(),
-                format!("names must be 1..={MAX_TENSOR_NAME_LEN} bytes"),
+                format!("names must be 1 to {MAX_TENSOR_NAME_LEN} bytes"),
             ));
         }
         if self.names.contains(&name) {
@@ -324,7 +324,7 @@ impl<'a> GgufWriter<'a> {
         }
         let n_bytes = tensor_nbytes(dtype, ne).map_err(|e| {
             let reason = match e {
-                ShapeError::Dims(n) => format!("{n} dimensions, expected 1..=4"),
+                ShapeError::Dims(n) => format!("{n} dimensions, expected 1 to 4"),
                 ShapeError::Dim { dim, value } => format!("ne[{dim}] = {value} exceeds i64::MAX"),
                 ShapeError::ElementOverflow => format!("element count of {ne:?} overflows"),
                 ShapeError::Row { ne0, block } => {

@@ -95,13 +95,13 @@ impl Repack {
 fn repack(from: DType, to: DType, src: &[u8]) -> Result<Vec<u8>, String> {
     let convert = match quant::codec::repack::repack_source(to) {
         Some((source, convert)) if source == from => convert,
-        _ => return Err(format!("no repack from {from:?} to {to:?}")),
+        _ => return Err(format!("no repack from {from} to {to}")),
     };
     // one unit: a block of `to` and the source blocks it is made from
     let per_unit = to.block_size() / from.block_size();
     let (bs, bd) = (from.type_size() * per_unit, to.type_size());
     if per_unit == 0 || !src.len().is_multiple_of(bs) {
-        return Err(format!("not whole {to:?} blocks"));
+        return Err(format!("not whole {to} blocks"));
     }
     let nb = src.len() / bs;
     let len = nb

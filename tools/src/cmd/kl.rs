@@ -355,7 +355,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     };
     let tokens = model
         .tokenizer()
-        .with_context(|| format!("{mshown}: tokenizer"))?
+        .context("the text is tokenized with the model's tokenizer")?
         .encode(&text, true)
         .with_context(|| format!("{mshown}: tokenizing {}", args.file.display()))?;
     let n = tokens.len();

@@ -58,7 +58,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         (Some(t), _) => t.clone(),
         (None, Some(text)) => model
             .tokenizer()
-            .with_context(|| format!("{shown}: tokenizer"))?
+            .context("--text needs the model's tokenizer")?
             .encode(text, true)?,
         (None, None) => bail!("give --tokens or --text"),
     };

@@ -197,7 +197,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     let tok = session
         .model()
         .tokenizer()
-        .with_context(|| format!("{name}: tokenizer"))?
+        .context("generating text needs the model's tokenizer")?
         .clone();
     let profile_out: Option<ProfileOutput> = env.profile.clone();
     if builtin || profile_out.is_some() {
