@@ -155,7 +155,7 @@ pub struct WeightBytes {
 }
 
 /// A model (see the module docs).
-pub trait Model: Send {
+pub trait Model: Send + std::fmt::Debug {
     /// Hyperparameters and sizes.
     fn info(&self) -> &ModelInfo;
 

@@ -1,9 +1,11 @@
 //! `fathom bench`: llama-bench-shaped JSON with our extra fields, and `--membw` alone.
 
+mod common;
+
 use std::process::Command;
 
 fn fathom() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_fathom"))
+    common::fathom()
 }
 
 /// Runs `fathom ARGS`, asserts it succeeded and parses its stdout as JSON.

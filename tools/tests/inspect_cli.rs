@@ -2,8 +2,10 @@
 //! fixtures (the dsv4-tiny Q2_0 GGUF, the dsv4-tiny-fp8 sharded checkpoint, a quant test-vector
 //! safetensors file) and on missing and garbage files.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -24,11 +26,10 @@ fn quant_fixture() -> PathBuf {
 }
 
 fn inspect(args: &[&str], path: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fathom"))
+    common::fathom()
         .arg("inspect")
         .args(args)
         .arg(path)
-        .env_remove("RUST_BACKTRACE")
         .output()
         .expect("run fathom")
 }
@@ -246,15 +247,9 @@ fn missing_and_garbage_files_fail_cleanly() {
 
 #[test]
 fn usage_errors() {
-    let out = Command::new(env!("CARGO_BIN_EXE_fathom"))
-        .arg("inspect")
-        .output()
-        .unwrap();
+    let out = common::fathom().arg("inspect").output().unwrap();
     assert!(!out.status.success());
-    let out = Command::new(env!("CARGO_BIN_EXE_fathom"))
-        .arg("--help")
-        .output()
-        .unwrap();
+    let out = common::fathom().arg("--help").output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("inspect"));
 }

@@ -4,8 +4,10 @@
 //! `.bin` forms of one configuration agree, `--save-base` + `--base-logits` reproduce a direct
 //! run, and bad configuration files or base files are errors naming the file (and field).
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
@@ -34,13 +36,10 @@ fn fathom_kl(args: &[&str]) -> Output {
 }
 
 fn fathom_kl_on(model: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fathom"))
+    common::fathom()
         .arg("kl")
         .args(["-m", model, "-t", "1", "--decode-tokens", "2"])
         .args(args)
-        .env_remove("FATHOM_PROFILE_OPS")
-        .env_remove("FATHOM_FORCE_SCALAR")
-        .env_remove("FATHOM_MOE_CONFIG")
         .output()
         .expect("run fathom")
 }

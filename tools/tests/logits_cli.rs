@@ -2,14 +2,14 @@
 //! (the repacks are lossless and every kernel returns its reference's bits), in batch and
 //! incremental mode, on the tiny IQ1_S (IQ2_XXS, IQ1_M) model.
 
-use std::process::Command;
+mod common;
 
 fn logits(quant: &str, mode: &str, repack: &str, out: &std::path::Path) {
     let model = format!(
         "{}/../models/tests/fixtures/dsv4-tiny/dsv4-tiny-{quant}.gguf",
         env!("CARGO_MANIFEST_DIR")
     );
-    let o = Command::new(env!("CARGO_BIN_EXE_fathom"))
+    let o = common::fathom()
         .args([
             "logits",
             "-m",

@@ -4,22 +4,20 @@
 //! (missing or garbage model, prompt longer than the context, missing prompt file).
 //! Generation lengths stay ≤ 8 tokens: the test build is slow.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
 }
 
 fn fathom_run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fathom"))
+    common::fathom()
         .arg("run")
         .args(["-t", "1"])
         .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("FATHOM_PROFILE_OPS")
-        .env_remove("LLAMA_PROFILE_OPS")
-        .env_remove("FATHOM_FORCE_SCALAR")
         .output()
         .expect("run fathom")
 }

@@ -6,9 +6,11 @@
 //! seed; `--type` overrides apply (last wins) for every supported type; bad arguments are
 //! clear errors that leave no file behind.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use models::deepseek4::{AttnKind, Hparams};
 use models::gguf::GgufFile;
@@ -23,13 +25,7 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn fathom(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fathom"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("FATHOM_FORCE_SCALAR")
-        .env_remove("FATHOM_PROFILE_OPS")
-        .output()
-        .expect("run fathom")
+    common::fathom().args(args).output().expect("run fathom")
 }
 
 /// `fathom synth OUT --tiny --experts 8 ARGS`, which must succeed.

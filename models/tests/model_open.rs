@@ -1,0 +1,91 @@
+//! The one way to open a model (`models::model::open`): every path fathom reads reaches the
+//! DeepSeek-V4 entry of the registry (GGUF, checkpoint directory, index, `.safetensors`), and
+//! what is not one of its architectures is refused naming the file and what it found.
+
+use fathom_models::gguf::{GgufWriter, Value};
+use fathom_models::model::{open, LoadError, LoadOptions, ARCHITECTURES};
+use std::path::{Path, PathBuf};
+
+fn fixture(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(p)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("model_open");
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+#[test]
+fn every_kind_of_path_opens_the_deepseek4_model() {
+    let opts = LoadOptions::default();
+    for p in [
+        fixture("dsv4-tiny-Q2_0.gguf"),
+        fixture("dsv4-tiny-fp8"),
+        fixture("dsv4-tiny-fp8/model.safetensors.index.json"),
+        fixture("dsv4-tiny/model.safetensors"),
+    ] {
+        let m = open(&p, &opts).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let info = m.info();
+        assert_eq!(info.arch, "deepseek4", "{}", p.display());
+        assert_eq!((info.n_layer, info.n_vocab), (6, 512), "{}", p.display());
+        assert!(m.state_tensors(64).len() > info.n_layer);
+    }
+    // the GGUF carries its tokenizer; the fp8 checkpoint has no tokenizer.json: an error
+    // naming the file, only when asked for
+    let g = open(&fixture("dsv4-tiny-Q2_0.gguf"), &opts).unwrap();
+    assert!(g.tokenizer().is_ok());
+    let c = open(&fixture("dsv4-tiny-fp8"), &opts).unwrap();
+    let e = c.tokenizer().unwrap_err().to_string();
+    assert!(e.contains("tokenizer.json"), "{e}");
+    assert!(ARCHITECTURES.iter().any(|a| a.name == "deepseek4"));
+}
+
+#[test]
+fn other_architectures_and_missing_files_are_refused_by_name() {
+    let opts = LoadOptions::default();
+    // a GGUF of another architecture
+    let mut w = GgufWriter::new();
+    w.add_kv("general.architecture", Value::Str("llama".into()))
+        .unwrap();
+    let p = tmp("llama.gguf");
+    std::fs::write(&p, w.to_bytes().unwrap()).unwrap();
+    let e = open(&p, &opts).unwrap_err();
+    assert!(matches!(e, LoadError::UnknownArchitecture { .. }), "{e}");
+    let s = e.to_string();
+    assert!(
+        s.contains("llama") && s.contains("deepseek4") && s.contains("llama.gguf"),
+        "{s}"
+    );
+    // a GGUF without an architecture key
+    let p = tmp("none.gguf");
+    std::fs::write(&p, GgufWriter::new().to_bytes().unwrap()).unwrap();
+    let s = open(&p, &opts).unwrap_err().to_string();
+    assert!(s.contains("no general.architecture"), "{s}");
+    // a checkpoint of another model type, one without model_type, one without config.json
+    for (dir, config, says) in [
+        ("other", Some(r#"{"model_type": "llama"}"#), "'llama'"),
+        ("untyped", Some(r#"{"hidden_size": 8}"#), "model_type"),
+        ("bare", None, "config.json"),
+        ("garbage", Some("{"), "not JSON"),
+    ] {
+        let d = tmp(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        let cfg = d.join("config.json");
+        match config {
+            Some(c) => std::fs::write(&cfg, c).unwrap(),
+            None => {
+                let _ = std::fs::remove_file(&cfg);
+            }
+        }
+        let s = open(&d, &opts).unwrap_err().to_string();
+        assert!(s.contains(says) && s.contains(dir), "{dir}: {s}");
+    }
+    let s = open(&tmp("absent.gguf"), &opts).unwrap_err().to_string();
+    assert!(
+        s.contains("absent.gguf") && s.contains("no such file"),
+        "{s}"
+    );
+}
