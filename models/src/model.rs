@@ -213,7 +213,7 @@ pub struct LoadOptions {
     /// GGUF tensor types converted at load into fathom's faster layouts.
     pub repack: Repack,
     /// How a checkpoint's FP8 / FP4 / BF16 weights are stored.
-    pub checkpoint: crate::deepseek4::StOptions,
+    pub checkpoint: crate::weights::StOptions,
     /// Threads, pinning, profiler, reference kernels and the CPU level (a repack is made only
     /// where its kernels run at that level) of the sessions run on the model.
     pub exec: ExecConfig,

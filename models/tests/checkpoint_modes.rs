@@ -4,8 +4,8 @@
 //! session (fixture README §8: max |Δlogit| ≤ 1e-3, top-1 100%, greedy tokens identical).
 
 use backends::ExecConfig;
-use fathom_models::deepseek4::checkpoint::StOptions;
 use fathom_models::deepseek4::SafetensorsWeights;
+use fathom_models::weights::StOptions;
 use safetensors::SafeTensors;
 
 fn fx(p: &str) -> String {

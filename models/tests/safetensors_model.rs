@@ -10,11 +10,12 @@
 //! `fixtures/README.md`), transformers 5.23.0 fp32 on the (exactly dequantized) weights.
 
 use backends::{ExecConfig, Executor};
-use fathom_models::deepseek4::checkpoint::Fp8Policy;
 use fathom_models::deepseek4::forward::input;
 use fathom_models::deepseek4::tensors::official_name;
-use fathom_models::deepseek4::{Builder, Hparams, PrefillInputs, SafetensorsWeights, StOptions};
+use fathom_models::deepseek4::{Builder, Hparams, PrefillInputs, SafetensorsWeights};
 use fathom_models::safetensors::SafetensorsModel;
+use fathom_models::weights::policy::Fp8Policy;
+use fathom_models::weights::StOptions;
 use fathom_models::weights::{ForwardError, Weights};
 use graph::{Graph, NodeKind, TensorId};
 use quant::DType;

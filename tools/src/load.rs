@@ -4,10 +4,9 @@
 //! through it, so a flag or a variable means the same in each.
 
 use anyhow::{bail, Context, Result};
-use models::deepseek4::checkpoint::Fp8Policy;
-use models::deepseek4::StOptions;
 use models::gguf::GgufFile;
 use models::model::{LoadOptions, Model};
+use models::weights::policy::{Fp8Policy, StOptions};
 use models::weights::Repack;
 use std::io::Write;
 use std::path::{Path, PathBuf};

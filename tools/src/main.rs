@@ -1,7 +1,7 @@
 //! `fathom`: the command-line tool of the fathom runtime.
 //!
 //! Subcommands live in [`cmd`], one module each; this file only parses the command line,
-//! reads the environment once ([`env`]) and dispatches. Errors are `anyhow` errors whose
+//! reads the environment once ([`mod@env`]) and dispatches. Errors are `anyhow` errors whose
 //! context chain names the file involved; they are printed on one line, each cause once
 //! (`error: cannot open the model: X: bad magic ...`, no backtrace) and the exit status is
 //! 1.

@@ -11,7 +11,7 @@
 //! # What is used in place and what is converted
 //!
 //! * **Zero-copy** (a [`WeightData`] over the shard's read-only memory map, kept alive by an
-//!   `Arc` exactly as [`super::GgufWeights`] does): every F32 tensor, every BF16/F16 tensor of
+//!   `Arc` exactly as [`crate::weights::GgufWeights`] does): every F32 tensor, every BF16/F16 tensor of
 //!   rank ≥ 2 (embedding, LM head, router, compressor and indexer projections, and the dense
 //!   projections of a BF16 checkpoint), and I32 hash-routing tables. A tensor whose data is not
 //!   aligned to its element size in the file (possible only in a hand-made file; writers align
@@ -54,6 +54,7 @@
 use super::hparams::{Hparams, HparamsError};
 use super::tensors::{self, official_name, Official};
 use crate::safetensors::{SafetensorsError, SafetensorsModel, StDtype, TensorDtype, TensorInfo};
+use crate::weights::policy::{Fp4Policy, Fp8Policy, HalfPolicy, StOptions};
 use crate::weights::{ForwardError, Weights};
 use graph::{Graph, NodeKind, TensorDesc, TensorId, WeightData};
 use memmap2::Mmap;
@@ -63,61 +64,6 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// How FP8 (E4M3 + block scale) dense weights are stored in the graph.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Fp8Policy {
-    /// Exact dequantization to F32 (default; 4 bytes per weight).
-    #[default]
-    F32,
-    /// Dequantize, then ggml's reference Q8_0 quantizer (what llama.cpp's converter does; the
-    /// memory-sane choice for the real model, lossy). Falls back to F32 for a matrix whose
-    /// input dimension is not a multiple of 32.
-    Q8_0,
-}
-
-/// How FP4 (e2m1 + per-32 E8M0 scale) routed experts are stored in the graph.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Fp4Policy {
-    /// Lossless repack into ggml MXFP4 blocks (default; 17 bytes per 32 weights).
-    #[default]
-    Mxfp4,
-    /// Exact dequantization to F32.
-    F32,
-}
-
-/// How BF16 / F16 matrices (rank ≥ 2) are stored in the graph. 1-D ones always become F32.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HalfPolicy {
-    /// Used in place from the memory map (default).
-    #[default]
-    ZeroCopy,
-    /// Upcast to F32 (exact; the matmuls then run in fp32 instead of rounding the activations).
-    F32,
-}
-
-/// Conversion choices of [`SafetensorsWeights`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StOptions {
-    /// FP8 dense weights.
-    pub fp8: Fp8Policy,
-    /// FP4 routed experts.
-    pub fp4: Fp4Policy,
-    /// BF16 / F16 matrices.
-    pub half: HalfPolicy,
-}
-
-impl StOptions {
-    /// Every matrix in F32 (all conversions exact): the graph computes in fp32 end to end, like
-    /// the transformers reference.
-    pub fn fp32() -> StOptions {
-        StOptions {
-            fp8: Fp8Policy::F32,
-            fp4: Fp4Policy::F32,
-            half: HalfPolicy::F32,
-        }
-    }
-}
 
 /// Errors while opening a checkpoint with [`SafetensorsWeights::open`].
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ pub mod hparams;
 pub mod model;
 pub mod tensors;
 
-pub use checkpoint::{SafetensorsWeights, StOptions};
+pub use checkpoint::SafetensorsWeights;
 pub use forward::{Builder, PrefillInputs};
 pub use hparams::{AttnKind, Hparams, HparamsError, Yarn};
 pub use model::{DeepSeek4, ARCHITECTURE};

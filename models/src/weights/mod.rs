@@ -7,9 +7,11 @@
 
 mod gguf;
 mod memo;
+pub mod policy;
 
 pub use gguf::{GgufWeights, Repack};
 pub use memo::WeightMemo;
+pub use policy::StOptions;
 
 use graph::{Graph, GraphError, TensorId};
 

@@ -1,0 +1,58 @@
+//! How the weights of an official DeepSeek checkpoint (FP8 E4M3 dense weights with block
+//! scales, FP4 e2m1 routed experts with per-32 scales, BF16 and F32 tensors) are stored once
+//! loaded: part of [`crate::model::LoadOptions`], applied by the checkpoint loader.
+
+/// How FP8 (E4M3 + block scale) dense weights are stored in the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fp8Policy {
+    /// Exact dequantization to F32 (default; 4 bytes per weight).
+    #[default]
+    F32,
+    /// Dequantize, then ggml's reference Q8_0 quantizer (what llama.cpp's converter does; the
+    /// memory-sane choice for the real model, lossy). Falls back to F32 for a matrix whose
+    /// input dimension is not a multiple of 32.
+    Q8_0,
+}
+
+/// How FP4 (e2m1 + per-32 E8M0 scale) routed experts are stored in the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fp4Policy {
+    /// Lossless repack into ggml MXFP4 blocks (default; 17 bytes per 32 weights).
+    #[default]
+    Mxfp4,
+    /// Exact dequantization to F32.
+    F32,
+}
+
+/// How BF16 / F16 matrices (rank ≥ 2) are stored in the graph. 1-D ones always become F32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HalfPolicy {
+    /// Used in place from the memory map (default).
+    #[default]
+    ZeroCopy,
+    /// Upcast to F32 (exact; the matmuls then run in fp32 instead of rounding the activations).
+    F32,
+}
+
+/// How a checkpoint's weights are stored once loaded (`--st-weights`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StOptions {
+    /// FP8 dense weights.
+    pub fp8: Fp8Policy,
+    /// FP4 routed experts.
+    pub fp4: Fp4Policy,
+    /// BF16 / F16 matrices.
+    pub half: HalfPolicy,
+}
+
+impl StOptions {
+    /// Every matrix in F32 (all conversions exact): the graph computes in fp32 end to end, like
+    /// the transformers reference.
+    pub fn fp32() -> StOptions {
+        StOptions {
+            fp8: Fp8Policy::F32,
+            fp4: Fp4Policy::F32,
+            half: HalfPolicy::F32,
+        }
+    }
+}
