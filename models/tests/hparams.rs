@@ -138,3 +138,184 @@ fn bad_values_name_the_key() {
     let h = rewrite("deepseek4.rope.scaling.yarn_beta_fast", Value::F32(24.0)).unwrap();
     assert_eq!(h.yarn.unwrap().beta_fast, 24.0);
 }
+
+/// Every size, float and table entry is checked, several hostile values per key, and the
+/// error names the key (never a panic, never an allocation sized by the value).
+#[test]
+fn hostile_gguf_values_name_the_key() {
+    use fathom_models::gguf::Array;
+    let huge = [u32::MAX as u64, 1 << 40, u64::MAX];
+    let mut cases: Vec<(&str, Value)> = Vec::new();
+    for key in [
+        "block_count",
+        "embedding_length",
+        "context_length",
+        "attention.head_count",
+        "attention.key_length",
+        "attention.q_lora_rank",
+        "attention.output_group_count",
+        "attention.output_lora_rank",
+        "attention.sliding_window",
+        "expert_count",
+        "expert_used_count",
+        "expert_shared_count",
+        "expert_feed_forward_length",
+        "hash_layer_count",
+        "hyper_connection.count",
+        "hyper_connection.sinkhorn_iterations",
+        "attention.indexer.head_count",
+        "attention.indexer.key_length",
+        "attention.indexer.top_k",
+        "rope.dimension_count",
+    ] {
+        for v in huge {
+            cases.push((key, Value::U64(v)));
+        }
+    }
+    for key in [
+        "block_count",
+        "embedding_length",
+        "attention.head_count",
+        "attention.sliding_window",
+        "expert_count",
+        "expert_used_count",
+        "hyper_connection.count",
+        "hyper_connection.sinkhorn_iterations",
+        "attention.indexer.top_k",
+        "rope.dimension_count",
+    ] {
+        cases.push((key, Value::U32(0)));
+    }
+    // a window longer than the trained context; more experts used than exist; hash layers
+    // beyond the layer count; 3 HC streams; odd rope dims
+    cases.push(("attention.sliding_window", Value::U32(2_000_000)));
+    cases.push(("expert_used_count", Value::U32(17)));
+    cases.push(("hash_layer_count", Value::U32(7)));
+    cases.push(("hyper_connection.count", Value::U32(3)));
+    cases.push(("rope.dimension_count", Value::U32(15)));
+    for key in [
+        "attention.layer_norm_rms_epsilon",
+        "rope.freq_base",
+        "attention.compress_rope_freq_base",
+        "expert_weights_scale",
+        "hyper_connection.epsilon",
+        "rope.scaling.factor",
+        "rope.scaling.yarn_beta_fast",
+        "rope.scaling.yarn_beta_slow",
+        "swiglu_clamp_exp",
+        "swiglu_clamp_shexp",
+    ] {
+        for v in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -1.0, 0.0] {
+            cases.push((key, Value::F32(v)));
+        }
+    }
+    cases.push(("attention.layer_norm_rms_epsilon", Value::F32(2.0)));
+    cases.push(("expert_weights_norm", Value::U32(1)));
+    cases.push(("nextn_predict_layers", Value::U32(1)));
+    cases.push(("expert_gating_func", Value::U32(0)));
+    cases.push((
+        "swiglu_clamp_exp",
+        Value::Array(Array::F32(vec![2.5, 2.5, f32::NAN, 2.5, 2.5, 2.5])),
+    ));
+    cases.push((
+        "attention.compress_ratios",
+        Value::Array(Array::I32(vec![0, 4, 128, 4, 128, 0, 7])),
+    ));
+    cases.push((
+        "attention.compress_ratios",
+        Value::Array(Array::I32(vec![0, 4, 128, 4, -128, 0])),
+    ));
+    for (key, v) in cases {
+        let full = format!("deepseek4.{key}");
+        let shown = format!("{v}");
+        let e = rewrite(&full, v).expect_err(&format!("{full} = {shown} accepted"));
+        assert!(e.to_string().contains(&full), "{full} = {shown}: {e}");
+    }
+    // token ids outside the vocabulary
+    for id in [512u32, 4096, u32::MAX] {
+        for key in ["tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"] {
+            let e = rewrite(key, Value::U32(id)).unwrap_err();
+            assert!(e.to_string().contains(key), "{e}");
+        }
+    }
+    // MTP padding past the main layers is allowed (the 0731 checkpoint ships 46 entries)
+    let h = rewrite(
+        "deepseek4.attention.compress_ratios",
+        Value::Array(Array::I32(vec![0, 4, 128, 4, 128, 0, 0, 0])),
+    )
+    .unwrap();
+    assert_eq!(h.compress_ratios.len(), 6);
+}
+
+#[test]
+fn hostile_config_json_values_name_the_key() {
+    let text = std::fs::read_to_string(fixture("dsv4-tiny/config.json")).unwrap();
+    let base: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let huge = serde_json::json!(u64::MAX);
+    let mut cases: Vec<(&str, serde_json::Value, &str)> = Vec::new();
+    for key in [
+        "num_hidden_layers",
+        "hidden_size",
+        "vocab_size",
+        "num_attention_heads",
+        "head_dim",
+        "sliding_window",
+        "n_routed_experts",
+        "num_experts_per_tok",
+        "n_shared_experts",
+        "moe_intermediate_size",
+        "hc_mult",
+        "hc_sinkhorn_iters",
+        "index_topk",
+        "bos_token_id",
+    ] {
+        cases.push((key, huge.clone(), key));
+        cases.push((key, serde_json::json!(-1), key));
+        cases.push((key, serde_json::json!("12"), key));
+        cases.push((key, serde_json::json!(1.5), key));
+    }
+    for key in [
+        "rms_norm_eps",
+        "routed_scaling_factor",
+        "hc_eps",
+        "swiglu_limit",
+    ] {
+        cases.push((key, serde_json::json!(0.0), key));
+        cases.push((key, serde_json::json!(-3.0), key));
+        cases.push((key, serde_json::json!(1e300), key));
+        cases.push((key, serde_json::json!("x"), key));
+    }
+    cases.push((
+        "sliding_window",
+        serde_json::json!(4_000_000),
+        "sliding_window",
+    ));
+    cases.push(("norm_topk_prob", serde_json::json!("yes"), "norm_topk_prob"));
+    cases.push((
+        "rope_scaling",
+        serde_json::json!({"type": "yarn", "factor": "16"}),
+        "rope_scaling.factor",
+    ));
+    cases.push((
+        "rope_scaling",
+        serde_json::json!({"type": "yarn", "factor": -2.0}),
+        "rope_scaling.factor",
+    ));
+    cases.push((
+        "rope_scaling",
+        serde_json::json!({"type": "linear", "factor": 2.0}),
+        "rope_scaling.type",
+    ));
+    cases.push((
+        "compress_ratios",
+        serde_json::json!([0, 4, 128, 4, 128, 3]),
+        "compress_ratios",
+    ));
+    for (key, v, named) in cases {
+        let mut j = base.clone();
+        j.as_object_mut().unwrap().insert(key.into(), v.clone());
+        let e = Hparams::from_config_json(&j.to_string(), "config.json")
+            .expect_err(&format!("{key} = {v} accepted"));
+        assert!(e.to_string().contains(named), "{key} = {v}: {e}");
+    }
+}

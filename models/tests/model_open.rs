@@ -89,3 +89,62 @@ fn other_architectures_and_missing_files_are_refused_by_name() {
         "{s}"
     );
 }
+
+#[test]
+fn gguf_tensors_the_model_does_not_use_are_refused() {
+    use fathom_models::gguf::GgufFile;
+    use fathom_models::model::open_gguf;
+    use quant::DType;
+    use std::sync::Arc;
+    let src = GgufFile::open(fixture("dsv4-tiny-Q2_0.gguf")).unwrap();
+    // a layer past block_count (6), an unknown name, and a tensor its layer lacks (layer 0 is
+    // a sliding-window layer: no compressor; layer 4 is not hash-routed: no tid2eid)
+    for (name, says) in [
+        ("blk.6.attn_norm.weight", "layer 6"),
+        ("blk.4000000000.attn_norm.weight", "layer 4000000000"),
+        ("rope_freqs.weight", "not a DeepSeek-V4 tensor"),
+        ("blk.0.attn_compressor_kv.weight", "sliding-window"),
+        ("blk.4.ffn_gate_tid2eid.weight", "layer 4"),
+    ] {
+        let mut w = GgufWriter::from_file(&src).unwrap();
+        w.add_tensor(name, DType::F32, &[4], vec![0u8; 16]).unwrap();
+        let f = Arc::new(GgufFile::parse(w.to_bytes().unwrap()).unwrap());
+        let e = match open_gguf(f, &LoadOptions::default()) {
+            Ok(_) => panic!("{name} accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(name) && e.contains(says), "{name}: {e}");
+    }
+}
+
+#[test]
+fn gguf_hash_tables_are_checked_like_the_checkpoints() {
+    use fathom_models::gguf::GgufFile;
+    use fathom_models::model::open_gguf;
+    use std::sync::Arc;
+    let src = GgufFile::open(fixture("dsv4-tiny-Q2_0.gguf")).unwrap();
+    // 16 experts: 16, -1 and i32::MAX are not expert ids, wherever they sit
+    for (layer, entry, bad) in [(0usize, 0usize, 16i32), (1, 777, -1), (2, 3071, i32::MAX)] {
+        let name = format!("blk.{layer}.ffn_gate_tid2eid.weight");
+        let mut w = GgufWriter::new();
+        for (k, v) in src.metadata() {
+            w.add_kv(k.clone(), v.clone()).unwrap();
+        }
+        for t in src.tensors() {
+            let mut data = src.tensor_bytes(t).unwrap().to_vec();
+            if t.name == name {
+                data[4 * entry..4 * entry + 4].copy_from_slice(&bad.to_le_bytes());
+            }
+            w.add_tensor(t.name.clone(), t.dtype, &t.ne, data).unwrap();
+        }
+        let f = Arc::new(GgufFile::parse(w.to_bytes().unwrap()).unwrap());
+        let e = match open_gguf(f, &LoadOptions::default()) {
+            Ok(_) => panic!("{name}[{entry}] = {bad} accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains(&name) && e.contains(&format!("entry {entry} is {bad}")),
+            "{e}"
+        );
+    }
+}

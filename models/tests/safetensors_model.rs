@@ -594,6 +594,35 @@ fn malformed_checkpoints_give_named_errors() {
     assert_eq!(try_one(&[], "blk.0.something_else.weight"), "ok false");
 }
 
+#[test]
+fn layers_past_the_config_are_rejected() {
+    // the fixture config has 6 layers; a tensor of layer 6, 99 or a non-number is refused at
+    // open, naming the tensor and the shard; the MTP block (`mtp.*`) is accepted and not run
+    for (name, ok) in [
+        ("layers.6.attn.wq_a.weight", false),
+        ("layers.99.ffn.gate.bias", false),
+        ("layers.x.attn_norm.weight", false),
+        ("layers.5.attn_norm.weight", true),
+        ("mtp.0.norm.weight", true),
+    ] {
+        let dir = tmp_dir(&format!("past-{}", name.replace('.', "_")));
+        write_st(
+            &dir.join("model.safetensors"),
+            &[(name, "BF16", &[4], vec![0; 8])],
+        );
+        let r = SafetensorsWeights::open(&dir);
+        std::fs::remove_dir_all(&dir).ok();
+        match r {
+            Ok(_) => assert!(ok, "{name} accepted"),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(!ok, "{name}: {e}");
+                assert!(e.contains(name) && e.contains("model.safetensors"), "{e}");
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // SHA-256 (FIPS 180-4), for the dequantization checksums.
 

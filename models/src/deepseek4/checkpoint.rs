@@ -83,6 +83,16 @@ pub enum StOpenError {
     /// `config.json` is unusable.
     #[error(transparent)]
     Hparams(#[from] HparamsError),
+    /// A tensor has no place in the model `config.json` describes.
+    #[error("{}: tensor '{name}' {why}", path.display())]
+    Misplaced {
+        /// The shard holding it.
+        path: PathBuf,
+        /// The checkpoint tensor.
+        name: String,
+        /// Why it has no place.
+        why: String,
+    },
     /// A shard changed size between being validated and being mapped again.
     #[error("{}: file changed while being opened ({validated} bytes validated, {mapped} mapped)", path.display())]
     Changed {
@@ -243,6 +253,31 @@ impl SafetensorsWeights {
         hp: &Hparams,
         opts: StOptions,
     ) -> Result<SafetensorsWeights, StOpenError> {
+        // nothing goes unused silently: a layer past the last is an error (the `mtp.*`
+        // next-token-prediction block is documented as not run)
+        for sh in model.shards() {
+            for t in sh.tensors() {
+                let layer = t
+                    .name
+                    .strip_prefix("layers.")
+                    .and_then(|r| r.split_once('.'))
+                    .map(|(n, _)| n.parse::<usize>());
+                if let Some(l) = layer {
+                    let why = match l {
+                        Ok(l) if l < hp.n_layer => continue,
+                        Ok(l) => {
+                            format!("is in layer {l}, but config.json has {} layers", hp.n_layer)
+                        }
+                        Err(_) => "has no layer number".into(),
+                    };
+                    return Err(StOpenError::Misplaced {
+                        path: sh.path().to_path_buf(),
+                        name: t.name.clone(),
+                        why,
+                    });
+                }
+            }
+        }
         let mut maps = Vec::with_capacity(model.shards().len());
         for s in model.shards() {
             let path = s.path();
@@ -365,20 +400,8 @@ impl SafetensorsWeights {
                 ))
             }
         };
-        if let Some((i, &e)) = ids
-            .iter()
-            .enumerate()
-            .find(|&(_, &e)| e < 0 || e as u64 >= self.n_expert as u64)
-        {
-            return Err(unsupported(
-                gguf,
-                &t.name,
-                format_args!(
-                    "entry {i} is {e}, not an expert id (0 to {})",
-                    self.n_expert.saturating_sub(1)
-                ),
-            ));
-        }
+        tensors::check_expert_ids(ids.iter().copied(), self.n_expert)
+            .map_err(|why| unsupported(gguf, &t.name, why))?;
         if dtype == StDtype::I32 {
             return Ok(self.in_place(t, DType::I32, 4));
         }

@@ -130,6 +130,95 @@ pub struct Hparams {
     pub eos: u32,
 }
 
+/// Most decoder layers accepted (V4-Flash has 43).
+pub const MAX_LAYERS: usize = 1024;
+/// Largest hidden size, rank, head size or expert width accepted (V4: at most 4096).
+pub const MAX_WIDTH: usize = 1 << 16;
+/// Largest vocabulary accepted (V4: 129280).
+pub const MAX_VOCAB: usize = 1 << 22;
+/// Longest trained context accepted (V4: 1M).
+pub const MAX_CTX: usize = 1 << 26;
+/// Most attention / indexer heads or output groups (V4: 64).
+pub const MAX_HEADS: usize = 4096;
+/// Longest sliding window (V4: 128).
+pub const MAX_WINDOW: usize = 1 << 16;
+/// Most routed experts (V4: 256).
+pub const MAX_EXPERTS: usize = 1 << 16;
+/// Most shared experts (V4: 1).
+pub const MAX_SHARED: usize = 64;
+/// Most residual streams (V4: 4; the graph implements 4).
+pub const MAX_HC: usize = 64;
+/// Most Sinkhorn iterations of the HC mixes (V4: 20): a bound on the time of every layer.
+pub const MAX_SINKHORN: usize = 1000;
+/// Largest indexer top-k (V4: 512).
+pub const MAX_TOPK: usize = 1 << 20;
+/// Largest product of two dimensions that size one tensor.
+pub const MAX_PRODUCT: usize = 1 << 34;
+
+/// Which spelling of the keys an error names: GGUF metadata (`deepseek4.block_count`) or
+/// config.json (`num_hidden_layers`). Validation speaks GGUF's short names.
+#[derive(Clone, Copy)]
+enum Keys {
+    Gguf,
+    ConfigJson,
+}
+
+impl Keys {
+    fn name(self, gguf: &str) -> String {
+        match self {
+            Keys::Gguf if gguf.starts_with("tokenizer.") => gguf.into(),
+            Keys::Gguf => format!("deepseek4.{gguf}"),
+            Keys::ConfigJson => JSON_KEYS
+                .iter()
+                .find(|(g, _)| *g == gguf)
+                .map_or(gguf, |(_, j)| j)
+                .into(),
+        }
+    }
+}
+
+/// GGUF short key → config.json key.
+const JSON_KEYS: &[(&str, &str)] = &[
+    ("block_count", "num_hidden_layers"),
+    ("embedding_length", "hidden_size"),
+    ("vocab_size", "vocab_size"),
+    ("context_length", "max_position_embeddings"),
+    ("attention.head_count", "num_attention_heads"),
+    ("attention.key_length", "head_dim"),
+    ("attention.q_lora_rank", "q_lora_rank"),
+    ("attention.output_group_count", "o_groups"),
+    ("attention.output_lora_rank", "o_lora_rank"),
+    ("attention.sliding_window", "sliding_window"),
+    ("expert_count", "n_routed_experts"),
+    ("expert_used_count", "num_experts_per_tok"),
+    ("expert_shared_count", "n_shared_experts"),
+    ("expert_feed_forward_length", "moe_intermediate_size"),
+    ("hash_layer_count", "num_hash_layers"),
+    ("hyper_connection.count", "hc_mult"),
+    ("hyper_connection.sinkhorn_iterations", "hc_sinkhorn_iters"),
+    ("attention.indexer.head_count", "index_n_heads"),
+    ("attention.indexer.key_length", "index_head_dim"),
+    ("attention.indexer.top_k", "index_topk"),
+    ("attention.layer_norm_rms_epsilon", "rms_norm_eps"),
+    ("rope.freq_base", "rope_theta"),
+    ("attention.compress_rope_freq_base", "compress_rope_theta"),
+    ("expert_weights_scale", "routed_scaling_factor"),
+    ("hyper_connection.epsilon", "hc_eps"),
+    ("rope.scaling.factor", "rope_scaling.factor"),
+    ("rope.scaling.yarn_beta_fast", "rope_scaling.beta_fast"),
+    ("rope.scaling.yarn_beta_slow", "rope_scaling.beta_slow"),
+    (
+        "rope.scaling.original_context_length",
+        "rope_scaling.original_max_position_embeddings",
+    ),
+    ("swiglu_clamp_exp", "swiglu_limit"),
+    ("swiglu_clamp_shexp", "swiglu_limit"),
+    ("attention.compress_ratios", "compress_ratios"),
+    ("rope.dimension_count", "qk_rope_head_dim"),
+    ("tokenizer.ggml.bos_token_id", "bos_token_id"),
+    ("tokenizer.ggml.eos_token_id", "eos_token_id"),
+];
+
 impl Hparams {
     /// Attention kind of layer `l`.
     pub fn attn_kind(&self, l: usize) -> AttnKind {
@@ -144,21 +233,147 @@ impl Hparams {
         l < self.n_hash_layers
     }
 
-    fn validate(self, src: &str) -> Result<Hparams, HparamsError> {
+    fn validate(self, src: &str, keys: Keys) -> Result<Hparams, HparamsError> {
         let bad = |key: &str, msg: String| HparamsError::Invalid {
             source_name: src.into(),
-            key: key.into(),
+            key: keys.name(key),
             msg,
         };
-        if self.n_layer == 0 || self.n_embd == 0 || self.n_head == 0 || self.n_vocab == 0 {
+        // every size within its limit (far above any DeepSeek-V4: the limits keep a damaged or
+        // hostile file's sizes from reaching an allocator), each named by its key
+        let sizes = [
+            ("block_count", self.n_layer, 1, MAX_LAYERS),
+            ("embedding_length", self.n_embd, 1, MAX_WIDTH),
+            ("vocab_size", self.n_vocab, 1, MAX_VOCAB),
+            ("context_length", self.n_ctx_train, 1, MAX_CTX),
+            ("attention.head_count", self.n_head, 1, MAX_HEADS),
+            ("attention.key_length", self.head_dim, 1, MAX_WIDTH),
+            ("attention.q_lora_rank", self.q_lora_rank, 1, MAX_WIDTH),
+            ("attention.output_group_count", self.o_groups, 1, MAX_HEADS),
+            ("attention.output_lora_rank", self.o_lora_rank, 1, MAX_WIDTH),
+            ("attention.sliding_window", self.window, 1, MAX_WINDOW),
+            ("expert_count", self.n_expert, 1, MAX_EXPERTS),
+            ("expert_used_count", self.n_expert_used, 1, self.n_expert),
+            ("expert_shared_count", self.n_expert_shared, 1, MAX_SHARED),
+            ("expert_feed_forward_length", self.expert_ff, 1, MAX_WIDTH),
+            ("hash_layer_count", self.n_hash_layers, 0, self.n_layer),
+            (
+                "hyper_connection.sinkhorn_iterations",
+                self.hc_iters,
+                1,
+                MAX_SINKHORN,
+            ),
+            ("attention.indexer.head_count", self.idx_heads, 0, MAX_HEADS),
+            ("attention.indexer.key_length", self.idx_dim, 0, MAX_WIDTH),
+            ("attention.indexer.top_k", self.idx_topk, 0, MAX_TOPK),
+        ];
+        for (key, v, lo, hi) in sizes {
+            if v < lo || v > hi {
+                return Err(bad(key, format!("{v} is not between {lo} and {hi}")));
+            }
+        }
+        if self.hc != 4 {
             return Err(bad(
-                "block_count/embedding_length/head_count/vocab",
-                "must be positive".into(),
+                "hyper_connection.count",
+                format!("{} streams (the HC mixes implement 4)", self.hc),
             ));
         }
+        // the products the graph sizes its tensors with
+        for (ka, a, kb, b) in [
+            (
+                "attention.head_count",
+                self.n_head,
+                "attention.key_length",
+                self.head_dim,
+            ),
+            (
+                "expert_count",
+                self.n_expert,
+                "expert_feed_forward_length",
+                self.expert_ff,
+            ),
+            ("embedding_length", self.n_embd, "vocab_size", self.n_vocab),
+            (
+                "attention.indexer.head_count",
+                self.idx_heads,
+                "attention.indexer.key_length",
+                self.idx_dim,
+            ),
+        ] {
+            if a.checked_mul(b).is_none_or(|p| p > MAX_PRODUCT) {
+                return Err(bad(ka, format!("{a} × {} {b} is too large", keys.name(kb))));
+            }
+        }
+        if self.window > self.n_ctx_train {
+            return Err(bad(
+                "attention.sliding_window",
+                format!(
+                    "{} exceeds the trained context {} ({})",
+                    self.window,
+                    self.n_ctx_train,
+                    keys.name("context_length")
+                ),
+            ));
+        }
+        // every float finite and in range
+        let mut floats = vec![
+            ("attention.layer_norm_rms_epsilon", self.rms_eps, 0.0, 1.0),
+            ("rope.freq_base", self.rope_theta, 0.0, f32::MAX),
+            (
+                "attention.compress_rope_freq_base",
+                self.compress_rope_theta,
+                0.0,
+                f32::MAX,
+            ),
+            ("expert_weights_scale", self.routed_scale, 0.0, f32::MAX),
+            ("hyper_connection.epsilon", self.hc_eps, 0.0, 1.0),
+        ];
+        if let Some(y) = self.yarn {
+            floats.extend([
+                ("rope.scaling.factor", y.factor, 0.0, f32::MAX),
+                ("rope.scaling.yarn_beta_fast", y.beta_fast, 0.0, f32::MAX),
+                ("rope.scaling.yarn_beta_slow", y.beta_slow, 0.0, f32::MAX),
+            ]);
+            if y.orig_ctx == 0 {
+                return Err(bad(
+                    "rope.scaling.original_context_length",
+                    "must be at least 1".into(),
+                ));
+            }
+        }
+        for (key, v, lo, hi) in floats {
+            if !(v.is_finite() && v > lo && v <= hi) {
+                return Err(bad(
+                    key,
+                    format!("{v} (must be finite, above {lo}, at most {hi:e})"),
+                ));
+            }
+        }
+        for (key, limits) in [
+            ("swiglu_clamp_exp", &self.swiglu_limit),
+            ("swiglu_clamp_shexp", &self.swiglu_limit_shared),
+        ] {
+            if limits.len() < self.n_layer {
+                return Err(bad(
+                    key,
+                    format!("{} entries for {} layers", limits.len(), self.n_layer),
+                ));
+            }
+            if let Some((l, v)) = limits
+                .iter()
+                .enumerate()
+                .find(|(_, v)| !(v.is_finite() && **v > 0.0))
+            {
+                return Err(bad(
+                    key,
+                    format!("layer {l}: {v} (must be finite and above 0)"),
+                ));
+            }
+        }
+        // entries past the main layers describe the MTP block(s), which are not run
         if self.compress_ratios.len() < self.n_layer {
             return Err(bad(
-                "compress_ratios",
+                "attention.compress_ratios",
                 format!(
                     "{} entries for {} layers",
                     self.compress_ratios.len(),
@@ -166,59 +381,67 @@ impl Hparams {
                 ),
             ));
         }
-        if let Some(r) = self
+        if let Some((l, r)) = self
             .compress_ratios
             .iter()
-            .take(self.n_layer)
-            .find(|r| ![0, 4, 128].contains(*r))
+            .enumerate()
+            .find(|(_, r)| ![0, 4, 128].contains(*r))
         {
             return Err(bad(
-                "compress_ratios",
-                format!("ratio {r} (allowed: 0, 4, 128)"),
+                "attention.compress_ratios",
+                format!("layer {l}: ratio {r} (allowed: 0, 4, 128)"),
             ));
         }
         if self.n_rot == 0 || self.n_rot > self.head_dim || !self.n_rot.is_multiple_of(2) {
             return Err(bad(
                 "rope.dimension_count",
-                format!("{} rope dims for head dim {}", self.n_rot, self.head_dim),
+                format!(
+                    "{} rope dims for head dim {} (must be even, 2 to the head dim)",
+                    self.n_rot, self.head_dim
+                ),
             ));
         }
-        if self.o_groups == 0 || !self.n_head.is_multiple_of(self.o_groups) {
+        if !self.n_head.is_multiple_of(self.o_groups) {
             return Err(bad(
                 "attention.output_group_count",
-                format!("{} groups for {} heads", self.o_groups, self.n_head),
+                format!(
+                    "{} groups do not divide {} heads",
+                    self.o_groups, self.n_head
+                ),
             ));
         }
-        if self.n_expert_used == 0 || self.n_expert_used > self.n_expert {
-            return Err(bad(
-                "expert_used_count",
-                format!("{} of {} experts", self.n_expert_used, self.n_expert),
-            ));
-        }
-        if self.swiglu_limit.len() < self.n_layer || self.swiglu_limit_shared.len() < self.n_layer {
-            return Err(bad("swiglu_clamp_exp", "fewer entries than layers".into()));
-        }
-        if self.hc == 0 || self.window == 0 {
-            return Err(bad(
-                "hyper_connection.count/sliding_window",
-                "must be positive".into(),
-            ));
+        for (key, id) in [
+            ("tokenizer.ggml.bos_token_id", self.bos),
+            ("tokenizer.ggml.eos_token_id", self.eos),
+        ] {
+            if id as usize >= self.n_vocab {
+                return Err(bad(
+                    key,
+                    format!("{id} is not an id of the {}-token vocabulary", self.n_vocab),
+                ));
+            }
         }
         let has_csa = self
             .compress_ratios
             .iter()
             .take(self.n_layer)
             .any(|&r| r == 4);
-        if has_csa
-            && (self.idx_heads == 0
-                || self.idx_dim == 0
-                || self.idx_topk == 0
-                || self.idx_dim < self.n_rot)
-        {
-            return Err(bad(
-                "attention.indexer.*",
-                "CSA layers need indexer heads, key length ≥ rope dims and top-k".into(),
-            ));
+        if has_csa {
+            for (key, v) in [
+                ("attention.indexer.head_count", self.idx_heads),
+                ("attention.indexer.key_length", self.idx_dim),
+                ("attention.indexer.top_k", self.idx_topk),
+            ] {
+                if v == 0 {
+                    return Err(bad(key, "CSA layers (ratio 4) need it above 0".into()));
+                }
+            }
+            if self.idx_dim < self.n_rot {
+                return Err(bad(
+                    "attention.indexer.key_length",
+                    format!("{} is below the {} rope dims", self.idx_dim, self.n_rot),
+                ));
+            }
         }
         let mut h = self;
         h.compress_ratios.truncate(h.n_layer);
@@ -278,7 +501,20 @@ impl Hparams {
                 Ok(d)
             }
         };
+        let nextn = u_or("nextn_predict_layers", 0)?;
+        if nextn != 0 {
+            return Err(bad(
+                &k("nextn_predict_layers"),
+                format!("{nextn}: this is an MTP (next-token prediction) file, not a main model"),
+            ));
+        }
         let n_layer = u("block_count")?;
+        if n_layer == 0 || n_layer > MAX_LAYERS {
+            return Err(bad(
+                &k("block_count"),
+                format!("{n_layer} is not between 1 and {MAX_LAYERS}"),
+            ));
+        }
         // per-layer float arrays (or a scalar applying to all layers)
         let per_layer = |name: &str| -> Result<Option<Vec<f32>>, HparamsError> {
             let key = k(name);
@@ -328,7 +564,14 @@ impl Hparams {
         let yarn = match f.get(&k("rope.scaling.type")).and_then(Value::as_str) {
             Some("yarn") => Some(Yarn {
                 factor: fl("rope.scaling.factor")?,
-                orig_ctx: u("rope.scaling.original_context_length")? as u32,
+                orig_ctx: u32::try_from(u("rope.scaling.original_context_length")?).map_err(
+                    |_| {
+                        bad(
+                            &k("rope.scaling.original_context_length"),
+                            "too large".into(),
+                        )
+                    },
+                )?,
                 beta_fast: fl_or("rope.scaling.yarn_beta_fast", 32.0)?,
                 beta_slow: fl_or("rope.scaling.yarn_beta_slow", 1.0)?,
             }),
@@ -338,15 +581,29 @@ impl Hparams {
         let swiglu =
             per_layer("swiglu_clamp_exp")?.ok_or_else(|| missing(&k("swiglu_clamp_exp")))?;
         let swiglu_sh = per_layer("swiglu_clamp_shexp")?.unwrap_or_else(|| swiglu.clone());
-        let n_vocab = match f.get("tokenizer.ggml.tokens").and_then(Value::as_array) {
-            Some(a) => a.len(),
-            None => u("vocab_size")?,
+        let n_vocab = match f.get("tokenizer.ggml.tokens") {
+            Some(v) => v.as_array().map(|a| a.len()).ok_or_else(|| {
+                bad(
+                    "tokenizer.ggml.tokens",
+                    format!("expected an array, got {v}"),
+                )
+            })?,
+            None if f.get(&k("vocab_size")).is_some() => u("vocab_size")?,
+            None => {
+                return Err(HparamsError::Missing {
+                    source_name: src.clone(),
+                    key: "tokenizer.ggml.tokens (the vocabulary)".into(),
+                })
+            }
         };
-        let tok_u = |key: &str, d: u32| {
-            f.get(key)
-                .and_then(Value::as_u64)
-                .map(|x| x as u32)
-                .unwrap_or(d)
+        let tok_u = |key: &str, d: u32| -> Result<u32, HparamsError> {
+            match f.get(key) {
+                None => Ok(d),
+                Some(v) => v
+                    .as_u64()
+                    .and_then(|x| u32::try_from(x).ok())
+                    .ok_or_else(|| bad(key, format!("expected a token id, got {v}"))),
+            }
         };
         Hparams {
             n_layer,
@@ -369,10 +626,15 @@ impl Hparams {
             n_expert_used: u("expert_used_count")?,
             n_expert_shared: u_or("expert_shared_count", 1)?,
             expert_ff: u("expert_feed_forward_length")?,
-            norm_topk: f
-                .get(&k("expert_weights_norm"))
-                .and_then(Value::as_bool)
-                .unwrap_or(true),
+            norm_topk: match f.get(&k("expert_weights_norm")) {
+                None => true,
+                Some(v) => v.as_bool().ok_or_else(|| {
+                    bad(
+                        &k("expert_weights_norm"),
+                        format!("expected a bool, got {v}"),
+                    )
+                })?,
+            },
             routed_scale: fl_or("expert_weights_scale", 1.0)?,
             n_hash_layers: u_or("hash_layer_count", 0)?,
             swiglu_limit: swiglu,
@@ -383,10 +645,10 @@ impl Hparams {
             idx_heads: u_or("attention.indexer.head_count", 0)?,
             idx_dim: u_or("attention.indexer.key_length", 0)?,
             idx_topk: u_or("attention.indexer.top_k", 0)?,
-            bos: tok_u("tokenizer.ggml.bos_token_id", 0),
-            eos: tok_u("tokenizer.ggml.eos_token_id", 1),
+            bos: tok_u("tokenizer.ggml.bos_token_id", 0)?,
+            eos: tok_u("tokenizer.ggml.eos_token_id", 1)?,
         }
-        .validate(&src)
+        .validate(&src, Keys::Gguf)
     }
 
     /// Read a checkpoint's `config.json` (official DeepSeek-V4 or transformers layout).
@@ -405,10 +667,14 @@ impl Hparams {
         let u = |key: &str| -> Result<usize, HparamsError> {
             let v = get(key).ok_or_else(|| missing(key))?;
             v.as_u64()
-                .map(|x| x as usize)
+                .and_then(|x| usize::try_from(x).ok())
                 .ok_or_else(|| bad(key, format!("expected an unsigned integer, got {v}")))
         };
         let u_or = |key: &str, d: usize| if get(key).is_some() { u(key) } else { Ok(d) };
+        let u32_or = |key: &str, d: u32| -> Result<u32, HparamsError> {
+            u32::try_from(u_or(key, d as usize)?)
+                .map_err(|_| bad(key, "too large for a 32-bit value".into()))
+        };
         let fl = |key: &str| -> Result<f32, HparamsError> {
             let v = get(key).ok_or_else(|| missing(key))?;
             v.as_f64()
@@ -427,13 +693,19 @@ impl Hparams {
             }
         }
         let n_layer = u("num_hidden_layers")?;
+        if n_layer == 0 || n_layer > MAX_LAYERS {
+            return Err(bad(
+                "num_hidden_layers",
+                format!("{n_layer} is not between 1 and {MAX_LAYERS}"),
+            ));
+        }
         let head_dim = u("head_dim")?;
         // layer schedule: official `compress_ratios`, or transformers `layer_types`
         let ratios: Vec<u32> = if let Some(a) = get("compress_ratios").and_then(Json::as_array) {
             a.iter()
                 .map(|v| {
                     v.as_u64()
-                        .map(|x| x as u32)
+                        .and_then(|x| u32::try_from(x).ok())
                         .ok_or_else(|| bad("compress_ratios", format!("bad entry {v}")))
                 })
                 .collect::<Result<_, _>>()?
@@ -461,8 +733,16 @@ impl Hparams {
         };
         let n_rot = if get("qk_rope_head_dim").is_some() {
             u("qk_rope_head_dim")?
-        } else if let Some(p) = get("partial_rotary_factor").and_then(Json::as_f64) {
-            (head_dim as f64 * p).round() as usize
+        } else if let Some(v) = get("partial_rotary_factor") {
+            match v.as_f64() {
+                Some(p) if p > 0.0 && p <= 1.0 => (head_dim as f64 * p).round() as usize,
+                _ => {
+                    return Err(bad(
+                        "partial_rotary_factor",
+                        format!("{v} is not a fraction above 0, at most 1"),
+                    ))
+                }
+            }
         } else {
             return Err(missing("qk_rope_head_dim"));
         };
@@ -470,19 +750,24 @@ impl Hparams {
         // `rope_parameters.{main,compress}`
         let rp = get("rope_parameters");
         let compress = rp.and_then(|p| p.get("compress"));
-        let main_theta = match rp
-            .and_then(|p| p.get("main"))
-            .and_then(|m| m.get("rope_theta"))
-            .and_then(Json::as_f64)
-        {
-            Some(t) => t as f32,
+        let theta = |part: Option<&Json>, key: &str| -> Result<Option<f32>, HparamsError> {
+            match part.and_then(|p| p.get("rope_theta")) {
+                None => Ok(None),
+                Some(v) => v
+                    .as_f64()
+                    .map(|t| Some(t as f32))
+                    .ok_or_else(|| bad(key, format!("expected a number, got {v}"))),
+            }
+        };
+        let main_theta = match theta(
+            rp.and_then(|p| p.get("main")),
+            "rope_parameters.main.rope_theta",
+        )? {
+            Some(t) => t,
             None => fl_or("rope_theta", 10000.0)?,
         };
-        let compress_theta = match compress
-            .and_then(|c| c.get("rope_theta"))
-            .and_then(Json::as_f64)
-        {
-            Some(t) => t as f32,
+        let compress_theta = match theta(compress, "rope_parameters.compress.rope_theta")? {
+            Some(t) => t,
             None => fl("compress_rope_theta")?,
         };
         let scaling = compress.or_else(|| get("rope_scaling"));
@@ -493,15 +778,42 @@ impl Hparams {
                     .and_then(Json::as_str)
                     == Some("yarn") =>
             {
-                let num = |k: &str, d: f64| s.get(k).and_then(Json::as_f64).unwrap_or(d);
+                let num = |k: &str, d: f64| -> Result<f64, HparamsError> {
+                    match s.get(k).filter(|v| !v.is_null()) {
+                        None => Ok(d),
+                        Some(v) => v.as_f64().ok_or_else(|| {
+                            bad(
+                                &format!("rope_scaling.{k}"),
+                                format!("expected a number, got {v}"),
+                            )
+                        }),
+                    }
+                };
+                let orig = num("original_max_position_embeddings", 65536.0)?;
+                if !(orig.is_finite() && orig >= 1.0 && orig <= u32::MAX as f64) {
+                    return Err(bad(
+                        "rope_scaling.original_max_position_embeddings",
+                        format!("{orig} is not a context length"),
+                    ));
+                }
                 Some(Yarn {
-                    factor: num("factor", 1.0) as f32,
-                    orig_ctx: num("original_max_position_embeddings", 65536.0) as u32,
-                    beta_fast: num("beta_fast", 32.0) as f32,
-                    beta_slow: num("beta_slow", 1.0) as f32,
+                    factor: num("factor", 1.0)? as f32,
+                    orig_ctx: orig as u32,
+                    beta_fast: num("beta_fast", 32.0)? as f32,
+                    beta_slow: num("beta_slow", 1.0)? as f32,
                 })
             }
-            _ => None,
+            Some(s) => match s.get("type").or_else(|| s.get("rope_type")) {
+                None => None,
+                Some(t) if matches!(t.as_str(), Some("default" | "none")) => None,
+                Some(t) => {
+                    return Err(bad(
+                        "rope_scaling.type",
+                        format!("unsupported {t} (yarn, default or none)"),
+                    ))
+                }
+            },
+            None => None,
         };
         let limit = fl_or("swiglu_limit", 10.0)?;
         Hparams {
@@ -525,9 +837,12 @@ impl Hparams {
             n_expert_used: u("num_experts_per_tok")?,
             n_expert_shared: u_or("n_shared_experts", 1)?,
             expert_ff: u("moe_intermediate_size")?,
-            norm_topk: get("norm_topk_prob")
-                .and_then(Json::as_bool)
-                .unwrap_or(true),
+            norm_topk: match get("norm_topk_prob") {
+                None => true,
+                Some(v) => v.as_bool().ok_or_else(|| {
+                    bad("norm_topk_prob", format!("expected true or false, got {v}"))
+                })?,
+            },
             routed_scale: fl_or("routed_scaling_factor", 1.0)?,
             n_hash_layers: n_hash,
             swiglu_limit: vec![limit; n_layer],
@@ -538,9 +853,9 @@ impl Hparams {
             idx_heads: u_or("index_n_heads", 0)?,
             idx_dim: u_or("index_head_dim", 0)?,
             idx_topk: u_or("index_topk", 0)?,
-            bos: u_or("bos_token_id", 0)? as u32,
-            eos: u_or("eos_token_id", 1)? as u32,
+            bos: u32_or("bos_token_id", 0)?,
+            eos: u32_or("eos_token_id", 1)?,
         }
-        .validate(src)
+        .validate(src, Keys::ConfigJson)
     }
 }

@@ -96,6 +96,26 @@ impl DeepSeek4 {
             message,
         };
         let hp = Hparams::from_gguf(&file).map_err(|e| fail(e.to_string()))?;
+        for t in file.tensors() {
+            if let Some(why) = tensors::misplaced(&hp, &t.name) {
+                return Err(fail(format!("tensor '{}' {why}", t.name)));
+            }
+            // the hash-routing tables, checked as the checkpoint loader checks them
+            if tensors::parse(&t.name).is_some_and(|(k, _)| k == tensors::Tensor::FfnGateTid2eid) {
+                if t.dtype != quant::DType::I32 {
+                    return Err(fail(format!(
+                        "tensor '{}': type {}, expected I32",
+                        t.name, t.dtype
+                    )));
+                }
+                let bytes = file.tensor_bytes(t).map_err(|e| fail(e.to_string()))?;
+                let ids = bytes
+                    .chunks_exact(4)
+                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64);
+                tensors::check_expert_ids(ids, hp.n_expert)
+                    .map_err(|why| fail(format!("tensor '{}': {why}", t.name)))?;
+            }
+        }
         let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| e.to_string());
         let level = opts.exec.cpu;
         let w = GgufWeights::with_repack_at(file.clone(), opts.repack, level);

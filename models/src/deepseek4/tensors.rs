@@ -413,6 +413,50 @@ pub fn parse(gguf: &str) -> Option<(Tensor, Option<usize>)> {
     Some((r.0, Some(layer)))
 }
 
+/// Why a GGUF tensor named `gguf` has no place in a model with `hp` (`None`: it has one): a
+/// name the model does not use, a layer past the last, or a tensor its layer does not have.
+/// Nothing in a file goes unused silently.
+pub fn misplaced(hp: &Hparams, gguf: &str) -> Option<String> {
+    match parse(gguf) {
+        None => Some("is not a DeepSeek-V4 tensor".into()),
+        Some((_, Some(l))) if l >= hp.n_layer => Some(format!(
+            "is in layer {l}, but the model has {} layers",
+            hp.n_layer
+        )),
+        Some((t, Some(l))) if !t.in_layer(hp, l) => Some(format!(
+            "is not part of layer {l} (a {} layer{})",
+            match hp.attn_kind(l) {
+                AttnKind::Sliding => "sliding-window",
+                AttnKind::Csa => "CSA",
+                AttnKind::Hca => "HCA",
+            },
+            if hp.is_hash_layer(l) {
+                ", hash-routed"
+            } else {
+                ""
+            }
+        )),
+        _ => None,
+    }
+}
+
+/// Check a hash-routing table (`tid2eid`): every entry an expert id below `n_expert`. The one
+/// check for every format (GGUF and checkpoint), so that a table is accepted or refused the
+/// same way wherever it comes from.
+pub fn check_expert_ids(ids: impl IntoIterator<Item = i64>, n_expert: usize) -> Result<(), String> {
+    match ids
+        .into_iter()
+        .enumerate()
+        .find(|&(_, e)| e < 0 || e as u64 >= n_expert as u64)
+    {
+        Some((i, e)) => Err(format!(
+            "entry {i} is {e}, not an expert id (0 to {})",
+            n_expert.saturating_sub(1)
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The official checkpoint name of a GGUF tensor name (`blk.3.attn_q_a.weight` →
 /// `layers.3.attn.wq_a.weight`); for a stacked expert tensor, the per-expert pattern with
 /// `{E}` (`blk.3.ffn_gate_exps.weight` → `layers.3.ffn.experts.{E}.w1.weight`). `None` for a
