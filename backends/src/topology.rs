@@ -41,6 +41,33 @@ fn parse_cache_size(s: &str) -> Option<usize> {
     num.parse::<usize>().ok()?.checked_mul(mul)
 }
 
+/// The CPUs this process may run on (its affinity mask, which `taskset`, cgroups and
+/// containers narrow), in order; empty where the platform does not say.
+pub fn allowed_cpus() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .map(|v| v.into_iter().map(|c| c.id).collect())
+        .unwrap_or_default()
+}
+
+/// A CPU list in the form [`parse_cpu_list`] reads, ranges joined: `[0, 1, 2, 5]` → `0-2,5`.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i {
+            format!("{}-{}", cpus[i], cpus[j])
+        } else {
+            cpus[i].to_string()
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
 /// Parse a CPU list such as `"0-3,8,10-11"`.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();

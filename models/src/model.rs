@@ -321,10 +321,11 @@ pub fn open(path: &Path, opts: &LoadOptions) -> Opened {
     }
     if is_checkpoint(path) {
         let cfg = checkpoint_dir(path).join("config.json");
-        let text = std::fs::read_to_string(&cfg).map_err(|source| LoadError::Io {
-            path: cfg.clone(),
-            source,
-        })?;
+        let text = crate::files::read_text_capped(&cfg, crate::files::CONFIG_CAP, "config.json")
+            .map_err(|source| LoadError::Io {
+                path: cfg.clone(),
+                source,
+            })?;
         let json: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| LoadError::Model {
                 path: cfg.clone(),

@@ -178,11 +178,12 @@ impl MoeConfig {
 
     /// Read a file: `.bin` → binary form, anything else TOML.
     pub fn read(path: &Path) -> Result<MoeConfig, MoeConfigError> {
+        MoeConfig::parse(path, read_bytes(path)?)
+    }
+
+    /// Parse the bytes of file `path`: `.bin` → binary form, anything else TOML.
+    pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<MoeConfig, MoeConfigError> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| MoeConfigError::Io {
-            path: shown.clone(),
-            msg: e.to_string(),
-        })?;
         if path.extension().is_some_and(|e| e == "bin") {
             return MoeConfig::from_bin(&bytes, &shown);
         }
@@ -270,6 +271,16 @@ impl MoeConfig {
     }
 }
 
+/// The bytes of a MoE config file (a regular file of at most [`crate::files::CONFIG_CAP`]).
+fn read_bytes(path: &Path) -> Result<Vec<u8>, MoeConfigError> {
+    crate::files::read_capped(path, crate::files::CONFIG_CAP, "MoE config").map_err(|e| {
+        MoeConfigError::Io {
+            path: path.display().to_string(),
+            msg: e.to_string(),
+        }
+    })
+}
+
 /// Apply resolved settings to the knobs.
 pub fn apply(knobs: &MoeKnobs, layers: &[LayerMoe]) {
     for (l, m) in layers.iter().enumerate() {
@@ -288,12 +299,19 @@ pub enum MoeEvent {
     Removed,
 }
 
-/// Watches a configuration file: at most one `stat` per call, re-read only when the
-/// modification time or size changed.
+/// Watches a configuration file: one `stat` per call, the file read only while its
+/// modification time or size differs from the configuration in force.
+///
+/// A change is applied only once two polls in a row have read the same bytes under the same
+/// modification time and size: a file being rewritten in place (truncated, then written in
+/// pieces) is never applied half-written or empty. Writing a new file and renaming it over
+/// the old one (atomic) is still the recommended way; it is applied one poll later.
 #[derive(Debug)]
 pub struct MoeWatcher {
     path: PathBuf,
     seen: Option<(SystemTime, u64)>,
+    /// A change read once, waiting to be read again identical.
+    pending: Option<((SystemTime, u64), Vec<u8>)>,
     present: bool,
 }
 
@@ -303,6 +321,7 @@ impl MoeWatcher {
         MoeWatcher {
             path: path.into(),
             seen: None,
+            pending: None,
             present: false,
         }
     }
@@ -310,10 +329,12 @@ impl MoeWatcher {
     pub fn path(&self) -> &Path {
         &self.path
     }
-    /// Check the file once (call between tokens) and update `knobs` when it changed.
+    /// Check the file once (call between tokens) and update `knobs` when a change has
+    /// settled (read identical twice, see the type docs).
     pub fn poll(&mut self, hp: &MoeShape, knobs: &MoeKnobs) -> Option<MoeEvent> {
         let meta = std::fs::metadata(&self.path).ok();
         let Some(meta) = meta else {
+            self.pending = None;
             if self.present {
                 self.present = false;
                 self.seen = None;
@@ -327,17 +348,47 @@ impl MoeWatcher {
             meta.len(),
         );
         if self.seen == Some(stamp) {
+            self.pending = None;
             return None;
         }
+        let bytes = match read_bytes(&self.path) {
+            Ok(b) => b,
+            Err(e) => {
+                // not readable as a config at all (not a regular file, too large): said once
+                self.seen = Some(stamp);
+                self.pending = None;
+                self.present = true;
+                return Some(MoeEvent::Rejected(e.to_string()));
+            }
+        };
+        match &self.pending {
+            Some((s, b)) if *s == stamp && *b == bytes => {}
+            _ => {
+                self.pending = Some((stamp, bytes));
+                return None;
+            }
+        }
+        self.pending = None;
         self.seen = Some(stamp);
         self.present = true;
         let shown = self.path.display().to_string();
-        match MoeConfig::read(&self.path).and_then(|c| c.resolve(hp, &shown).map(|r| (c, r))) {
+        match MoeConfig::parse(&self.path, bytes)
+            .and_then(|c| c.resolve(hp, &shown).map(|r| (c, r)))
+        {
             Ok((c, layers)) => {
                 apply(knobs, &layers);
                 Some(MoeEvent::Applied(c.to_string()))
             }
             Err(e) => Some(MoeEvent::Rejected(e.to_string())),
+        }
+    }
+
+    /// [`MoeWatcher::poll`] until the file is settled or seen changing (at most twice): at
+    /// start-up, so that a configuration already in place applies from the first token.
+    pub fn poll_now(&mut self, hp: &MoeShape, knobs: &MoeKnobs) -> Option<MoeEvent> {
+        match self.poll(hp, knobs) {
+            None if self.pending.is_some() => self.poll(hp, knobs),
+            e => e,
         }
     }
 }

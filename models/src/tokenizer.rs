@@ -423,10 +423,12 @@ impl Tokenizer {
             let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
             (dir, path.to_path_buf())
         };
-        let bytes = std::fs::read(&json).map_err(|source| TokenizerError::Io {
-            path: json.clone(),
-            source,
-        })?;
+        let bytes =
+            crate::files::read_capped(&json, crate::files::LARGE_JSON_CAP, "tokenizer file")
+                .map_err(|source| TokenizerError::Io {
+                    path: json.clone(),
+                    source,
+                })?;
         let inner =
             tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| TokenizerError::BadFile {
                 path: json.clone(),
@@ -642,7 +644,7 @@ type JsonFile = (PathBuf, serde_json::Map<String, serde_json::Value>);
 
 /// Read a JSON object file if it exists.
 fn read_json_opt(path: &Path) -> Result<Option<JsonFile>, TokenizerError> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::files::read_capped(path, crate::files::CONFIG_CAP, "config file") {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {

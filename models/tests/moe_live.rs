@@ -118,6 +118,7 @@ fn watcher_keeps_last_good_and_falls_back_when_removed() {
         "no file: nothing happens"
     );
     std::fs::write(&path, "top_k = 3\n").unwrap();
+    assert_eq!(w.poll(&shape(&hp), &knobs), None, "seen once: not yet");
     assert!(matches!(
         w.poll(&shape(&hp), &knobs),
         Some(MoeEvent::Applied(_))
@@ -133,6 +134,7 @@ fn watcher_keeps_last_good_and_falls_back_when_removed() {
         "top_k = 3\nrescale = \"bogus\"   # a longer, broken file\n",
     )
     .unwrap();
+    assert_eq!(w.poll(&shape(&hp), &knobs), None);
     assert!(
         matches!(w.poll(&shape(&hp), &knobs), Some(MoeEvent::Rejected(m)) if m.contains("rescale"))
     );
@@ -149,6 +151,47 @@ fn watcher_keeps_last_good_and_falls_back_when_removed() {
     std::fs::remove_file(&path).unwrap();
     assert_eq!(w.poll(&shape(&hp), &knobs), Some(MoeEvent::Removed));
     assert_eq!(knobs.get(4), LayerMoe::MODEL);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A file rewritten in place (truncated, then written in pieces between polls) is never
+/// applied empty or as a prefix: only once two polls read the same bytes.
+#[test]
+fn torn_rewrites_are_never_applied() {
+    let (_, hp) = model();
+    let dir = std::env::temp_dir().join(format!("fathom-moe-torn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let knobs = MoeKnobs::new(hp.n_layer);
+    for full in [
+        "top_k = 2\nrescale = \"l1\"\n",
+        "# comment\ntop_k = 5\nlayers = [3, 5]\nouter_top_k = 4\n",
+        "top_k = 4\n",
+    ] {
+        let path = dir.join("moe.toml");
+        std::fs::write(&path, "top_k = 3\n").unwrap();
+        let mut w = MoeWatcher::new(&path);
+        assert!(matches!(
+            w.poll_now(&shape(&hp), &knobs),
+            Some(MoeEvent::Applied(_))
+        ));
+        // every stage of an in-place rewrite: empty, each prefix, the whole file
+        let stages: Vec<&str> = std::iter::once("")
+            .chain((1..full.len()).step_by(3).map(|n| &full[..n]))
+            .chain(std::iter::once(full))
+            .collect();
+        for (i, stage) in stages.iter().enumerate() {
+            std::fs::write(&path, stage).unwrap();
+            let e = w.poll(&shape(&hp), &knobs);
+            assert_eq!(
+                e, None,
+                "stage {i} ({stage:?}) seen once must not apply: {e:?}"
+            );
+        }
+        // the writer is done: the next poll reads the same bytes and applies them
+        let e = w.poll(&shape(&hp), &knobs);
+        assert!(matches!(e, Some(MoeEvent::Applied(_))), "{full:?}: {e:?}");
+        std::fs::remove_file(&path).unwrap();
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -126,6 +126,21 @@ impl CaseBuilder {
                         );
                     }
                 }
+                let h = quant::scalar::f32_to_f16(scale / 64.0);
+                for blk in bytes.chunks_exact_mut(ts) {
+                    match dtype {
+                        // IQ1_M's f16 scale is spread over the high nibbles of its last 8 bytes
+                        DType::IQ1_M | DType::IQ1_M_X => {
+                            for i in 0..4 {
+                                let at = ts - 8 + 2 * i + 1;
+                                blk[at] = (blk[at] & 0x0F) | (((h >> (4 * i)) as u8 & 0xF) << 4);
+                            }
+                        }
+                        // MXFP4's E8M0 scale: 2^-15..2^8 (0xFF would be NaN)
+                        DType::MXFP4 => blk[0] = 112 + blk[0] % 24,
+                        _ => {}
+                    }
+                }
             }
         }
         self.g.weight(name, d, WeightData::from_vec(bytes))

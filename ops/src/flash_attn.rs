@@ -91,6 +91,17 @@ fn head_chunk(h: usize, t: usize, nth: usize) -> usize {
     h.div_ceil(splits).max(1)
 }
 
+/// The larger of a running maximum and a score, NaN once either is NaN (`f32::max` would
+/// drop a NaN score, and a row of NaN scores would come out as zeros).
+#[inline]
+fn nan_max(m: f32, s: f32) -> f32 {
+    if s > m || s.is_nan() {
+        s
+    } else {
+        m
+    }
+}
+
 impl CpuKernel for FlashAttnExt {
     fn reference(&self, _cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let Dims { d, h, t, n_kv } = dims(srcs);
@@ -113,11 +124,19 @@ impl CpuKernel for FlashAttnExt {
                     };
                 }
                 let sink = sink_of(self, srcs, hh).map(f64::from);
+                // NaN-propagating: a NaN score makes the row NaN (f64::max would drop it and
+                // an all-NaN row would come out as zeros)
                 let max = z
                     .iter()
                     .copied()
                     .chain(sink)
-                    .fold(f64::NEG_INFINITY, f64::max);
+                    .fold(f64::NEG_INFINITY, |a, b| {
+                        if a.is_nan() || b.is_nan() {
+                            f64::NAN
+                        } else {
+                            a.max(b)
+                        }
+                    });
                 let out = dst.row_f32_mut(hh + h * tt);
                 if max == f64::NEG_INFINITY {
                     out.fill(0.0);
@@ -126,6 +145,9 @@ impl CpuKernel for FlashAttnExt {
                 let mut den = sink.map_or(0.0, |s| (s - max).exp());
                 o.fill(0.0);
                 for (k, &zk) in z.iter().enumerate() {
+                    if zk == f64::NEG_INFINITY {
+                        continue; // masked: its value is never read
+                    }
                     let p = (zk - max).exp();
                     den += p;
                     for (oi, &v) in o.iter_mut().zip(&kvf[k * d..(k + 1) * d]) {
@@ -213,13 +235,13 @@ impl CpuKernel for FlashAttnExt {
                             let mut bm = f32::NEG_INFINITY;
                             for (sv, &j) in srow.iter_mut().zip(&vis[..nv]) {
                                 *sv = self.scale * *sv + mk[j];
-                                bm = bm.max(*sv);
+                                bm = nan_max(bm, *sv);
                             }
                             if bm == f32::NEG_INFINITY {
                                 srow.fill(0.0);
                                 continue;
                             }
-                            if bm > mx[hi] {
+                            if bm > mx[hi] || bm.is_nan() {
                                 let f = (mx[hi] - bm).exp();
                                 acc[hi * d..(hi + 1) * d].iter_mut().for_each(|x| *x *= f);
                                 l[hi] *= f;
@@ -247,13 +269,13 @@ impl CpuKernel for FlashAttnExt {
                             } else {
                                 self.scale * dot(qr, row(j)) + m
                             };
-                            bm = bm.max(*sj);
+                            bm = nan_max(bm, *sj);
                         }
                         if bm == f32::NEG_INFINITY {
                             continue;
                         }
                         let a = &mut acc[hi * d..(hi + 1) * d];
-                        if bm > mx[hi] {
+                        if bm > mx[hi] || bm.is_nan() {
                             let f = (mx[hi] - bm).exp();
                             a.iter_mut().for_each(|x| *x *= f);
                             l[hi] *= f;

@@ -19,7 +19,9 @@ pub(crate) fn activations_to(x: &TensorRef, dot: DType, n: usize, qrow: usize, b
         .quantize_activation
         .expect("validated at build time");
     for j in 0..n {
-        qa(x.row_f32(j), &mut buf[j * qrow..(j + 1) * qrow]);
+        let out = &mut buf[j * qrow..(j + 1) * qrow];
+        qa(x.row_f32(j), out);
+        quant::mark_nonfinite(dot, x.row_f32(j), out);
     }
 }
 
@@ -31,6 +33,7 @@ fn rows(op: &Quantize, cx: &KernelCx, dst: &TensorMut, x: &TensorRef) {
         .expect("validated at build time");
     for r in cx.my_rows(dst.desc.nrows()) {
         qa(x.row_f32(r), dst.row_bytes_mut(r));
+        quant::mark_nonfinite(op.dtype, x.row_f32(r), dst.row_bytes_mut(r));
     }
 }
 

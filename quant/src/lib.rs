@@ -103,7 +103,37 @@ pub fn quantize_activation(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<
         bytes_for(dtype, src.len())?,
     )?;
     f(src, dst);
+    mark_nonfinite(dtype, src, dst);
     Ok(())
+}
+
+/// Give every block of an activation row `dst` (already converted to `dtype` from `src`)
+/// whose f32 source holds a NaN or an infinity a NaN scale, so that every dot product with
+/// it comes out NaN. The 8-bit quantizers, like ggml's, turn NaN into code 0 and drop it from
+/// the block's maximum: without this a NaN anywhere upstream would come out as finite, wrong
+/// numbers (all-zero logits). The float types carry NaN and infinity by themselves.
+///
+/// One pass over `src`, and blocks are only written where a non-finite value is found: the
+/// bits of finite rows are untouched (ggml's).
+pub fn mark_nonfinite(dtype: DType, src: &[f32], dst: &mut [u8]) {
+    // (block elements, block bytes, offsets of the f16 / f32 scales to poison)
+    let (blk, bytes, f16_at, f32_at): (usize, usize, &[usize], &[usize]) = match dtype {
+        DType::Q8_0 => (32, 34, &[0], &[]),
+        DType::Q8_1 => (32, 36, &[0, 2], &[]),
+        DType::Q8_K => (256, 292, &[], &[0]),
+        _ => return,
+    };
+    for (x, b) in src.chunks_exact(blk).zip(dst.chunks_exact_mut(bytes)) {
+        if x.iter().all(|v| v.is_finite()) {
+            continue;
+        }
+        for &o in f16_at {
+            b[o..o + 2].copy_from_slice(&0x7E00u16.to_le_bytes());
+        }
+        for &o in f32_at {
+            b[o..o + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+        }
+    }
 }
 
 /// Reference dot product of a weight row `w` (type `dtype`) with an activation row `a` already

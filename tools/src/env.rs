@@ -80,10 +80,24 @@ impl Env {
     pub fn read() -> Result<Env> {
         let cpus = match var("FATHOM_CPUS")? {
             None => None,
-            Some(v) => Some(
-                backends::topology::parse_cpu_list(&v)
-                    .map_err(|e| anyhow::anyhow!("FATHOM_CPUS={v}: {e}"))?,
-            ),
+            Some(v) => {
+                let list = backends::topology::parse_cpu_list(&v)
+                    .map_err(|e| anyhow::anyhow!("FATHOM_CPUS={v}: {e}"))?;
+                let allowed = backends::topology::allowed_cpus();
+                if let Some(c) = list
+                    .iter()
+                    .find(|c| !allowed.is_empty() && !allowed.contains(c))
+                {
+                    bail!(
+                        "FATHOM_CPUS={v}: CPU {c} is not available to this process (available: {})",
+                        backends::topology::format_cpu_list(&allowed)
+                    );
+                }
+                if list.is_empty() {
+                    bail!("FATHOM_CPUS={v}: no CPU listed");
+                }
+                Some(list)
+            }
         };
         let (pname, pval) = match var("FATHOM_PROFILE_OPS")? {
             Some(v) => ("FATHOM_PROFILE_OPS", Some(v)),
@@ -116,9 +130,24 @@ impl Env {
             bail!("-t 0: at least one thread is needed");
         }
         let d = ExecConfig::default();
-        let threads = threads
-            .or_else(|| self.cpus.as_ref().map(Vec::len))
-            .unwrap_or(d.threads);
+        // more threads than CPUs to run them makes every barrier wait for a descheduled
+        // thread: clamp to the listed CPUs, else to those available to the process
+        let (avail, from) = match &self.cpus {
+            Some(list) => (list.len(), "FATHOM_CPUS lists"),
+            None => (
+                backends::topology::allowed_cpus().len().max(1),
+                "this process may use",
+            ),
+        };
+        let threads = match threads {
+            Some(t) if t > avail => {
+                let s = if avail == 1 { "" } else { "s" };
+                eprintln!("note: -t {t}: {from} {avail} CPU{s}; using {avail} thread{s}");
+                avail
+            }
+            Some(t) => t,
+            None => self.cpus.as_ref().map_or(d.threads, Vec::len).min(avail),
+        };
         Ok(ExecConfig {
             threads,
             cpus: self.cpus.clone(),

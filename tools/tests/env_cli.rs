@@ -22,10 +22,41 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 #[test]
+fn threads_beyond_the_cpus_are_clamped_with_a_note() {
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    for t in [cpus + 1, 64, 100_000] {
+        let out = fathom()
+            .args(["run", "-n", "2", "--temp", "0", "-t", &t.to_string()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "-t {t}: {err}");
+        assert!(
+            err.contains(&format!("note: -t {t}:")) && err.contains(&format!("{cpus} threads")),
+            "-t {t}: {err}"
+        );
+    }
+    // FATHOM_CPUS=0 lists one CPU: -t 2 runs one thread
+    let out = fathom()
+        .args(["run", "-n", "1", "-t", "2"])
+        .env("FATHOM_CPUS", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("FATHOM_CPUS lists 1 CPU; using 1 thread"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bad_values_are_errors_naming_the_variable() {
     for (var, value) in [
         ("FATHOM_CPUS", "zero"),
         ("FATHOM_CPUS", "3-1"),
+        ("FATHOM_CPUS", "999"),
+        ("FATHOM_CPUS", "0,4096"),
+        ("FATHOM_CPUS", ","),
         ("FATHOM_PROFILE_OPS", "yes please"),
         ("LLAMA_PROFILE_OPS", "json:"),
         ("FATHOM_FORCE_SCALAR", "2"),

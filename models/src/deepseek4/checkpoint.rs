@@ -61,7 +61,6 @@ use memmap2::Mmap;
 use quant::fp8::{dequant_fp4_ds, dequant_fp8_blocked, fp4_ds_to_mxfp4, Fp8Scale};
 use quant::DType;
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -237,10 +236,11 @@ impl SafetensorsWeights {
         let path = path.as_ref();
         let model = SafetensorsModel::open(path)?;
         let cfg = config_path(path);
-        let text = std::fs::read_to_string(&cfg).map_err(|source| StOpenError::Io {
-            path: cfg.clone(),
-            source,
-        })?;
+        let text = crate::files::read_text_capped(&cfg, crate::files::CONFIG_CAP, "config.json")
+            .map_err(|source| StOpenError::Io {
+                path: cfg.clone(),
+                source,
+            })?;
         let hp = Hparams::from_config_json(&text, &cfg.display().to_string())?;
         let w = Self::new(model, &hp, opts)?;
         Ok((w, hp))
@@ -285,7 +285,7 @@ impl SafetensorsWeights {
                 path: path.to_path_buf(),
                 source,
             };
-            let file = File::open(path).map_err(io)?;
+            let file = crate::files::open_regular(path).map_err(io)?;
             // SAFETY: read-only private map of a checkpoint file, which (as for every
             // mmap-based loader, and as `SafetensorsFile` assumes for its own map of the same
             // file) must not be truncated or modified while mapped.

@@ -2,7 +2,6 @@
 //! metadata getters and zero-copy tensor views; [`Shard`]: one file of it.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -40,7 +39,7 @@ fn map_file(path: &Path) -> Result<Storage, GgufError> {
         file: path.to_path_buf(),
         source,
     };
-    let file = File::open(path).map_err(io)?;
+    let file = crate::files::open_regular(path).map_err(io)?;
     // SAFETY: `Mmap::map` is unsafe because the mapped bytes can change if another process
     // modifies the file while it is mapped; Rust's aliasing rules assume `&[u8]` never changes.
     // We map read-only (no mutable view exists in this process), and we require, as llama.cpp

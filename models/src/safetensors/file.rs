@@ -3,7 +3,6 @@
 use super::{Result, SafetensorsError, StDtype, TensorDtype, TensorInfo, MAX_HEADER_LEN};
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -96,7 +95,7 @@ impl SafetensorsFile {
     }
 
     pub(super) fn open_shard(path: &Path, shard: usize) -> Result<SafetensorsFile> {
-        let file = File::open(path).map_err(io_err(path))?;
+        let file = crate::files::open_regular(path).map_err(io_err(path))?;
         let file_len = file.metadata().map_err(io_err(path))?.len();
         if file_len < 8 {
             return Err(SafetensorsError::FileTooShort {

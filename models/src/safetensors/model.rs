@@ -93,7 +93,7 @@ impl SafetensorsModel {
 
     fn open_dir(dir: &Path) -> Result<SafetensorsModel> {
         let index = dir.join(INDEX_FILE_NAME);
-        if index.is_file() {
+        if index.exists() {
             return Self::open_index(&index);
         }
         let mut indexes = Vec::new();
@@ -103,8 +103,14 @@ impl SafetensorsModel {
             let p = entry.path();
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if !p.is_file() {
+            let wanted =
+                name.ends_with(".safetensors.index.json") || name.ends_with(".safetensors");
+            if !wanted {
                 continue;
+            }
+            // a checkpoint file that is not a regular file is an error, not a file to skip
+            if let Err(e) = crate::files::open_regular(&p) {
+                return Err(io_err(&p)(e));
             }
             if name.ends_with(".safetensors.index.json") {
                 indexes.push(p);
@@ -131,7 +137,9 @@ impl SafetensorsModel {
             path: index.to_path_buf(),
             message,
         };
-        let text = std::fs::read(index).map_err(io_err(index))?;
+        let text =
+            crate::files::read_capped(index, crate::files::LARGE_JSON_CAP, "safetensors index")
+                .map_err(io_err(index))?;
         let first = text.iter().find(|b| !b" \t\r\n".contains(b));
         if first != Some(&b'{') {
             return Err(
@@ -185,7 +193,8 @@ impl SafetensorsModel {
         let mut paths = Vec::with_capacity(shard_names.len());
         for (i, s) in shard_names.iter().enumerate() {
             let p = dir.join(s);
-            if !p.is_file() {
+            // absent: named with its tensor; present but not a regular file: opening it says so
+            if !p.exists() {
                 return Err(SafetensorsError::MissingShard {
                     index: index.to_path_buf(),
                     shard: s.clone(),

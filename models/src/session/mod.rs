@@ -106,6 +106,21 @@ pub enum SessionError {
         /// Bytes of the state buffer.
         have: usize,
     },
+    /// The model computed a NaN or an infinity: a damaged weight, or numbers out of range.
+    /// Reported instead of passing wrong logits on; the sequence is reset.
+    #[error(
+        "the model computed non-finite logits (NaN or infinity) at position {position} \
+         (evaluating positions {first} to {last}): a weight or value in the model file is \
+         damaged or out of range"
+    )]
+    NonFinite {
+        /// The first position whose logits are not finite.
+        position: usize,
+        /// First position of the step.
+        first: usize,
+        /// Last position of the step.
+        last: usize,
+    },
     /// A saved or given state does not fit this session.
     #[error(transparent)]
     State(#[from] StateError),
@@ -568,11 +583,20 @@ impl<M: Model + ?Sized> Session<M> {
             acc.runs += 1;
             acc.tokens += n_new as u64;
         }
-        let logits = if want_logits {
-            Some(exec.output_f32(LOGITS)?)
-        } else {
-            None
-        };
+        // every step's logits are checked (for a chunk whose logits are not wanted, the last
+        // position's, which every graph computes): a NaN anywhere upstream reaches them
+        let logits = exec.output_f32(LOGITS)?;
+        if let Some(i) = logits.iter().position(|v| !v.is_finite()) {
+            let rows = (logits.len() / self.model.info().n_vocab.max(1)).max(1);
+            let row = i / self.model.info().n_vocab.max(1);
+            let last = p0 + ids.len() - 1;
+            return Err(SessionError::NonFinite {
+                position: last + 1 - rows + row,
+                first: p0,
+                last,
+            });
+        }
+        let logits = want_logits.then_some(logits);
         self.stats.runs += 1;
         self.stats.positions_evaluated += ids.len() as u64;
         self.stats.run_ns += t0.elapsed().as_nanos() as u64;

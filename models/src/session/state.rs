@@ -171,7 +171,7 @@ impl SessionState {
             return Err(bad("not a regular file".into()));
         }
         let len = meta.len();
-        let mut f = std::fs::File::open(path).map_err(io)?;
+        let mut f = crate::files::open_regular(path).map_err(io)?;
         let mut read = |n: usize| -> Result<Vec<u8>, StateError> {
             let mut b = vec![0u8; n];
             f.read_exact(&mut b)

@@ -256,9 +256,15 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
             path.display()
         );
     }
-    let mut poll_moe = || {
+    // `now`: at start-up, a configuration already in place applies before the first token
+    let mut poll_moe = |now: bool| {
         if let (Some((w, knobs)), Some(shape)) = (moe.as_mut(), moe_shape.as_ref()) {
-            match w.poll(shape, knobs) {
+            let event = if now {
+                w.poll_now(shape, knobs)
+            } else {
+                w.poll(shape, knobs)
+            };
+            match event {
                 Some(models::moe_config::MoeEvent::Applied(c)) => {
                     eprintln!("moe: {} now in force: {c}", w.path().display())
                 }
@@ -275,7 +281,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     };
     let mut rows = Vec::new();
     for &p in args.prompt.iter().filter(|&&p| p > 0) {
-        poll_moe();
+        poll_moe(true);
         let toks = tokens(p, info.n_vocab, p as u64);
         session.reset();
         session.prefill(&toks)?; // warm-up: builds the chunk graphs, pages weights in
@@ -295,7 +301,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
         });
     }
     for &n in args.gen.iter().filter(|&&n| n > 0) {
-        poll_moe();
+        poll_moe(true);
         let first = tokens(1, info.n_vocab, 7);
         let mut samples = Vec::new();
         for rep in 0..=args.reps {

@@ -141,8 +141,8 @@ fn detect(path: &Path) -> Result<Kind> {
         return Ok(Kind::Safetensors);
     }
     let mut magic = [0u8; 4];
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut f = models::files::open_regular(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
     let n = f
         .read(&mut magic)
         .with_context(|| format!("cannot read {}", path.display()))?;

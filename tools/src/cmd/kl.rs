@@ -282,7 +282,10 @@ fn save_base(
 fn load_base(path: &Path, tokens: &[u32], n_vocab: usize) -> Result<(Vec<f32>, Option<String>)> {
     use safetensors::{Dtype, SafeTensors};
     let shown = path.display();
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {shown}"))?;
+    // the logits and tokens it must hold, and room for a header
+    let cap = (tokens.len() as u64 * (n_vocab as u64 + 1)) * 4 + (1 << 20);
+    let bytes = models::files::read_capped(path, cap, "--base-logits file for this text")
+        .with_context(|| format!("cannot read {shown}"))?;
     let st = SafeTensors::deserialize(&bytes)
         .with_context(|| format!("{shown}: not a safetensors file"))?;
     let base = SafeTensors::read_metadata(&bytes)
@@ -325,11 +328,18 @@ fn load_base(path: &Path, tokens: &[u32], n_vocab: usize) -> Result<(Vec<f32>, O
         l.shape(),
         tokens.len()
     );
-    let logits = l
+    let logits: Vec<f32> = l
         .data()
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
+    if let Some(i) = logits.iter().position(|v| !v.is_finite()) {
+        bail!(
+            "{shown}: the logits of position {} are not finite ({})",
+            i / n_vocab.max(1),
+            logits[i]
+        );
+    }
     Ok((logits, base))
 }
 
@@ -343,7 +353,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         args.ubatch > 0,
         "--ubatch 0: chunks must hold at least one token"
     );
-    let text = std::fs::read_to_string(&args.file)
+    let text = models::files::read_text_capped(&args.file, models::files::TEXT_CAP, "text file")
         .with_context(|| format!("cannot read the text file {}", args.file.display()))?;
     let path = args.model.path()?;
     let opts = args.model.load_options(env)?;

@@ -183,8 +183,10 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     let mut sampler = Sampler::new(cfg).context("sampling options")?;
     let prompt = match (&args.prompt, &args.file) {
         (Some(p), _) => p.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f)
-            .with_context(|| format!("cannot read the prompt file {}", f.display()))?,
+        (None, Some(f)) => {
+            models::files::read_text_capped(f, models::files::TEXT_CAP, "prompt file")
+                .with_context(|| format!("cannot read the prompt file {}", f.display()))?
+        }
         (None, None) => DEFAULT_PROMPT.to_string(),
     };
 
@@ -225,9 +227,15 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     if moe.is_some() && moe_shape.is_none() {
         bail!("{name}: --moe-config: the model has no routed experts");
     }
-    let mut poll_moe = || {
+    // `now`: at start-up, a configuration already in place applies before the first token
+    let mut poll_moe = |now: bool| {
         if let (Some((w, knobs)), Some(shape)) = (moe.as_mut(), moe_shape.as_ref()) {
-            match w.poll(shape, knobs) {
+            let event = if now {
+                w.poll_now(shape, knobs)
+            } else {
+                w.poll(shape, knobs)
+            };
+            match event {
                 Some(models::moe_config::MoeEvent::Applied(c)) => {
                     eprintln!("\nmoe: {} now in force: {c}", w.path().display())
                 }
@@ -242,7 +250,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             }
         }
     };
-    poll_moe();
+    poll_moe(true);
 
     // tokenize
     let mut ids = if args.chat {
@@ -353,7 +361,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             stop = " (context full)";
             break;
         }
-        poll_moe();
+        poll_moe(false);
         let t = Instant::now();
         logits = session
             .decode(next)
