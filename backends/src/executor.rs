@@ -337,14 +337,41 @@ impl Executor {
         Self::build(graph, cfg, true)
     }
 
-    fn build(graph: Graph, cfg: ExecConfig, reference: bool) -> Executor {
-        let plan = Plan::new(
-            &graph,
+    /// The plan [`Executor::new`] would run `graph` with under `cfg`: to size its arena and
+    /// state before allocating them ([`Executor::with_plan`] then runs it).
+    pub fn planned(graph: &Graph, cfg: &ExecConfig) -> Plan {
+        let opts = if cfg.reference {
+            PlanOptions {
+                elide_barriers: false,
+                guards: false,
+            }
+        } else {
             PlanOptions {
                 elide_barriers: cfg.elide_barriers,
                 guards: cfg.guards,
-            },
-        );
+            }
+        };
+        Plan::new(graph, opts)
+    }
+
+    /// [`Executor::new`] with the plan [`Executor::planned`] made for `graph` and `cfg`.
+    pub fn with_plan(graph: Graph, plan: Plan, cfg: ExecConfig) -> Executor {
+        if cfg.reference {
+            let cfg = ExecConfig {
+                profile: cfg.profile,
+                ..ExecConfig::reference()
+            };
+            return Self::build_with(graph, plan, cfg, true);
+        }
+        Self::build_with(graph, plan, cfg, false)
+    }
+
+    fn build(graph: Graph, cfg: ExecConfig, reference: bool) -> Executor {
+        let plan = Self::planned(&graph, &cfg);
+        Self::build_with(graph, plan, cfg, reference)
+    }
+
+    fn build_with(graph: Graph, plan: Plan, cfg: ExecConfig, reference: bool) -> Executor {
         let nth = cfg.threads.max(1);
         let shared = Arc::new(Shared {
             start: Barrier::new(nth, cfg.spin),

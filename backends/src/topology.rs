@@ -41,6 +41,37 @@ fn parse_cache_size(s: &str) -> Option<usize> {
     num.parse::<usize>().ok()?.checked_mul(mul)
 }
 
+/// Bytes of memory a new allocation can get without swapping: Linux's `MemAvailable`
+/// (`/proc/meminfo`), less where the process's cgroup (a container) allows less
+/// (`memory.max` − `memory.current`, cgroup v2). `None` where the system does not say.
+pub fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let mut avail = parse_meminfo_available(&meminfo)?;
+    let cg = |f: &str| -> Option<u64> {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/{f}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    if let (Some(max), Some(cur)) = (cg("memory.max"), cg("memory.current")) {
+        avail = avail.min(max.saturating_sub(cur));
+    }
+    Some(avail)
+}
+
+/// The `MemAvailable:` line of a `/proc/meminfo` text, in bytes.
+fn parse_meminfo_available(s: &str) -> Option<u64> {
+    s.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(1024)
+}
+
 /// The CPUs this process may run on (its affinity mask, which `taskset`, cgroups and
 /// containers narrow), in order; empty where the platform does not say.
 pub fn allowed_cpus() -> Vec<usize> {
@@ -93,6 +124,26 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn meminfo_available() {
+        let s = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(super::parse_meminfo_available(s), Some(2 << 20));
+        assert_eq!(super::parse_meminfo_available("MemTotal: 5 kB\n"), None);
+        if cfg!(target_os = "linux") {
+            assert!(super::available_memory().unwrap() > 0);
+        }
+    }
+
+    #[test]
+    fn cpu_lists_format_as_ranges() {
+        assert_eq!(super::format_cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(super::format_cpu_list(&[3]), "3");
+        assert_eq!(
+            super::parse_cpu_list("0-2,5,7-8").unwrap(),
+            [0, 1, 2, 5, 7, 8]
+        );
+    }
+
     #[test]
     fn cpu_lists() {
         assert_eq!(super::parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);

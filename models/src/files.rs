@@ -1,13 +1,26 @@
-//! Opening and reading the files a user names, safely: only regular files are opened (a FIFO,
-//! socket or device given as a model, config or prompt would block forever or read without
-//! end), and a file read into memory has a size cap suited to what it is. Every loader and
-//! the CLI read through here; errors are `std::io::Error`s whose message says what is wrong,
-//! so each caller's error names the file as it always has.
+//! Opening, mapping and writing the files a user names, safely:
+//!
+//! * only regular files are opened (a FIFO, socket or device given as a model, config or
+//!   prompt would block forever or read without end), and a file read into memory has a size
+//!   cap suited to what it is ([`open_regular`], [`read_capped`]);
+//! * model files are mapped through [`map_readonly`], which records each mapping so that a
+//!   `SIGBUS` (the file truncated under the process) can be reported naming the file
+//!   ([`mapped_file_at`], for the CLI's signal handler);
+//! * outputs are written whole or not at all ([`write_atomic`]: a temporary file beside the
+//!   target, synced, then renamed; removed again if the process is stopped by a fault
+//!   ([`remove_in_flight`])).
+//!
+//! Errors are `std::io::Error`s whose message says what is wrong, so each caller's error
+//! names the file as it always has.
 
+use memmap2::Mmap;
+use std::ffi::CString;
 use std::fs::File;
-use std::io::{Error, ErrorKind, Read};
+use std::io::{Error, ErrorKind, Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Cap of a JSON or TOML configuration file (config.json, generation_config.json, a MoE
 /// config): far above any real one.
@@ -94,6 +107,171 @@ pub fn read_text_capped(path: &Path, cap: u64, what: &str) -> Result<String, Err
     })
 }
 
+/// Slots of the mapping and in-flight registries: read lock-free by a signal handler.
+const SLOTS: usize = 256;
+
+struct Slot {
+    start: AtomicUsize,
+    len: AtomicUsize,
+    /// A leaked NUL-terminated path (null: free).
+    path: AtomicPtr<libc::c_char>,
+}
+
+#[allow(clippy::declare_interior_mutable_const)] // only to initialise the arrays below
+const FREE: Slot = Slot {
+    start: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+    path: AtomicPtr::new(std::ptr::null_mut()),
+};
+static MAPPED: [Slot; SLOTS] = [FREE; SLOTS];
+static IN_FLIGHT: [Slot; 8] = [FREE; 8];
+
+fn c_path(p: &Path) -> *mut libc::c_char {
+    CString::new(p.as_os_str().as_bytes())
+        .unwrap_or_default()
+        .into_raw()
+}
+
+/// Record `path` in a free slot of `table` (with a range); the slot index, or `None` when
+/// the table is full (the record is best effort: only messages depend on it).
+fn claim(table: &[Slot], path: &Path, start: usize, len: usize) -> Option<usize> {
+    let p = c_path(path);
+    for (i, s) in table.iter().enumerate() {
+        if s.path
+            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            s.start.store(start, Ordering::Release);
+            s.len.store(len, Ordering::Release);
+            return Some(i);
+        }
+    }
+    // SAFETY: `p` came from `CString::into_raw` above and was not stored anywhere.
+    drop(unsafe { CString::from_raw(p) });
+    None
+}
+
+fn release(table: &[Slot], i: usize) {
+    let s = &table[i];
+    s.len.store(0, Ordering::Release);
+    let p = s.path.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if !p.is_null() {
+        // SAFETY: every non-null path in a slot came from `CString::into_raw` in `claim`,
+        // and the swap above took it out of the slot, so it is freed once.
+        drop(unsafe { CString::from_raw(p) });
+    }
+}
+
+/// A read-only mapping of a whole file, recorded (see the module docs) while it lives.
+pub struct Mapping {
+    map: Mmap,
+    slot: Option<usize>,
+}
+
+impl std::ops::Deref for Mapping {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+impl AsRef<[u8]> for Mapping {
+    fn as_ref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mapping({} bytes)", self.map.len())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if let Some(i) = self.slot {
+            release(&MAPPED, i);
+        }
+    }
+}
+
+/// Map `file` (opened from `path`) read-only.
+///
+/// The bytes of a mapping change if another process writes the file, and reading past a
+/// truncation raises `SIGBUS`: model files must be replaced by rename, never modified in
+/// place (the CLI turns a `SIGBUS` into an error naming the file, [`mapped_file_at`]).
+pub fn map_readonly(file: &File, path: &Path) -> Result<Mapping, Error> {
+    // SAFETY: a read-only private mapping; this process never writes the file, and the bytes
+    // changing underneath (another process writing it in place) is the documented misuse
+    // above, reported by the CLI when it faults.
+    let map = unsafe { Mmap::map(file) }?;
+    let slot = claim(&MAPPED, path, map.as_ptr() as usize, map.len());
+    Ok(Mapping { map, slot })
+}
+
+/// The path of the mapped file holding address `addr`, as a NUL-terminated C string, for a
+/// signal handler (lock-free and allocation-free; null when no mapping holds it).
+pub fn mapped_file_at(addr: usize) -> *const libc::c_char {
+    for s in &MAPPED {
+        let p = s.path.load(Ordering::Acquire);
+        let (start, len) = (
+            s.start.load(Ordering::Acquire),
+            s.len.load(Ordering::Acquire),
+        );
+        if !p.is_null() && addr >= start && addr - start < len {
+            return p;
+        }
+    }
+    std::ptr::null()
+}
+
+/// Remove every temporary file [`write_atomic`] is writing: from a signal handler, before
+/// the process ends (only `unlink`, which is async-signal-safe).
+pub fn remove_in_flight() {
+    for s in &IN_FLIGHT {
+        let p = s.path.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: `p` is a valid NUL-terminated path owned by the slot.
+            unsafe { libc::unlink(p) };
+        }
+    }
+}
+
+/// Write `path` whole or not at all: `write` fills a temporary file beside it, which is
+/// synced and renamed over `path`; on any error (or a fault, see [`remove_in_flight`]) the
+/// temporary file is removed and `path` is untouched. A `path` that exists and is not a
+/// regular file (`/dev/null`, a FIFO) is written directly: it cannot be renamed over.
+pub fn write_atomic(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), Error>,
+) -> Result<(), Error> {
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+        return write(&mut f);
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let tmp: PathBuf = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let slot = claim(&IN_FLIGHT, &tmp, 0, 0);
+    let r = (|| {
+        let f = File::create(&tmp)?;
+        let mut b = std::io::BufWriter::with_capacity(1 << 20, f);
+        write(&mut b)?;
+        let f = b.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    if let Some(i) = slot {
+        release(&IN_FLIGHT, i);
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +316,55 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("offset 2"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn mappings_are_found_by_address_while_they_live() {
+        let dir = std::env::temp_dir().join(format!("fathom-map-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("m.bin");
+        std::fs::write(&p, vec![7u8; 10000]).unwrap();
+        let m = map_readonly(&File::open(&p).unwrap(), &p).unwrap();
+        let at = m.as_ptr() as usize + 9999;
+        let found = mapped_file_at(at);
+        assert!(!found.is_null());
+        // SAFETY: a NUL-terminated path owned by the live slot.
+        let s = unsafe { std::ffi::CStr::from_ptr(found) };
+        assert_eq!(s.to_bytes(), p.as_os_str().as_bytes());
+        assert!(mapped_file_at(at + 1).is_null() || mapped_file_at(at + 1) != found);
+        drop(m);
+        assert!(mapped_file_at(at).is_null(), "released on drop");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn atomic_writes_are_whole_or_absent() {
+        let dir = std::env::temp_dir().join(format!("fathom-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("out.bin");
+        std::fs::write(&p, b"old").unwrap();
+        // a failing writer leaves the old file and no temporary file
+        let e = write_atomic(&p, |w: &mut dyn Write| {
+            w.write_all(b"half")?;
+            Err(Error::other("disk full"))
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("disk full"));
+        assert_eq!(std::fs::read(&p).unwrap(), b"old");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+        write_atomic(&p, |w: &mut dyn Write| w.write_all(b"new")).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        // /dev/null is written in place, not replaced
+        write_atomic(Path::new("/dev/null"), |w: &mut dyn Write| {
+            w.write_all(b"x")
+        })
+        .unwrap();
+        assert!(!std::fs::metadata("/dev/null").unwrap().is_file());
         std::fs::remove_dir_all(&dir).ok();
     }
 }

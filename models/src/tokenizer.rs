@@ -332,6 +332,22 @@ impl Tokenizer {
         for (id, tok) in (0u32..).zip(tokens.iter()) {
             vocab.entry(tok.clone()).or_insert(id);
         }
+        // a byte-level BPE encodes any text only when every byte has its token: without
+        // one, text holding that byte would be dropped from the prompt without a word
+        if let Some((b, c)) = byte_to_char()
+            .iter()
+            .enumerate()
+            .find(|(_, c)| !vocab.contains_key(&c.to_string()))
+        {
+            return Err(TokenizerError::BadMetadata {
+                key: KEY_TOKENS,
+                message: format!(
+                    "no token for byte 0x{b:02x} ('{c}'): a byte-level vocabulary needs all 256 \
+                     ({} distinct tokens of {n})",
+                    vocab.len()
+                ),
+            });
+        }
         let mut merges = Vec::with_capacity(merges_raw.len());
         for (rank, m) in merges_raw.iter().enumerate() {
             // llama.cpp: split at the first space after the first byte.

@@ -148,3 +148,76 @@ fn gguf_hash_tables_are_checked_like_the_checkpoints() {
         );
     }
 }
+
+#[test]
+fn gguf_shapes_are_checked_at_open() {
+    use fathom_models::gguf::GgufFile;
+    use fathom_models::model::open_gguf;
+    use std::sync::Arc;
+    let src = GgufFile::open(fixture("dsv4-tiny-Q2_0.gguf")).unwrap();
+    // the same bytes under another shape: swapped, or a 1 where a dimension belongs
+    for (name, ne) in [
+        ("output_norm.weight", vec![128u64, 2]),
+        ("blk.2.attn_sinks.weight", vec![2, 2]),
+        ("blk.0.hc_attn_base.weight", vec![6, 4]),
+    ] {
+        let mut w = GgufWriter::new();
+        for (k, v) in src.metadata() {
+            w.add_kv(k.clone(), v.clone()).unwrap();
+        }
+        for t in src.tensors() {
+            let shape = if t.name == name {
+                ne.clone()
+            } else {
+                t.ne.clone()
+            };
+            w.add_tensor(
+                t.name.clone(),
+                t.dtype,
+                &shape,
+                src.tensor_bytes(t).unwrap().to_vec(),
+            )
+            .unwrap();
+        }
+        let f = Arc::new(GgufFile::parse(w.to_bytes().unwrap()).unwrap());
+        let e = match open_gguf(f, &LoadOptions::default()) {
+            Ok(_) => panic!("{name} {ne:?} accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains(name) && e.contains("the hyperparameters need"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn a_vocabulary_that_cannot_encode_every_byte_is_refused() {
+    use fathom_models::gguf::{Array, GgufFile};
+    use fathom_models::tokenizer::Tokenizer;
+    let src = GgufFile::open(fixture("dsv4-tiny-Q2_0.gguf")).unwrap();
+    let tokens: Vec<String> = src
+        .get("tokenizer.ggml.tokens")
+        .and_then(|v| v.as_array())
+        .and_then(|a| a.as_str())
+        .unwrap()
+        .to_vec();
+    // every token the same; one byte token renamed; the vocabulary cut to 100 tokens
+    let mut renamed = tokens.clone();
+    let at = renamed.iter().position(|t| t == "a").unwrap();
+    renamed[at] = "not-a".into();
+    for bad in [vec!["a".to_string(); tokens.len()], renamed] {
+        let mut w = GgufWriter::from_file(&src).unwrap();
+        w.set_kv("tokenizer.ggml.tokens", Value::Array(Array::Str(bad)))
+            .unwrap();
+        let f = GgufFile::parse(w.to_bytes().unwrap()).unwrap();
+        let e = match Tokenizer::from_gguf(&f) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains("tokenizer.ggml.tokens") && e.contains("no token for byte"),
+            "{e}"
+        );
+    }
+}

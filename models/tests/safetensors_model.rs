@@ -595,6 +595,35 @@ fn malformed_checkpoints_give_named_errors() {
 }
 
 #[test]
+fn shape_errors_name_the_checkpoint_tensor_and_file() {
+    // wq_a is [128, 256] (PyTorch order); the same bytes as [256, 128]
+    let dir = tmp_dir("shape");
+    write_st(
+        &dir.join("model.safetensors"),
+        &[(
+            "layers.0.attn.wq_a.weight",
+            "BF16",
+            &[256, 128],
+            vec![0; 128 * 256 * 2],
+        )],
+    );
+    let (mut w, hp) = SafetensorsWeights::open(&dir).unwrap();
+    let mut g = Graph::new();
+    let want = fathom_models::deepseek4::tensors::Tensor::AttnQA.shape(&hp, 0);
+    let e = w
+        .get_shaped(&mut g, "blk.0.attn_q_a.weight", &want)
+        .unwrap_err()
+        .to_string();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        e.contains("'layers.0.attn.wq_a.weight' in ")
+            && e.contains("model.safetensors")
+            && e.contains("shape [256, 128], expected [128, 256]"),
+        "{e}"
+    );
+}
+
+#[test]
 fn layers_past_the_config_are_rejected() {
     // the fixture config has 6 layers; a tensor of layer 6, 99 or a non-number is refused at
     // open, naming the tensor and the shard; the MTP block (`mtp.*`) is accepted and not run

@@ -6,6 +6,7 @@
 use anyhow::{bail, Context, Result};
 use models::gguf::GgufFile;
 use models::model::{LoadOptions, Model};
+use models::session::Session;
 use models::weights::policy::{Fp8Policy, StOptions};
 use models::weights::Repack;
 use std::io::Write;
@@ -90,6 +91,32 @@ impl ModelArgs {
             .as_deref()
             .context("give the model with -m MODEL")
     }
+}
+
+/// A session over `model` with `opts`' executor configuration and a context of `ctx` tokens,
+/// whose caches and working memory may take at most the memory available now: a context
+/// that does not fit is refused here, with the figures, before anything is allocated.
+pub fn session(model: Box<dyn Model>, opts: &LoadOptions, ctx: usize) -> Result<Session> {
+    let mut s = Session::new(model, opts.exec.clone(), ctx)?;
+    s.set_memory_limit(backends::topology::available_memory())
+        .map_err(|e| anyhow::anyhow!("{e}; lower --ctx"))?;
+    Ok(s)
+}
+
+/// Refuse a run whose outputs held in memory (`what`, `bytes`) do not fit in the memory
+/// available now.
+pub fn check_output_memory(bytes: u64, what: &str) -> Result<()> {
+    if let Some(avail) = backends::topology::available_memory() {
+        if bytes > avail {
+            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+            bail!(
+                "{what} need {:.2} GiB, and {:.2} GiB of memory is available",
+                gib(bytes),
+                gib(avail)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Opens the model at `path` with `opts`.

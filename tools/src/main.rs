@@ -12,6 +12,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod cmd;
 mod env;
+mod fault;
 mod load;
 mod mem;
 
@@ -69,6 +70,7 @@ fn render(e: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    fault::install();
     let matches = Cli::command().after_help(env::help()).get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,

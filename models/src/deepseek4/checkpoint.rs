@@ -57,7 +57,6 @@ use crate::safetensors::{SafetensorsError, SafetensorsModel, StDtype, TensorDtyp
 use crate::weights::policy::{Fp4Policy, Fp8Policy, HalfPolicy, StOptions};
 use crate::weights::{ForwardError, Weights};
 use graph::{Graph, NodeKind, TensorDesc, TensorId, WeightData};
-use memmap2::Mmap;
 use quant::fp8::{dequant_fp4_ds, dequant_fp8_blocked, fp4_ds_to_mxfp4, Fp8Scale};
 use quant::DType;
 use std::collections::HashMap;
@@ -184,7 +183,7 @@ struct Decoded {
 pub struct SafetensorsWeights {
     model: SafetensorsModel,
     /// One read-only mapping per shard, shared with every zero-copy [`WeightData`].
-    maps: Vec<Arc<Mmap>>,
+    maps: Vec<Arc<crate::files::Mapping>>,
     n_expert: usize,
     opts: StOptions,
     /// Every tensor handed out so far (converted once, shared by all graphs).
@@ -286,10 +285,9 @@ impl SafetensorsWeights {
                 source,
             };
             let file = crate::files::open_regular(path).map_err(io)?;
-            // SAFETY: read-only private map of a checkpoint file, which (as for every
-            // mmap-based loader, and as `SafetensorsFile` assumes for its own map of the same
-            // file) must not be truncated or modified while mapped.
-            let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+            // a checkpoint must not be truncated or modified while mapped (see
+            // `files::map_readonly`)
+            let map = crate::files::map_readonly(&file, path).map_err(io)?;
             if map.len() as u64 != s.file_len() {
                 return Err(StOpenError::Changed {
                     path: path.to_path_buf(),
@@ -713,4 +711,31 @@ impl Weights for SafetensorsWeights {
     /// Nothing to forget: graph ids are looked up in the graph itself (by name), and the
     /// converted tensors are kept for the next graph.
     fn new_graph(&mut self) {}
+
+    /// Names the checkpoint tensor and its shard, shapes in the checkpoint's order (the
+    /// reverse of GGUF's).
+    fn shape_error(&self, name: &str, got: &[usize], want: &[usize]) -> ForwardError {
+        let rev = |d: &[usize]| d.iter().rev().copied().collect::<Vec<_>>();
+        let described = match map_name(name) {
+            Some(Mapped::Tensor(off)) => {
+                let file = self
+                    .model
+                    .tensor(&off)
+                    .and_then(|t| self.model.shards().get(t.shard))
+                    .map(|s| s.path().display().to_string())
+                    .unwrap_or_else(|| self.model.path().display().to_string());
+                format!("'{off}' in {file} (fathom's '{name}')")
+            }
+            Some(Mapped::Experts { layer, w }) => format!(
+                "'layers.{layer}.ffn.experts.*.{w}.weight', stacked, in {} (fathom's '{name}')",
+                self.model.path().display()
+            ),
+            None => format!("'{name}'"),
+        };
+        ForwardError::Shape {
+            name: described,
+            got: rev(got),
+            want: rev(want),
+        }
+    }
 }

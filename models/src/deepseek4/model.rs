@@ -100,6 +100,28 @@ impl DeepSeek4 {
             if let Some(why) = tensors::misplaced(&hp, &t.name) {
                 return Err(fail(format!("tensor '{}' {why}", t.name)));
             }
+            // every shape as the hyperparameters say, before anything is built
+            if let Some((kind, layer)) = tensors::parse(&t.name) {
+                let want = kind.shape(&hp, layer.unwrap_or(0));
+                let mut got: Vec<usize> = t.ne.iter().map(|&d| d as usize).collect();
+                while got.len() > want.len().max(1) && got.last() == Some(&1) {
+                    got.pop();
+                }
+                if got != want {
+                    let dims = |d: &[usize]| {
+                        d.iter()
+                            .map(usize::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    return Err(fail(format!(
+                        "tensor '{}': shape [{}], the hyperparameters need [{}]",
+                        t.name,
+                        dims(&got),
+                        dims(&want)
+                    )));
+                }
+            }
             // the hash-routing tables, checked as the checkpoint loader checks them
             if tensors::parse(&t.name).is_some_and(|(k, _)| k == tensors::Tensor::FfnGateTid2eid) {
                 if t.dtype != quant::DType::I32 {

@@ -4,8 +4,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
-
 use super::reader::{self, ParsedShard};
 use super::split;
 use super::tensor::TensorInfo;
@@ -19,7 +17,7 @@ pub(crate) const MEMORY_LABEL: &str = "<memory>";
 #[derive(Debug)]
 enum Storage {
     /// A read-only memory map of the file.
-    Mapped(Mmap),
+    Mapped(crate::files::Mapping),
     /// Bytes handed to [`GgufFile::parse`].
     Owned(Vec<u8>),
 }
@@ -40,14 +38,11 @@ fn map_file(path: &Path) -> Result<Storage, GgufError> {
         source,
     };
     let file = crate::files::open_regular(path).map_err(io)?;
-    // SAFETY: `Mmap::map` is unsafe because the mapped bytes can change if another process
-    // modifies the file while it is mapped; Rust's aliasing rules assume `&[u8]` never changes.
-    // We map read-only (no mutable view exists in this process), and we require, as llama.cpp
-    // does, that model files are never modified in place while in use: they are replaced by
-    // rename, which leaves this mapping on the old inode. A truncation underneath us would
-    // raise SIGBUS (documented in the module docs); every offset we read is checked against
-    // the length observed at map time.
-    let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+    // Model files are never modified in place while in use (as llama.cpp requires): they are
+    // replaced by rename, which leaves this mapping on the old inode. A truncation underneath
+    // us raises SIGBUS, which the CLI reports naming the file; every offset we read is
+    // checked against the length observed at map time.
+    let map = crate::files::map_readonly(&file, path).map_err(io)?;
     Ok(Storage::Mapped(map))
 }
 

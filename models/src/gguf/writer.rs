@@ -412,15 +412,31 @@ impl<'a> GgufWriter<'a> {
         self.write_impl(&mut w, Path::new(WRITER_LABEL))
     }
 
-    /// Create (or truncate) the file at `path` and write to it; returns the bytes written.
+    /// Write the file at `path`, whole or not at all (a temporary file beside it, renamed
+    /// when complete); returns the bytes written.
     pub fn write_to_path(&self, path: impl AsRef<Path>) -> Result<u64, GgufError> {
         let path = path.as_ref();
-        let file = std::fs::File::create(path).map_err(|source| GgufError::Io {
-            file: path.to_path_buf(),
-            source,
-        })?;
-        let mut buf = std::io::BufWriter::new(file);
-        self.write_impl(&mut buf, path)
+        let mut n = 0;
+        let mut failed = None;
+        let r = crate::files::write_atomic(path, |f| match self.write_impl(f, path) {
+            Ok(k) => {
+                n = k;
+                Ok(())
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                failed = Some(e);
+                Err(std::io::Error::other(msg))
+            }
+        });
+        match (r, failed) {
+            (_, Some(e)) => Err(e),
+            (Err(source), None) => Err(GgufError::Io {
+                file: path.to_path_buf(),
+                source,
+            }),
+            (Ok(()), None) => Ok(n),
+        }
     }
 
     /// The whole file as bytes.

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
@@ -13,7 +12,7 @@ use serde_json::Value;
 /// One memory-mapped, validated safetensors file.
 pub struct SafetensorsFile {
     pub(super) path: PathBuf,
-    mmap: Mmap,
+    mmap: crate::files::Mapping,
     header_len: u64,
     metadata: Vec<(String, String)>,
     /// Ordered by `data_offsets`.
@@ -103,17 +102,14 @@ impl SafetensorsFile {
                 len: file_len,
             });
         }
-        // SAFETY: the map is read-only and private to this process. Its soundness relies on the
-        // file not being truncated or modified while mapped (which would be a SIGBUS or changing
-        // bytes, not undefined behaviour in our code's view); checkpoints are treated as
-        // immutable, which is the usual contract of every mmap-based model loader.
-        let mmap = unsafe { Mmap::map(&file) }.map_err(io_err(path))?;
+        // checkpoints are treated as immutable while mapped (see `files::map_readonly`)
+        let mmap = crate::files::map_readonly(&file, path).map_err(io_err(path))?;
         let mut f = Self::parse(path.to_path_buf(), mmap, shard)?;
         f.cross_check();
         Ok(f)
     }
 
-    fn parse(path: PathBuf, mmap: Mmap, shard: usize) -> Result<SafetensorsFile> {
+    fn parse(path: PathBuf, mmap: crate::files::Mapping, shard: usize) -> Result<SafetensorsFile> {
         let bytes: &[u8] = &mmap;
         let file_len = bytes.len() as u64;
         let mut len8 = [0u8; 8];

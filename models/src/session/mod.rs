@@ -121,6 +121,27 @@ pub enum SessionError {
         /// Last position of the step.
         last: usize,
     },
+    /// A context longer than any session supports ([`MAX_CONTEXT`]).
+    #[error("context length {0} is more than the {MAX_CONTEXT} tokens a session supports")]
+    ContextTooLong(usize),
+    /// The caches or a graph's working memory would not fit in the memory the session may
+    /// use ([`Session::set_memory_limit`]): refused before anything is allocated.
+    #[error(
+        "{what} need {}, and this session may use {} (the memory available){}",
+        gib(*need),
+        gib(*limit),
+        if *held > 0 { format!("; {} of it is in use already", gib(*held)) } else { String::new() }
+    )]
+    OutOfMemory {
+        /// What was about to be allocated.
+        what: String,
+        /// Bytes it needs.
+        need: u64,
+        /// Bytes held by the session already.
+        held: u64,
+        /// The session's limit.
+        limit: u64,
+    },
     /// A saved or given state does not fit this session.
     #[error(transparent)]
     State(#[from] StateError),
@@ -137,6 +158,18 @@ pub enum Mode {
     Cached,
     /// Re-run the stateless graph over the whole sequence every step (O(n²)).
     Recompute,
+}
+
+/// The longest context a session takes: 2^32 tokens (every size computed from it fits 64
+/// bits; the memory check refuses far shorter ones on any real machine).
+pub const MAX_CONTEXT: usize = 1 << 32;
+
+fn gib(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    }
 }
 
 /// Default prompt chunk (`ubatch`) of the cached mode.
@@ -198,6 +231,8 @@ pub struct Session<M: Model + ?Sized = dyn Model> {
     profile: Option<ProfileAcc>,
     profile_taken: bool,
     moe_knobs: Option<Arc<MoeKnobs>>,
+    /// Bytes the caches and executor arenas may take ([`Session::set_memory_limit`]).
+    memory_limit: Option<u64>,
 }
 
 impl<M: Model + ?Sized> std::fmt::Debug for Session<M> {
@@ -219,6 +254,9 @@ impl<M: Model + ?Sized> Session<M> {
         if ctx == 0 {
             return Err(SessionError::ZeroContext);
         }
+        if ctx > MAX_CONTEXT {
+            return Err(SessionError::ContextTooLong(ctx));
+        }
         let profile = folds(&cfg).then(ProfileAcc::default);
         Ok(Session {
             model,
@@ -233,7 +271,45 @@ impl<M: Model + ?Sized> Session<M> {
             profile,
             profile_taken: false,
             moe_knobs: None,
+            memory_limit: None,
         })
+    }
+
+    /// Let the session's caches and graph working memory (executor arenas) take at most
+    /// `limit` bytes (`None`: no limit), e.g. the memory available when it starts. Checked
+    /// now for the caches of the context (an error with the figures if they do not fit),
+    /// and before every allocation after.
+    pub fn set_memory_limit(&mut self, limit: Option<u64>) -> Result<(), SessionError> {
+        self.memory_limit = limit;
+        if self.mode == Mode::Cached && self.state.is_none() {
+            self.reserve(
+                self.cache_bytes(),
+                format!("the caches for a context of {} tokens", self.ctx),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Refuse to allocate `bytes` more for `what` beyond the memory limit.
+    fn reserve(&self, bytes: u64, what: String) -> Result<(), SessionError> {
+        let Some(limit) = self.memory_limit else {
+            return Ok(());
+        };
+        let held = self.state.as_ref().map_or(0, |s| s.len() as u64)
+            + self
+                .execs
+                .iter()
+                .map(|(_, e)| e.plan().arena_size() as u64)
+                .sum::<u64>();
+        if held.saturating_add(bytes) > limit {
+            return Err(SessionError::OutOfMemory {
+                what,
+                need: bytes,
+                held,
+                limit,
+            });
+        }
+        Ok(())
     }
 
     /// The model.
@@ -522,7 +598,15 @@ impl<M: Model + ?Sized> Session<M> {
                 n_tokens: spec.tokens,
                 source,
             })?;
-        let e = Executor::new(g, self.cfg.clone());
+        let plan = Executor::planned(&g, &self.cfg);
+        let mut need = plan.arena_size() as u64;
+        let mut what = format!("the working memory of a {}-token step", spec.tokens);
+        if matches!(spec.kind, GraphKind::Cached { .. }) && self.state.is_none() {
+            need += plan.state_size() as u64;
+            what = format!("the caches for a context of {} tokens and {what}", self.ctx);
+        }
+        self.reserve(need, what)?;
+        let e = Executor::with_plan(g, plan, self.cfg.clone());
         self.stats.graphs_built += 1;
         self.stats.build_ns += t0.elapsed().as_nanos() as u64;
         self.stats.peak_arena_bytes = self.stats.peak_arena_bytes.max(e.plan().arena_size());
@@ -666,7 +750,11 @@ impl<M: Model + ?Sized> Drop for Session<M> {
             match out {
                 ProfileOutput::Table => eprintln!("{}", s.table()),
                 ProfileOutput::Json(p) => {
-                    if let Err(e) = std::fs::write(&p, s.to_json().to_string()) {
+                    let json = s.to_json().to_string();
+                    let path = std::path::Path::new(&p);
+                    if let Err(e) =
+                        crate::files::write_atomic(path, |f| f.write_all(json.as_bytes()))
+                    {
                         eprintln!("fathom: cannot write profile {p}: {e}");
                     }
                 }

@@ -17,7 +17,7 @@
 use super::{Mode, Session, SessionError};
 use crate::model::Model;
 use backends::StateBuf;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The magic bytes of a saved state.
@@ -135,23 +135,12 @@ impl SessionState {
         let cache = self.cache.as_ref().map_or(&[][..], StateBuf::bytes);
         head.extend_from_slice(&(cache.len() as u64).to_le_bytes());
         let sum = fnv(fnv(FNV0, &head), cache);
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "state".into());
-        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
+        crate::files::write_atomic(path, |f| {
             f.write_all(&head)?;
             f.write_all(cache)?;
-            f.write_all(&sum.to_le_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io(e)
+            f.write_all(&sum.to_le_bytes())
         })
+        .map_err(io)
     }
 
     /// Reads a state written by [`SessionState::save`], checking its length, checksum and

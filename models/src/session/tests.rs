@@ -240,3 +240,52 @@ fn clear_profile_drops_the_warm_up() {
     q.decode(5).unwrap();
     assert_eq!(calls(&q.take_profile().unwrap()), 2 * calls(&p));
 }
+
+#[test]
+fn memory_limits_refuse_before_allocating() {
+    // the caches of the context are checked when the limit is set
+    let mut s = session(Mode::Cached, 4096);
+    let caches = s.cache_bytes();
+    let e = s.set_memory_limit(Some(caches - 1)).unwrap_err();
+    assert!(
+        matches!(e, SessionError::OutOfMemory { need, .. } if need == caches),
+        "{e}"
+    );
+    assert!(e.to_string().contains("4096 tokens"), "{e}");
+    // room for the caches but not for a step's working memory: refused at the step, the
+    // sequence unchanged
+    s.set_memory_limit(Some(caches + 1024)).unwrap();
+    let e = s.prefill(&[1, 2, 3]).unwrap_err();
+    assert!(
+        matches!(e, SessionError::OutOfMemory { .. }) && e.to_string().contains("3-token step"),
+        "{e}"
+    );
+    assert_eq!(s.n_past(), 0);
+    assert_eq!(s.stats().state_bytes, 0, "nothing allocated");
+    // enough: it runs; a stateless evaluation of a long sequence asks for more than the
+    // limit and is refused
+    s.set_memory_limit(Some(caches + (64 << 20))).unwrap();
+    s.prefill(&[1, 2, 3]).unwrap();
+    s.set_memory_limit(Some(caches + (1 << 20))).unwrap();
+    let long: Vec<u32> = (0..2000).map(|i| i % 500).collect();
+    let e = s.eval_batch(&long, false).unwrap_err();
+    assert!(e.to_string().contains("in use already"), "{e}");
+    // contexts past the supported length are refused outright
+    let model = open(&tiny_path(), &LoadOptions::default()).unwrap();
+    for ctx in [MAX_CONTEXT + 1, usize::MAX] {
+        let e = Session::new(
+            open(&tiny_path(), &LoadOptions::default()).unwrap(),
+            exec(),
+            ctx,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, SessionError::ContextTooLong(c) if c == ctx),
+            "{e}"
+        );
+    }
+    // the largest is accepted, and its caches are sized without overflow (and refused)
+    let mut s = Session::new(model, exec(), MAX_CONTEXT).unwrap();
+    assert!(s.cache_bytes() > 1 << 40);
+    assert!(s.set_memory_limit(Some(1 << 40)).is_err());
+}

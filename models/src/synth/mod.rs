@@ -407,19 +407,33 @@ impl Prepared {
         seed: u64,
         progress: &mut dyn FnMut(usize, &Planned, u64, u64),
     ) -> Result<(), SynthError> {
-        let r = write::write_file(
-            path,
-            &self.head,
-            self.align,
-            self.total,
-            &self.specs,
-            (seed, self.experts),
-            progress,
-        );
-        if r.is_err() {
-            let _ = std::fs::remove_file(path);
+        // whole or not at all: a temporary file beside `path`, renamed when complete
+        let mut failed = None;
+        let r = crate::files::write_atomic(path, |f| {
+            write::write_file(
+                f,
+                path,
+                &self.head,
+                self.align,
+                self.total,
+                &self.specs,
+                (seed, self.experts),
+                progress,
+            )
+            .map_err(|e| {
+                let msg = e.to_string();
+                failed = Some(e);
+                std::io::Error::other(msg)
+            })
+        });
+        match (r, failed) {
+            (_, Some(e)) => Err(e),
+            (Err(source), None) => Err(SynthError::Io {
+                path: path.to_path_buf(),
+                source,
+            }),
+            (Ok(()), None) => Ok(()),
         }
-        r
     }
 }
 

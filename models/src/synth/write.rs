@@ -6,8 +6,8 @@ use super::gen::TensorGen;
 use super::{Planned, SynthError};
 use crate::gguf::{GgufWriter, Value};
 use std::borrow::Cow;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+
+use std::io::Write;
 use std::path::Path;
 use std::sync::mpsc;
 
@@ -77,9 +77,11 @@ pub(super) fn encode_header(
     Ok((head.buf, align, total))
 }
 
-/// Streams the header and the generated tensors to `path`; `progress(k, tensor, written,
-/// total)` after each tensor. The caller removes the file on error.
+/// Streams the header and the generated tensors to `f` (the file `path`, written whole or
+/// not at all by the caller); `progress(k, tensor, written, total)` after each tensor.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn write_file(
+    f: &mut dyn Write,
     path: &Path,
     head: &[u8],
     align: u64,
@@ -92,8 +94,6 @@ pub(super) fn write_file(
         path: path.to_path_buf(),
         source,
     };
-    let file = File::create(path).map_err(io)?;
-    let mut f = BufWriter::with_capacity(1 << 20, file);
     f.write_all(head).map_err(io)?;
     let mut written = head.len() as u64;
     let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(2);
@@ -132,11 +132,6 @@ pub(super) fn write_file(
         }
         Ok(())
     })?;
-    f.flush().map_err(io)?;
-    f.into_inner()
-        .map_err(|e| io(e.into_error()))?
-        .sync_all()
-        .map_err(io)?;
     if written != total {
         return Err(SynthError::Invalid(format!(
             "wrote {written} bytes, expected {total}"

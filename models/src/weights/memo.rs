@@ -13,6 +13,9 @@ pub struct WeightMemo {
 }
 
 impl Weights for WeightMemo {
+    fn shape_error(&self, name: &str, got: &[usize], want: &[usize]) -> ForwardError {
+        self.inner.shape_error(name, got, want)
+    }
     fn new_graph(&mut self) {
         self.current.clear();
         self.inner.new_graph();

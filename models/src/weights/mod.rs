@@ -23,13 +23,13 @@ pub enum ForwardError {
     #[error("missing tensor '{0}'")]
     Missing(String),
     /// A tensor has the wrong shape.
-    #[error("tensor '{name}': shape {got:?}, expected {want:?}")]
+    #[error("tensor {name}: shape {}, expected {}", dims(got), dims(want))]
     Shape {
-        /// Tensor name.
+        /// The tensor, as its provider names it ([`Weights::describe`]).
         name: String,
-        /// Shape found (GGUF order).
+        /// Shape found (in the order of the file it comes from).
         got: Vec<usize>,
-        /// Shape expected.
+        /// Shape expected (the same order).
         want: Vec<usize>,
     },
     /// The hyperparameters are outside what this implementation supports.
@@ -50,6 +50,12 @@ pub enum ForwardError {
     },
 }
 
+/// `[a, b, c]`.
+fn dims(d: &[usize]) -> String {
+    let v: Vec<String> = d.iter().map(usize::to_string).collect();
+    format!("[{}]", v.join(", "))
+}
+
 /// Resolves weights by GGUF name and registers them in the graph (once).
 pub trait Weights {
     /// The weight `name` as a graph node, or `None` if the model has no such tensor.
@@ -66,6 +72,17 @@ pub trait Weights {
             .ok_or_else(|| ForwardError::Missing(name.to_string()))
     }
 
+    /// The error for weight `name` having shape `got` where `want` is expected (GGUF order,
+    /// trailing 1s dropped): by default naming the GGUF tensor; a provider reading another
+    /// format names the tensor, its file and the shapes as that format writes them.
+    fn shape_error(&self, name: &str, got: &[usize], want: &[usize]) -> ForwardError {
+        ForwardError::Shape {
+            name: format!("'{name}'"),
+            got: got.to_vec(),
+            want: want.to_vec(),
+        }
+    }
+
     /// The weight `name`, checking its shape (GGUF order, trailing 1s ignored).
     fn get_shaped(
         &mut self,
@@ -78,11 +95,11 @@ pub trait Weights {
         let mut want4 = [1usize; 4];
         want4[..want.len()].copy_from_slice(want);
         if d.ne != want4 {
-            return Err(ForwardError::Shape {
-                name: name.into(),
-                got: d.ne.to_vec(),
-                want: want.to_vec(),
-            });
+            let mut got = d.ne.to_vec();
+            while got.len() > want.len().max(1) && got.last() == Some(&1) {
+                got.pop();
+            }
+            return Err(self.shape_error(name, &got, want));
         }
         Ok(id)
     }

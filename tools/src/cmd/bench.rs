@@ -14,7 +14,6 @@
 
 use crate::load::{self, ModelArgs};
 use anyhow::{bail, Context, Result};
-use models::session::Session;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -239,10 +238,10 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
             .copied()
             .max()
             .unwrap_or(1)
-            + 2
+            .saturating_add(2)
     });
     let mut session =
-        Session::new(model, exec.clone(), ctx).with_context(|| path.display().to_string())?;
+        load::session(model, &opts, ctx).with_context(|| path.display().to_string())?;
     session.set_ubatch(args.ubatch);
     let mut moe = args.moe_config.clone().map(|p| {
         let knobs = Arc::new(graph::knobs::MoeKnobs::new(info.n_layer));

@@ -267,7 +267,8 @@ fn save_base(
         ("fathom".to_string(), "kl base logits".to_string()),
         ("base_config".to_string(), c.spec.clone()),
     ]);
-    safetensors::serialize_to_file(views, Some(meta), path)
+    let bytes = safetensors::serialize(views, Some(meta))?;
+    models::files::write_atomic(path, |f| f.write_all(&bytes))
         .with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!(
         "kl: wrote A's logits [{}, {n_vocab}] and tokens to {}",
@@ -343,6 +344,10 @@ fn load_base(path: &Path, tokens: &[u32], n_vocab: usize) -> Result<(Vec<f32>, O
     Ok((logits, base))
 }
 
+fn hp_vocab(m: &dyn models::model::Model) -> u64 {
+    m.info().n_vocab as u64
+}
+
 fn opt(x: Option<f64>, prec: usize) -> String {
     x.map_or_else(|| "n/a".into(), |v| format!("{v:.prec$}"))
 }
@@ -374,18 +379,23 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         "{}: {n} token(s); at least 2 are needed (one next-token prediction)",
         args.file.display()
     );
-    let need = n.max(n.min(DECODE_PREFIX) + 1 + args.decode_tokens);
+    let timing = (n.min(DECODE_PREFIX) + 1).saturating_add(args.decode_tokens);
+    let need = n.max(timing);
     let ctx = match opts.ctx {
         Some(c) if c < need => bail!(
-            "--ctx {c}: the text has {n} tokens and the decode timing needs {} (raise --ctx \
-             or lower --decode-tokens)",
-            n.min(DECODE_PREFIX) + 1 + args.decode_tokens
+            "--ctx {c}: the text has {n} tokens and the decode timing needs {timing} (raise \
+             --ctx or lower --decode-tokens)"
         ),
         Some(c) => c,
         None => need,
     };
     let threads_used = opts.exec.threads;
-    let mut session = Session::new(model, opts.exec.clone(), ctx)?;
+    // both models' logits of every position are held at once
+    load::check_output_memory(
+        2 * n as u64 * hp_vocab(&*model) * 4,
+        &format!("the logits of {n} positions under both configurations"),
+    )?;
+    let mut session = load::session(model, &opts, ctx)?;
     let test = config(&args.test_config, &hp, "--test-config")?;
     let base = match &args.base_config {
         Some(s) => Some(config(s, &hp, "--base-config")?),

@@ -9,7 +9,6 @@
 
 use crate::load::{self, ModelArgs};
 use anyhow::{bail, Context, Result};
-use models::session::Session;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `fathom logits`.
@@ -74,7 +73,16 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     }
     let t = tokens.len();
     let ctx = opts.ctx.unwrap_or(t);
-    let mut session = Session::new(model, opts.exec.clone(), ctx)?;
+    let hidden = if args.hidden {
+        info.n_layer as u64 * info.hidden.iter().product::<usize>() as u64
+    } else {
+        0
+    };
+    load::check_output_memory(
+        t as u64 * (info.n_vocab as u64 + hidden) * 4 * 2,
+        &format!("the logits of {t} positions and their file"),
+    )?;
+    let mut session = load::session(model, &opts, ctx)?;
     if let Some(chunk) = chunk {
         let mut logits = Vec::with_capacity(t * info.n_vocab);
         session
@@ -121,7 +129,8 @@ fn write_out(
             ))
         })
         .collect::<Result<_>>()?;
-    safetensors::serialize_to_file(views, None, out)
+    let bytes = safetensors::serialize(views, None)?;
+    models::files::write_atomic(out, |f| f.write_all(&bytes))
         .with_context(|| format!("cannot write {}", out.display()))?;
     eprintln!("wrote logits [{t}, {n_vocab}] to {}", out.display());
     Ok(())

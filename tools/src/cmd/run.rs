@@ -140,7 +140,7 @@ fn load(args: &Args, env: &crate::env::Env) -> Result<Loaded> {
         );
     }
     let ctx = opts.context(info);
-    let session = Session::new(model, opts.exec.clone(), ctx).with_context(|| name.clone())?;
+    let session = load::session(model, &opts, ctx).with_context(|| name.clone())?;
     if builtin {
         eprintln!(
             "loaded the built-in model in {:.1} ms",
@@ -403,8 +403,11 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
     );
     if let Some(p) = session.take_profile() {
         match profile_out {
-            Some(ProfileOutput::Json(path)) => std::fs::write(&path, p.to_json().to_string())
-                .with_context(|| format!("cannot write the profile {path}"))?,
+            Some(ProfileOutput::Json(path)) => {
+                let json = p.to_json().to_string();
+                models::files::write_atomic(std::path::Path::new(&path), |f| f.write_all(json.as_bytes()))
+                    .with_context(|| format!("cannot write the profile {path}"))?
+            }
             Some(ProfileOutput::Trace(path)) => eprintln!(
                 "profile: trace:{path} is not written by run (one executor per step); the table:\n{}",
                 p.table()
