@@ -5,6 +5,7 @@
 pub mod chat;
 pub mod deepseek4;
 pub mod files;
+pub mod fuzz;
 pub mod gguf;
 pub mod model;
 pub mod moe_config;

@@ -445,25 +445,37 @@ impl Tokenizer {
                     path: json.clone(),
                     source,
                 })?;
-        let inner =
-            tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| TokenizerError::BadFile {
-                path: json.clone(),
-                message: e.to_string(),
-            })?;
+        let inner = parse_tokenizer_json(&bytes).map_err(|message| TokenizerError::BadFile {
+            path: json.clone(),
+            message,
+        })?;
         match inner.get_decoder() {
             Some(DecoderWrapper::ByteLevel(_)) => {}
             other => {
                 return Err(TokenizerError::BadFile {
                     path: json,
                     message: format!(
-                        "decoder is {}, only a ByteLevel decoder is supported",
-                        other.map_or_else(|| "absent".to_owned(), |d| format!("{d:?}"))
+                        "the decoder is {}; only a ByteLevel decoder is supported",
+                        if other.is_some() {
+                            "another kind"
+                        } else {
+                            "absent"
+                        }
                     ),
                 })
             }
         }
 
         let n = inner.get_vocab_size(true);
+        if n == 0 || n > crate::deepseek4::hparams::MAX_VOCAB {
+            return Err(TokenizerError::BadFile {
+                path: json,
+                message: format!(
+                    "{n} token ids (1 to {} supported)",
+                    crate::deepseek4::hparams::MAX_VOCAB
+                ),
+            });
+        }
         let added = inner.get_added_tokens_decoder();
         let table = char_to_byte();
         let mut pieces = Vec::with_capacity(n);
@@ -652,6 +664,25 @@ impl Tokenizer {
     /// The underlying `tokenizers` tokenizer.
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.inner
+    }
+}
+
+/// A `tokenizer.json` parsed by the `tokenizers` crate. The JSON syntax is checked first, and
+/// the crate's own parsing runs under `catch_unwind` with the panic message silenced: some
+/// malformed files make it panic (`expect` in its decoder deserializer, found by fuzzing),
+/// and a damaged file must be an error naming it, not a crash. (The panic hook is global:
+/// a panic on another thread during these milliseconds would not be printed.)
+fn parse_tokenizer_json(bytes: &[u8]) -> Result<tokenizers::Tokenizer, String> {
+    serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
+        .map_err(|e| format!("not valid JSON: {e}"))?;
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(bytes));
+    std::panic::set_hook(hook);
+    match r {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("malformed: the tokenizers library could not read it".into()),
     }
 }
 

@@ -12,13 +12,29 @@ use serde_json::Value;
 /// One memory-mapped, validated safetensors file.
 pub struct SafetensorsFile {
     pub(super) path: PathBuf,
-    mmap: crate::files::Mapping,
+    mmap: Bytes,
     header_len: u64,
     metadata: Vec<(String, String)>,
     /// Ordered by `data_offsets`.
     pub(super) tensors: Vec<TensorInfo>,
     pub(super) by_name: HashMap<String, usize>,
     pub(super) warnings: Vec<String>,
+}
+
+/// Where a file's bytes live: mapped, or handed over in memory ([`SafetensorsFile::from_bytes`]).
+enum Bytes {
+    Mapped(crate::files::Mapping),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
 }
 
 impl fmt::Debug for SafetensorsFile {
@@ -104,12 +120,26 @@ impl SafetensorsFile {
         }
         // checkpoints are treated as immutable while mapped (see `files::map_readonly`)
         let mmap = crate::files::map_readonly(&file, path).map_err(io_err(path))?;
-        let mut f = Self::parse(path.to_path_buf(), mmap, shard)?;
+        let mut f = Self::parse(path.to_path_buf(), Bytes::Mapped(mmap), shard)?;
         f.cross_check();
         Ok(f)
     }
 
-    fn parse(path: PathBuf, mmap: crate::files::Mapping, shard: usize) -> Result<SafetensorsFile> {
+    /// Parse and validate a file's bytes held in memory (`label` names it in errors), as
+    /// [`SafetensorsFile::open`] does a file.
+    pub fn from_bytes(label: &str, bytes: Vec<u8>) -> Result<SafetensorsFile> {
+        if bytes.len() < 8 {
+            return Err(SafetensorsError::FileTooShort {
+                path: PathBuf::from(label),
+                len: bytes.len() as u64,
+            });
+        }
+        let mut f = Self::parse(PathBuf::from(label), Bytes::Owned(bytes), 0)?;
+        f.cross_check();
+        Ok(f)
+    }
+
+    fn parse(path: PathBuf, mmap: Bytes, shard: usize) -> Result<SafetensorsFile> {
         let bytes: &[u8] = &mmap;
         let file_len = bytes.len() as u64;
         let mut len8 = [0u8; 8];

@@ -133,13 +133,19 @@ impl SafetensorsModel {
     /// Open a sharded checkpoint from its index file.
     pub fn open_index(index: impl AsRef<Path>) -> Result<SafetensorsModel> {
         let index = index.as_ref();
+        let text =
+            crate::files::read_capped(index, crate::files::LARGE_JSON_CAP, "safetensors index")
+                .map_err(io_err(index))?;
+        Self::from_index_bytes(index, &text)
+    }
+
+    /// [`SafetensorsModel::open_index`] of the index's bytes `text`, read from `index` (its
+    /// shards are looked up beside it).
+    pub fn from_index_bytes(index: &Path, text: &[u8]) -> Result<SafetensorsModel> {
         let bad = |message: String| SafetensorsError::BadIndex {
             path: index.to_path_buf(),
             message,
         };
-        let text =
-            crate::files::read_capped(index, crate::files::LARGE_JSON_CAP, "safetensors index")
-                .map_err(io_err(index))?;
         let first = text.iter().find(|b| !b" \t\r\n".contains(b));
         if first != Some(&b'{') {
             return Err(
@@ -159,6 +165,7 @@ impl SafetensorsModel {
         let mut wanted: Vec<(String, usize)> = Vec::with_capacity(weight_map.0.len());
         let mut first_tensor_of: Vec<String> = Vec::new();
         let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut shard_index: HashMap<String, usize> = HashMap::new();
         for (tensor, shard) in weight_map.0 {
             let Value::String(shard) = shard else {
                 return Err(bad(format!("`weight_map[\"{tensor}\"]` is not a string")));
@@ -169,11 +176,12 @@ impl SafetensorsModel {
                     "shard name `{shard}` for `{tensor}` is not a relative path inside the checkpoint"
                 )));
             }
-            let si = match shard_names.iter().position(|s| *s == shard) {
-                Some(i) => i,
+            let si = match shard_index.get(&shard) {
+                Some(&i) => i,
                 None => {
                     shard_names.push(shard.clone());
                     first_tensor_of.push(tensor.clone());
+                    shard_index.insert(shard.clone(), shard_names.len() - 1);
                     shard_names.len() - 1
                 }
             };
