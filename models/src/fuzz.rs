@@ -13,9 +13,12 @@ use crate::tokenizer::Tokenizer;
 use std::path::Path;
 use std::sync::Arc;
 
+/// A fuzz target's body.
+pub type Body = fn(&[u8]);
+
 /// The fuzz targets by name (the names of `fuzz/fuzz_targets/*.rs` and of the corpus
 /// folders).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Body)] = &[
     ("gguf", gguf),
     ("safetensors", safetensors),
     ("safetensors_index", safetensors_index),

@@ -149,13 +149,13 @@ impl SafetensorsModel {
         let first = text.iter().find(|b| !b" \t\r\n".contains(b));
         if first != Some(&b'{') {
             return Err(
-                match serde_json::from_slice::<serde::de::IgnoredAny>(&text) {
+                match serde_json::from_slice::<serde::de::IgnoredAny>(text) {
                     Ok(_) => bad("not a JSON object".into()),
                     Err(e) => bad(format!("not valid JSON: {e}")),
                 },
             );
         }
-        let parsed: IndexJson = serde_json::from_slice(&text).map_err(|e| bad(format!("{e}")))?;
+        let parsed: IndexJson = serde_json::from_slice(text).map_err(|e| bad(format!("{e}")))?;
         let metadata = parsed.metadata;
         let weight_map = parsed
             .weight_map
