@@ -5,12 +5,13 @@
 //! [`Executor::reference`] runs the reference kernels on one thread with every barrier (no
 //! elision): the oracle every test compares against.
 
-use crate::barrier::Barrier;
+use crate::adapt::Adapt;
+use crate::barrier::{Barrier, Gate};
 use crate::profiler::{ProfileOutput, Profiler, ThreadTimes};
 use graph::{Graph, Location, NodeKind, Plan, PlanOptions, TensorDesc, TensorId};
 use ops::{KernelCx, Scratch, TensorMut, TensorRef};
 use quant::simd::{CpuLevel, Kernels};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -41,6 +42,10 @@ pub struct ExecConfig {
     /// of the tests; `FATHOM_FORCE_SCALAR=1` in the CLI). `threads`, `pin`, `elide_barriers`
     /// and `cpu` are then ignored.
     pub reference: bool,
+    /// Let the executor run with fewer of its threads when measurements show that is faster
+    /// (other processes taking cores: see [`crate::adapt`]). Off while profiling, which
+    /// reports every thread of every run.
+    pub adapt_threads: bool,
 }
 
 impl Default for ExecConfig {
@@ -57,6 +62,7 @@ impl Default for ExecConfig {
             guards: false,
             cpu: CpuLevel::detect(),
             reference: false,
+            adapt_threads: true,
         }
     }
 }
@@ -75,6 +81,7 @@ impl ExecConfig {
             guards: false,
             cpu: CpuLevel::Scalar,
             reference: true,
+            adapt_threads: false,
         }
     }
 }
@@ -180,6 +187,10 @@ struct Job {
     reference: bool,
     profile: bool,
     t0: Instant,
+    /// The start generation of this run ([`Gate`]).
+    gen: usize,
+    /// Threads taking part (workers `1..active` and the caller).
+    active: usize,
 }
 
 // SAFETY: a Job only travels to the pool's workers while `run` keeps every pointee alive and
@@ -190,7 +201,8 @@ unsafe impl Send for Job {}
 unsafe impl Sync for Job {}
 
 struct Shared {
-    start: Barrier,
+    start: Gate,
+    quit: AtomicBool,
     step: Barrier,
     job: Mutex<Option<Arc<Job>>>,
     times: Vec<Mutex<ThreadTimes>>,
@@ -213,6 +225,10 @@ pub struct Executor {
     nth: usize,
     reference: bool,
     profiler: Option<Profiler>,
+    /// The thread-count policy (`None`: always every thread).
+    adapt: Option<Adapt>,
+    /// A thread count set by [`Executor::set_active_threads`], overriding the policy.
+    forced: Option<usize>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -374,7 +390,8 @@ impl Executor {
     fn build_with(graph: Graph, plan: Plan, cfg: ExecConfig, reference: bool) -> Executor {
         let nth = cfg.threads.max(1);
         let shared = Arc::new(Shared {
-            start: Barrier::new(nth, cfg.spin),
+            start: Gate::new(cfg.spin),
+            quit: AtomicBool::new(false),
             step: Barrier::new(nth, cfg.spin),
             job: Mutex::new(None),
             times: (0..nth)
@@ -406,12 +423,23 @@ impl Executor {
                     core_affinity::set_for_current(c);
                 }
                 let mut scratch = Scratch::default();
+                let mut seen = 0;
                 loop {
-                    sh.start.wait();
+                    sh.start.wait_past(seen);
+                    if sh.quit.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    // the generation before the job: a job published later carries a later one
+                    let g = sh.start.generation();
                     let job = sh.job.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    let Some(job) = job else { return };
+                    seen = job.as_ref().map_or(g, |j| j.gen.max(g));
+                    // a run this worker takes no part in is not waited for (it may already
+                    // be over: then there is no job)
+                    let Some(job) = job.filter(|j| ith < j.active) else {
+                        continue;
+                    };
                     let times = job.profile.then(|| &sh.times[ith]);
-                    run_steps(&job, ith, nth, &mut scratch, &sh.step, times);
+                    run_steps(&job, ith, job.active, &mut scratch, &sh.step, times);
                 }
             }));
         }
@@ -435,6 +463,8 @@ impl Executor {
             .profile
             .clone()
             .map(|out| Profiler::new(&graph, &plan, nth, out));
+        let adapt = (cfg.adapt_threads && !reference && profiler.is_none() && nth > 1)
+            .then(|| Adapt::new(nth));
         Executor {
             graph,
             plan,
@@ -449,7 +479,15 @@ impl Executor {
             nth,
             reference,
             profiler,
+            adapt,
+            forced: None,
         }
+    }
+
+    /// Run the next runs with `n` of the pool's threads (1 to [`Executor::threads`]), or
+    /// (`None`) as the thread-count policy decides. For measurements and tests.
+    pub fn set_active_threads(&mut self, n: Option<usize>) {
+        self.forced = n.map(|n| n.clamp(1, self.nth));
     }
 
     /// The plan being replayed.
@@ -539,6 +577,11 @@ impl Executor {
         let arena_len = self.arena.len() * 64;
         let profile = self.profiler.is_some();
         let state_len = state.len();
+        let active = match self.forced {
+            Some(n) => n,
+            None => self.adapt.as_mut().map_or(self.nth, Adapt::threads),
+        };
+        let t_run = Instant::now();
         let job = Arc::new(Job {
             graph: &self.graph,
             plan: &self.plan,
@@ -552,19 +595,29 @@ impl Executor {
             reference: self.reference,
             profile,
             t0: Instant::now(),
+            gen: self.shared.start.generation() + 1,
+            active,
         });
+        self.shared.step.set_n(active);
         *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.clone());
-        self.shared.start.wait();
+        // a run of the caller alone leaves the workers asleep
+        if active > 1 {
+            self.shared.start.open();
+        }
         let times = profile.then(|| &self.shared.times[0]);
+        // the last step barrier returns once every active thread is done
         run_steps(
             &job,
             0,
-            self.nth,
+            active,
             &mut self.scratch0,
             &self.shared.step,
             times,
         );
         *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if let (Some(a), None) = (self.adapt.as_mut(), self.forced) {
+            a.record(t_run.elapsed().as_nanos() as u64);
+        }
         if let Some(p) = self.profiler.as_mut() {
             p.collect(&self.shared.times);
         }
@@ -651,8 +704,9 @@ impl Executor {
 impl Drop for Executor {
     fn drop(&mut self) {
         *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.shared.quit.store(true, Ordering::SeqCst);
         if !self.workers.is_empty() {
-            self.shared.start.wait();
+            self.shared.start.open();
         }
         for w in self.workers.drain(..) {
             let _ = w.join();

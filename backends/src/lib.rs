@@ -9,6 +9,7 @@
 //! - [`profiler`]: the per-op profiler (`FATHOM_PROFILE_OPS=1 | json:PATH | trace:PATH`).
 //! - [`testops`]: fathom's test-backend-ops (every op case against the reference).
 
+pub mod adapt;
 pub mod barrier;
 pub mod executor;
 pub mod profiler;

@@ -325,3 +325,35 @@ fn masked_q8_0_matvec_streams_rows_with_the_reference_bits() {
         }
     }
 }
+
+#[test]
+fn any_number_of_active_threads_gives_the_reference_bits() {
+    // a pool of 3 whose runs use 1, 2 or 3 threads in a scrambled order (workers left out of
+    // runs for long stretches, woken from parking): every run gives the reference's bits
+    let (g, xs, ws, gs) = chain();
+    let (_, want) = run(Executor::reference(g.clone()), &xs, &ws, &gs);
+    let mut e = Executor::new(g, cfg(3, true, false));
+    let mut s = 7u32;
+    for i in 0..300 {
+        s = s.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        let n = if i % 50 < 25 {
+            1
+        } else {
+            1 + (s >> 16) as usize % 3
+        };
+        e.set_active_threads(Some(n));
+        if i % 97 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(2)); // workers park
+        }
+        let out;
+        (e, out) = run(e, &xs, &ws, &gs);
+        assert_eq!(out, want, "run {i} with {n} threads");
+    }
+    // and back to the policy
+    e.set_active_threads(None);
+    for _ in 0..20 {
+        let out;
+        (e, out) = run(e, &xs, &ws, &gs);
+        assert_eq!(out, want);
+    }
+}
