@@ -43,10 +43,31 @@ fn parse_cache_size(s: &str) -> Option<usize> {
 
 /// Bytes of memory a new allocation can get without swapping: Linux's `MemAvailable`
 /// (`/proc/meminfo`), less where the process's cgroup (a container) allows less
-/// (`memory.max` − `memory.current`, cgroup v2). `None` where the system does not say.
+/// (`memory.max` − `memory.current`, cgroup v2) or its address-space limit (`ulimit -v`)
+/// leaves less room above what it has mapped. `None` where the system does not say.
 pub fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let mut avail = parse_meminfo_available(&meminfo)?;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0
+        && lim.rlim_cur != libc::RLIM_INFINITY
+    {
+        let mapped = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmSize:"))
+                    .and_then(|v| v.trim().strip_suffix("kB"))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+            * 1024;
+        avail = avail.min(lim.rlim_cur.saturating_sub(mapped));
+    }
     let cg = |f: &str| -> Option<u64> {
         std::fs::read_to_string(format!("/sys/fs/cgroup/{f}"))
             .ok()?
