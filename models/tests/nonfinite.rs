@@ -45,10 +45,14 @@ fn nonfinite_at(r: Result<Vec<f32>, SessionError>) -> usize {
 }
 
 #[test]
-fn a_nan_norm_weight_is_reported_not_passed_on() {
+fn a_nan_attention_weight_is_reported_not_passed_on() {
+    // every Q2_0 block (18 bytes, f16 scale first) of layer 3's q projection: all-NaN
+    // attention rows, which an ordinary max turns into zeros
     for mode in [Mode::Cached, Mode::Recompute] {
-        let mut s = damaged("blk.3.attn_norm.weight", |b| {
-            b[4 * 17..4 * 18].copy_from_slice(&f32::NAN.to_le_bytes())
+        let mut s = damaged("blk.3.attn_q_a.weight", |b| {
+            for blk in b.chunks_exact_mut(18) {
+                blk[..2].copy_from_slice(&NAN_F16);
+            }
         });
         s.set_mode(mode);
         let e = s.prefill(&[0, 5, 9, 300]).unwrap_err();
@@ -106,4 +110,36 @@ fn a_damaged_expert_block_is_reported() {
         }
     });
     assert_eq!(nonfinite_at(s.prefill(&[1, 2, 3, 4, 5, 6])), 5);
+}
+
+#[test]
+fn small_float_tables_are_checked_at_open() {
+    // a norm, a router bias, an attention sink: refused at open, naming the tensor
+    for (name, at, v) in [
+        ("blk.3.attn_norm.weight", 17usize, f32::NAN),
+        ("blk.4.exp_probs_b.bias", 3, f32::INFINITY),
+        ("blk.2.attn_sinks.weight", 0, f32::NEG_INFINITY),
+    ] {
+        let src = fixture();
+        let mut w = GgufWriter::new();
+        for (k, val) in src.metadata() {
+            w.add_kv(k.clone(), val.clone()).unwrap();
+        }
+        for t in src.tensors() {
+            let mut data = src.tensor_bytes(t).unwrap().to_vec();
+            if t.name == name {
+                data[4 * at..4 * at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            w.add_tensor(t.name.clone(), t.dtype, &t.ne, data).unwrap();
+        }
+        let f = Arc::new(GgufFile::parse(w.to_bytes().unwrap()).unwrap());
+        let e = match open_gguf(f, &LoadOptions::default()) {
+            Ok(_) => panic!("{name} accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains(name) && e.contains(&format!("element {at} is not a finite number")),
+            "{e}"
+        );
+    }
 }

@@ -186,13 +186,13 @@ fn cases(dir: &Path) -> Vec<Case> {
         "1 NaN",
         "NaN output norm: run",
         run(&nan_norm),
-        err(&["non-finite", "position"]),
+        err(&["output_norm.weight", "not a finite number"]),
     );
     add(
         "1 NaN",
         "NaN output norm: logits",
         with(logits(&nan_norm), &[&out]),
-        err(&["non-finite"]),
+        err(&["output_norm.weight", "not a finite number"]),
     );
     add(
         "1 NaN",
@@ -212,16 +212,18 @@ fn cases(dir: &Path) -> Vec<Case> {
             "--decode-tokens",
             "0",
         ]),
-        err(&["non-finite"]),
+        err(&["output_norm.weight", "not a finite number"]),
     );
-    let nan_attn = gguf_bytes_variant(dir, "nan-attn-norm.gguf", "blk.3.attn_norm.weight", |b| {
-        b[68..72].copy_from_slice(&f32::NAN.to_le_bytes())
+    let nan_attn = gguf_bytes_variant(dir, "nan-attn-q.gguf", "blk.3.attn_q_a.weight", |b| {
+        for blk in b.chunks_exact_mut(18) {
+            blk[..2].copy_from_slice(&nan16);
+        }
     });
     add(
         "1 NaN",
-        "NaN attention norm (all-NaN attention rows)",
+        "NaN q-projection scales (all-NaN attention rows)",
         run(&nan_attn),
-        err(&["non-finite"]),
+        err(&["non-finite", "position"]),
     );
     let inf_sink = gguf_bytes_variant(dir, "inf-sink.gguf", "blk.2.attn_sinks.weight", |b| {
         b[..4].copy_from_slice(&f32::INFINITY.to_le_bytes())
@@ -230,7 +232,7 @@ fn cases(dir: &Path) -> Vec<Case> {
         "1 NaN",
         "infinite attention sink",
         run(&inf_sink),
-        err(&["non-finite"]),
+        err(&["attn_sinks", "not a finite number"]),
     );
     let nan_emb = gguf_bytes_variant(dir, "nan-embd.gguf", "token_embd.weight", |b| {
         for blk in b.chunks_exact_mut(144) {
@@ -265,6 +267,12 @@ fn cases(dir: &Path) -> Vec<Case> {
             if t.name == "output.weight" {
                 data[400..404].copy_from_slice(&f32::NAN.to_le_bytes());
             }
+            if t.name == "output_norm.weight" {
+                // finite, but logits overflow to infinity
+                for c in data.chunks_exact_mut(4) {
+                    c.copy_from_slice(&3e38f32.to_le_bytes());
+                }
+            }
             w.add_tensor(t.name.clone(), t.dtype, &t.ne, data).unwrap();
         }
         let p = dir.join("f32-nan.gguf");
@@ -273,11 +281,50 @@ fn cases(dir: &Path) -> Vec<Case> {
     };
     add(
         "1 NaN",
-        "NaN head weight of an F32 model: kl",
+        "NaN head weight of an F32 model (and norm 3e38): kl",
         s(&[
             "kl",
             "-m",
             &f32_nan,
+            "-f",
+            &text,
+            "--base-config",
+            "none",
+            "--test-config",
+            "none",
+            "-t",
+            "1",
+            "--decode-tokens",
+            "0",
+        ]),
+        err(&["output.weight", "not a finite number"]),
+    );
+    let f32_big = {
+        let src = GgufFile::open(&f32m).unwrap();
+        let mut w = GgufWriter::new();
+        for (k, val) in src.metadata() {
+            w.add_kv(k.clone(), val.clone()).unwrap();
+        }
+        for t in src.tensors() {
+            let mut data = src.tensor_bytes(t).unwrap().to_vec();
+            if t.name == "output_norm.weight" {
+                for c in data.chunks_exact_mut(4) {
+                    c.copy_from_slice(&3e38f32.to_le_bytes());
+                }
+            }
+            w.add_tensor(t.name.clone(), t.dtype, &t.ne, data).unwrap();
+        }
+        let p = dir.join("f32-big.gguf");
+        std::fs::write(&p, w.to_bytes().unwrap()).unwrap();
+        p.display().to_string()
+    };
+    add(
+        "1 NaN",
+        "F32 model whose logits overflow to infinity: kl",
+        s(&[
+            "kl",
+            "-m",
+            &f32_big,
             "-f",
             &text,
             "--base-config",

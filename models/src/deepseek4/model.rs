@@ -122,6 +122,33 @@ impl DeepSeek4 {
                     )));
                 }
             }
+            // the small float tables (norms, biases, sinks, HC bases): a NaN or infinity in a
+            // router bias would only change which experts are picked, never reaching the
+            // logits, so they are checked here (the large matrices carry a NaN to the logits)
+            if matches!(
+                t.dtype,
+                quant::DType::F32 | quant::DType::F16 | quant::DType::BF16
+            ) && t.n_bytes <= 64 << 20
+            {
+                let bytes = file.tensor_bytes(t).map_err(|e| fail(e.to_string()))?;
+                let bad = match t.dtype {
+                    quant::DType::F32 => bytes
+                        .chunks_exact(4)
+                        .position(|c| !f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_finite()),
+                    quant::DType::F16 => bytes
+                        .chunks_exact(2)
+                        .position(|c| u16::from_le_bytes([c[0], c[1]]) & 0x7C00 == 0x7C00),
+                    _ => bytes
+                        .chunks_exact(2)
+                        .position(|c| u16::from_le_bytes([c[0], c[1]]) & 0x7F80 == 0x7F80),
+                };
+                if let Some(i) = bad {
+                    return Err(fail(format!(
+                        "tensor '{}': element {i} is not a finite number",
+                        t.name
+                    )));
+                }
+            }
             // the hash-routing tables, checked as the checkpoint loader checks them
             if tensors::parse(&t.name).is_some_and(|(k, _)| k == tensors::Tensor::FfnGateTid2eid) {
                 if t.dtype != quant::DType::I32 {
