@@ -445,7 +445,7 @@ impl Tokenizer {
                     path: json.clone(),
                     source,
                 })?;
-        let inner = parse_tokenizer_json(&bytes).map_err(|message| TokenizerError::BadFile {
+        let mut inner = parse_tokenizer_json(&bytes).map_err(|message| TokenizerError::BadFile {
             path: json.clone(),
             message,
         })?;
@@ -543,9 +543,13 @@ impl Tokenizer {
         let add_bos = match cfg_bool("add_bos_token")? {
             Some(b) => b,
             None => {
-                // Infer from the post-processor: does it prepend a special token?
-                let first = inner
-                    .encode("", true)
+                // Infer from the post-processor: does it prepend a special token? (Its
+                // template may name a token it does not define, which panics in the crate.)
+                let first = quietly(|| inner.encode("", true))
+                    .map_err(|message| TokenizerError::BadFile {
+                        path: json.clone(),
+                        message: format!("its post-processor is malformed: {message}"),
+                    })?
                     .ok()
                     .and_then(|e| e.get_ids().first().copied());
                 match first {
@@ -557,6 +561,10 @@ impl Tokenizer {
                 }
             }
         };
+        // BOS and EOS are added by `encode` from the flags above; the crate's post-processor
+        // is not used again (its template is not validated when read, and indexes
+        // sequences and special tokens that may not exist).
+        inner.with_post_processor(None::<tokenizers::processors::PostProcessorWrapper>);
         Ok(Tokenizer {
             inner,
             pieces,
@@ -669,21 +677,28 @@ impl Tokenizer {
 
 /// A `tokenizer.json` parsed by the `tokenizers` crate. The JSON syntax is checked first, and
 /// the crate's own parsing runs under `catch_unwind` with the panic message silenced: some
-/// malformed files make it panic (`expect` in its decoder deserializer, found by fuzzing),
-/// and a damaged file must be an error naming it, not a crash. (The panic hook is global:
+/// malformed files make it panic (found by fuzzing: an `expect` in its decoder deserializer;
+/// a post-processor template naming a special token it does not define, which panics at
+/// encode time), and a damaged file must be an error naming it, not a crash. (The panic hook is global:
 /// a panic on another thread during these milliseconds would not be printed.)
 fn parse_tokenizer_json(bytes: &[u8]) -> Result<tokenizers::Tokenizer, String> {
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
         .map_err(|e| format!("not valid JSON: {e}"))?;
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let r = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(bytes));
-    std::panic::set_hook(hook);
-    match r {
+    match quietly(|| tokenizers::Tokenizer::from_bytes(bytes)) {
         Ok(Ok(t)) => Ok(t),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("malformed: the tokenizers library could not read it".into()),
+        Err(m) => Err(format!("malformed: {m}")),
     }
+}
+
+/// Run a call into the `tokenizers` crate that may panic on a malformed file, with the panic
+/// caught and its message silenced; a panic becomes an error saying so.
+fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    r.map_err(|_| "the tokenizers library could not read it".to_owned())
 }
 
 /// A JSON object and the file it came from.
