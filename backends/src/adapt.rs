@@ -4,13 +4,18 @@
 //! to ~220 tokens/s, below one thread's ~840.
 //!
 //! The policy keeps the last run times at the thread count in use and judges by their median
-//! (one run stalled by the scheduler does not count). Every `interval` runs it tries a
-//! neighbouring count (all threads, then halving down to one) for [`TRY_RUNS`] runs, and moves
-//! there when their median is clearly faster. The interval doubles each time a try confirms
+//! (one run stalled by the scheduler does not count). After the first run, then every
+//! `interval` runs, it tries a neighbouring count (all threads, then halving down to one) for
+//! [`TRY_RUNS`] runs, and moves there when their median is clearly faster. The interval doubles each time a try confirms
 //! the current count (up to [`MAX_INTERVAL`] runs, so that tries cost little once settled) and
 //! falls back to [`MIN_INTERVAL`] when the current count gets much slower than it was (the
-//! load on the machine changed). Every count gives the same bits (each output element is
-//! computed by one thread), so switching never changes a result.
+//! load on the machine changed). A try that loses also costs time — a run with more threads
+//! than the free cores can stall for tens of milliseconds waiting for a descheduled thread —
+//! so the next try also waits until [`TRY_COST_SHARE`]⁻¹ times that loss has been spent at
+//! the current count: tries take at most about that share of the time, however noisy the
+//! runs. A move to more threads is undone at once when one of its first runs stalls (the
+//! try was lucky). Every count gives the same bits (each output element is computed by one thread), so
+//! switching never changes a result.
 
 /// Runs between tries at first and after a change of load.
 pub const MIN_INTERVAL: u32 = 3;
@@ -20,6 +25,9 @@ pub const MAX_INTERVAL: u32 = 4096;
 pub const TRY_RUNS: usize = 3;
 /// Run times kept for the count in use.
 const WINDOW: usize = 8;
+/// The share of time losing tries may take: after a try that lost `x` ns against the count
+/// in use, the next waits until `x / TRY_COST_SHARE` ns have run at that count.
+pub const TRY_COST_SHARE: f64 = 0.04;
 
 fn median(v: &[u64]) -> u64 {
     let mut s = v.to_vec();
@@ -43,6 +51,13 @@ pub struct Adapt {
     /// The level being tried and its run times so far.
     trying: Option<(usize, Vec<u64>)>,
     down_next: bool,
+    /// Time run at the count in use since the last try (ns).
+    since_ns: u64,
+    /// Time to run at the count in use before the next try (ns).
+    wait_ns: u64,
+    /// After a move to more threads: the level left, its median, and the runs left in which
+    /// one far slower run moves back at once.
+    fallback: Option<(usize, u64, usize)>,
 }
 
 impl Adapt {
@@ -58,15 +73,23 @@ impl Adapt {
             recent: Vec::with_capacity(WINDOW),
             best: u64::MAX,
             since: 0,
-            interval: MIN_INTERVAL,
+            // the first try comes after one run: a busy machine is found at once
+            interval: 1,
             trying: None,
             down_next: true,
+            since_ns: 0,
+            wait_ns: 0,
+            fallback: None,
         }
     }
 
     /// The thread count for the next run.
     pub fn threads(&mut self) -> usize {
-        if self.trying.is_none() && self.levels.len() > 1 && self.since >= self.interval {
+        if self.trying.is_none()
+            && self.levels.len() > 1
+            && self.since >= self.interval
+            && self.since_ns >= self.wait_ns
+        {
             let down = self.cur + 1 < self.levels.len();
             let up = self.cur > 0;
             let go_down = down && (self.down_next || !up);
@@ -93,19 +116,44 @@ impl Adapt {
                 return;
             }
             let (t, tried) = (*t, if hopeless { ns } else { median(runs) });
+            let lost = runs
+                .iter()
+                .sum::<u64>()
+                .saturating_sub(here.saturating_mul(runs.len() as u64));
             self.trying = None;
             self.since = 0;
+            self.since_ns = 0;
             if (tried as f64) < 0.9 * here as f64 {
+                self.fallback = (t < self.cur).then_some((self.cur, here, WINDOW));
                 self.cur = t;
                 self.recent.clear();
                 self.best = tried;
                 self.interval = MIN_INTERVAL;
+                self.wait_ns = 0;
             } else {
                 self.interval = (self.interval * 2).min(MAX_INTERVAL);
+                self.wait_ns = (lost as f64 / TRY_COST_SHARE) as u64;
             }
             return;
         }
+        if let Some((level, median_there, left)) = self.fallback {
+            // a move to more threads that a stalled run contradicts is undone at once: the
+            // try was lucky, a core is taken after all
+            if ns as f64 > 4.0 * median_there as f64 {
+                self.fallback = None;
+                self.cur = level;
+                self.recent.clear();
+                self.best = median_there;
+                self.since = 0;
+                self.since_ns = 0;
+                self.interval = (self.interval * 2).min(MAX_INTERVAL);
+                self.wait_ns = (ns.saturating_sub(median_there) as f64 / TRY_COST_SHARE) as u64;
+                return;
+            }
+            self.fallback = (left > 1).then_some((level, median_there, left - 1));
+        }
         self.since += 1;
+        self.since_ns = self.since_ns.saturating_add(ns);
         if self.recent.len() == WINDOW {
             self.recent.remove(0);
         }
@@ -174,6 +222,43 @@ mod tests {
             }
         });
         assert_eq!(a.current(), 2);
+    }
+
+    /// As measured on a 2-core host with one core busy: a 2-thread run usually takes 10x one
+    /// thread's and one in five stalls for 60x (a descheduled worker); 1-thread runs come in
+    /// phases, one run in ten 2x slower for 12 runs at a time, which look like a change of
+    /// load. Tries may take only a few percent of the time.
+    #[test]
+    fn expensive_tries_take_a_small_share_of_the_time() {
+        let mut a = Adapt::new(2);
+        let cost = |t: usize, i: usize| -> u64 {
+            let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59;
+            if t == 2 {
+                if h.is_multiple_of(5) {
+                    60_000
+                } else {
+                    10_000
+                }
+            } else if i % 120 < 12 {
+                2_000
+            } else {
+                1_000
+            }
+        };
+        let mut at = [0u64; 3];
+        for i in 0..20_000 {
+            let t = a.threads();
+            let ns = cost(t, i);
+            a.record(ns);
+            at[t] += ns;
+        }
+        assert_eq!(a.current(), 1);
+        let share = at[2] as f64 / (at[1] + at[2]) as f64;
+        assert!(
+            share < 0.08,
+            "{:.1}% of the time at 2 threads",
+            share * 100.0
+        );
     }
 
     #[test]

@@ -445,10 +445,11 @@ impl Tokenizer {
                     path: json.clone(),
                     source,
                 })?;
-        let mut inner = parse_tokenizer_json(&bytes).map_err(|message| TokenizerError::BadFile {
-            path: json.clone(),
-            message,
-        })?;
+        let mut inner =
+            parse_tokenizer_json(&bytes).map_err(|message| TokenizerError::BadFile {
+                path: json.clone(),
+                message,
+            })?;
         match inner.get_decoder() {
             Some(DecoderWrapper::ByteLevel(_)) => {}
             other => {
