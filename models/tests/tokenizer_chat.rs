@@ -27,11 +27,8 @@ fn tiny_vocab_uses_plain_text_fallback() {
         Message::assistant("Hello!"),
         Message::user("Bye"),
     ];
-    let opts = ChatOptions {
-        add_generation_prompt: true,
-        thinking: false,
-    };
-    let s = tmpl.render(&msgs, opts);
+    let opts = ChatOptions::default();
+    let s = tmpl.render(&msgs, &opts);
     assert_eq!(
         s,
         "<｜begin▁of▁sentence｜>Be brief.\n\nUser: Hi\n\nAssistant: Hello!\

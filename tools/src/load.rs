@@ -157,3 +157,26 @@ pub fn preload(model: &dyn Model) {
         eprint!("\n  ");
     }
 }
+
+/// Opens `-m` (preloading its dense weights unless `no_preload`) or, without `-m`, the
+/// built-in model; returns the name to show, the model, and whether it is the built-in one.
+pub fn open_or_builtin(
+    args: &ModelArgs,
+    opts: &LoadOptions,
+    no_preload: bool,
+) -> Result<(String, Box<dyn Model>, bool)> {
+    match &args.model {
+        None => Ok((BUILTIN_NAME.to_string(), open_builtin(opts)?, true)),
+        Some(path) => {
+            let shown = path.display().to_string();
+            eprint!("loading {shown} … ");
+            let _ = std::io::stderr().flush();
+            let model = open(path, opts).inspect_err(|_| eprintln!())?;
+            if !no_preload {
+                preload(&*model);
+            }
+            eprintln!("done");
+            Ok((shown, model, false))
+        }
+    }
+}

@@ -49,6 +49,12 @@ enum Command {
     /// Write a random-weight DeepSeek-V4 GGUF at real V4-Flash dimensions (llama.cpp's
     /// `deepseek4` keys and names) for benchmarks: `--recipe seed|q4k|iq2`, `--type PAT=TYPE`.
     Synth(cmd::synth::Args),
+    /// Serve the model over HTTP: OpenAI /v1/chat/completions and /v1/completions, Anthropic
+    /// /v1/messages, /health, /metrics and a chat page, with prefix reuse across requests.
+    Serve(cmd::serve::Args),
+    /// Chat interactively, turn after turn, keeping the model's cache between turns
+    /// (`/reset`, `/save FILE`, `/load FILE`).
+    Chat(cmd::chat::Args),
 }
 
 /// The error and its causes on one line, `outer: inner: …`, each said once: a cause whose
@@ -84,6 +90,8 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(&args, &env),
         Command::Kl(args) => cmd::kl::run(&args, &env),
         Command::Synth(args) => cmd::synth::run(&args),
+        Command::Serve(args) => cmd::serve::run(&args, &env),
+        Command::Chat(args) => cmd::chat::run(&args, &env),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,9 +2,11 @@
 
 pub mod bench;
 pub mod bench_matvec;
+pub mod chat;
 pub mod inspect;
 pub mod kl;
 pub mod logits;
 pub mod run;
+pub mod serve;
 pub mod synth;
 pub mod test_ops;

@@ -264,13 +264,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
                 tmpl.missing_tokens().join(" ")
             );
         }
-        let text = tmpl.render(
-            &[Message::user(prompt.clone())],
-            ChatOptions {
-                add_generation_prompt: true,
-                thinking: false,
-            },
-        );
+        let text = tmpl.render(&[Message::user(prompt.clone())], &ChatOptions::default());
         tok.encode(&text, false)
     } else {
         tok.encode(&prompt, true)
