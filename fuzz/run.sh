@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")"
 SECONDS_EACH=${SECONDS_EACH:-600}
-TARGETS=${*:-gguf safetensors safetensors_index config_json tokenizer moe_config}
+TARGETS=${*:-gguf safetensors safetensors_index config_json tokenizer moe_config dsml chat_request}
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -O || exit 1
 mkdir -p logs

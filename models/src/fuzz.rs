@@ -1,6 +1,7 @@
 //! The bodies of the fuzz targets (`fuzz/`, run with `cargo fuzz`), one per format fathom
 //! reads from a user: GGUF files, safetensors headers and indexes, `config.json`,
-//! `tokenizer.json` and MoE configs (TOML and binary). Each takes arbitrary bytes and must
+//! `tokenizer.json`, MoE configs (TOML and binary), and the model's replies (the DSML
+//! tool-call parser; the chat request bodies are `fathom_server::fuzz`). Each takes arbitrary bytes and must
 //! return (any error is fine) without a panic, an abort, a hang or an unbounded allocation.
 //! `models/tests/fuzz_corpus.rs` replays every committed corpus entry through them in
 //! `cargo test`, so CI re-checks the corpora on stable without fuzzing.
@@ -25,6 +26,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("config_json", config_json),
     ("tokenizer", tokenizer),
     ("moe_config", moe_config),
+    ("dsml", dsml),
 ];
 
 /// A GGUF file: parsed and validated, then its hyperparameters, tokenizer and model.
@@ -118,5 +120,38 @@ pub fn moe_config(data: &[u8]) {
     if let Ok(c) = c {
         let _ = c.resolve(&shape, "fuzz");
         let _ = c.to_string();
+    }
+}
+
+/// A model reply: the first byte chooses thinking mode and a split point; the rest is the
+/// text. Parsed whole and in two pushes split there, which must give the same reply, with
+/// every tool call rendering back to a block that parses to itself.
+pub fn dsml(data: &[u8]) {
+    use crate::chat::dsml::{parse_reply, Reply, ReplyParser};
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(rest);
+    let thinking = sel & 1 == 1;
+    let whole = parse_reply(&text, thinking);
+    let mut at = (usize::from(sel >> 1) * text.len() / 127).min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let mut p = ReplyParser::new(thinking);
+    let mut split = Reply::default();
+    for e in p.push(&text[..at]).into_iter().chain(p.push(&text[at..])) {
+        split.push(e);
+    }
+    for e in p.finish() {
+        split.push(e);
+    }
+    assert_eq!(whole, split, "split at {at} differs from the whole text");
+    if !whole.tool_calls.is_empty() {
+        let again = parse_reply(&crate::chat::render_tool_calls(&whole.tool_calls), false);
+        assert_eq!(
+            again.tool_calls, whole.tool_calls,
+            "a parsed call does not round-trip"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! Every committed fuzz corpus entry (`fuzz/corpus/<target>/`) replayed through its target's
 //! body (`models::fuzz`): CI re-checks on stable, without fuzzing, that nothing a fuzzer
-//! once found (or reached) panics again. Fuzzing itself: `fuzz/run.sh` (docs/fuzzing.md).
+//! once found (or reached) panics again. Fuzzing itself: `fuzz/run.sh` (docs/design.md, "Hostile input and faults").
 
 use std::path::Path;
 

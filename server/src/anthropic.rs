@@ -44,7 +44,7 @@ fn text_of(v: Option<&Value>, what: &str) -> Result<String, ApiError> {
 /// Anthropic messages (and `system`) to chat messages: a user message's `tool_result`
 /// blocks become tool messages, its text a user message; an assistant's `thinking`,
 /// `text` and `tool_use` blocks become one assistant message.
-fn convert(body: &Value) -> Result<Vec<Message>, ApiError> {
+pub(crate) fn convert(body: &Value) -> Result<Vec<Message>, ApiError> {
     let mut out = Vec::new();
     let system = text_of(body.get("system"), "system")?;
     if !system.is_empty() {
@@ -125,7 +125,7 @@ fn convert(body: &Value) -> Result<Vec<Message>, ApiError> {
 
 /// `tools` as function definitions (`input_schema` → `parameters`), unless
 /// `tool_choice.type` is "none".
-fn tools(body: &Value) -> Result<Vec<Value>, ApiError> {
+pub(crate) fn tools(body: &Value) -> Result<Vec<Value>, ApiError> {
     if body
         .get("tool_choice")
         .and_then(|c| c.get("type"))

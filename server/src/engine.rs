@@ -17,6 +17,7 @@
 //! A job starts from whichever holds the longest prefix of its prompt and feeds only the rest.
 //! The caches restored are the same bytes a straight run computes, so the logits are equal.
 
+use crate::disk::DiskCache;
 use crate::prefix::PrefixCache;
 use crate::stop::StopMatcher;
 use models::sampling::{Sampler, SamplerConfig};
@@ -36,6 +37,20 @@ pub struct EngineOptions {
     pub cache_ram: u64,
     /// A snapshot every this many prompt tokens inside a long prompt (0: only at its end).
     pub snapshot_every: usize,
+    /// Snapshots on disk, kept across restarts (prompt ends only).
+    pub disk: Option<DiskOptions>,
+}
+
+/// Where and how snapshots are kept on disk.
+#[derive(Clone, Debug)]
+pub struct DiskOptions {
+    /// The directory.
+    pub dir: std::path::PathBuf,
+    /// What identifies the model and the settings that shape its caches (a different
+    /// fingerprint never sees this one's snapshots).
+    pub fingerprint: String,
+    /// Most bytes kept.
+    pub max_bytes: u64,
 }
 
 impl Default for EngineOptions {
@@ -44,6 +59,7 @@ impl Default for EngineOptions {
             queue: 16,
             cache_ram: 1 << 30,
             snapshot_every: 2048,
+            disk: None,
         }
     }
 }
@@ -198,6 +214,8 @@ pub struct Metrics {
     pub snapshot_bytes: AtomicU64,
     /// Prefix snapshots held (a gauge).
     pub snapshots: AtomicU64,
+    /// Prompts continued from a snapshot read from disk.
+    pub disk_hits: AtomicU64,
 }
 
 /// A handle to the engine thread.
@@ -224,8 +242,17 @@ pub enum SubmitError {
 }
 
 impl Engine {
-    /// Start the engine thread on `session`. `tokenizer` is the model's.
-    pub fn start(session: Session, tokenizer: Tokenizer, opts: EngineOptions) -> Engine {
+    /// Start the engine thread on `session`. `tokenizer` is the model's. Fails only when
+    /// the disk cache's directory cannot be made or read.
+    pub fn start(
+        session: Session,
+        tokenizer: Tokenizer,
+        opts: EngineOptions,
+    ) -> std::io::Result<Engine> {
+        let disk = match &opts.disk {
+            Some(d) => Some(DiskCache::open(&d.dir, &d.fingerprint, d.max_bytes)?),
+            None => None,
+        };
         let (tx, rx) = mpsc::channel(opts.queue.max(1));
         let metrics = Arc::new(Metrics::default());
         let ctx = session.ctx();
@@ -236,18 +263,19 @@ impl Engine {
             live_logits: None,
             cache: PrefixCache::new(opts.cache_ram),
             snapshot_every: opts.snapshot_every,
+            disk,
             metrics: metrics.clone(),
         };
         std::thread::Builder::new()
             .name("fathom-engine".into())
             .spawn(move || worker.run(rx))
             .expect("spawning the engine thread");
-        Engine {
+        Ok(Engine {
             jobs: tx,
             metrics,
             tokenizer,
             ctx,
-        }
+        })
     }
 
     /// Queue a job.
@@ -272,6 +300,7 @@ struct Worker {
     live_logits: Option<Vec<f32>>,
     cache: PrefixCache,
     snapshot_every: usize,
+    disk: Option<DiskCache>,
     metrics: Arc<Metrics>,
 }
 
@@ -294,11 +323,29 @@ impl Worker {
             && prompt.starts_with(live)
             && (live.len() < prompt.len() || self.live_logits.is_some());
         let live_len = if live_usable { live.len() } else { 0 };
-        if let Some(snap) = self.cache.longest_prefix(prompt, live_len) {
+        let ram = self.cache.longest_prefix(prompt, live_len).map(|s| {
+            let n = s.state.tokens().len();
+            (n, s.state.clone(), s.logits.clone())
+        });
+        let best = ram.as_ref().map_or(live_len, |r| r.0);
+        let disk = self
+            .disk
+            .as_mut()
+            .and_then(|d| d.longest_prefix(prompt, best));
+        if let Some((state, logits)) = disk {
+            if self.session.set_state(&state).is_ok() {
+                self.metrics.disk_hits.fetch_add(1, Ordering::Relaxed);
+                self.cache.insert(state, &logits);
+                self.live_logits = Some(logits);
+            } else {
+                self.session.reset();
+                self.live_logits = None;
+            }
+        } else if let Some((_, state, logits)) = ram {
             self.session
-                .set_state(&snap.state)
+                .set_state(&state)
                 .map_err(|e| EngineError::Inference(e.to_string()))?;
-            self.live_logits = Some(snap.logits.clone());
+            self.live_logits = Some(logits);
         } else if !live_usable {
             self.session.reset();
             self.live_logits = None;
@@ -317,8 +364,14 @@ impl Worker {
                 .prefill(&prompt[pos..end])
                 .map_err(|e| EngineError::Inference(e.to_string()))?;
             pos = end;
-            // A snapshot at every boundary and at the prompt's end.
-            self.cache.insert(self.session.state(), &l);
+            // A snapshot at every boundary and at the prompt's end (on disk too).
+            let state = self.session.state();
+            if end == prompt.len() {
+                if let Some(d) = self.disk.as_mut() {
+                    d.store(&state, &l);
+                }
+            }
+            self.cache.insert(state, &l);
             logits = Some(l);
         }
         let evaluated = prompt.len() - cached;

@@ -394,6 +394,12 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         "Bytes of prefix snapshots held in memory.",
         g(&m.snapshot_bytes).to_string(),
     );
+    put(
+        "prefix_disk_hits_total",
+        "counter",
+        "Prompts continued from a snapshot read from disk.",
+        g(&m.disk_hits).to_string(),
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
 

@@ -65,7 +65,7 @@ pub fn arguments(v: Option<&Value>, what: &str) -> Result<Map<String, Value>, Ap
 }
 
 /// OpenAI messages to chat messages.
-fn messages(body: &Value) -> Result<Vec<Message>, ApiError> {
+pub(crate) fn messages(body: &Value) -> Result<Vec<Message>, ApiError> {
     let Some(list) = body.get("messages").and_then(Value::as_array) else {
         return Err(ApiError::bad_request(
             "'messages' must be an array of messages",
@@ -118,7 +118,7 @@ fn messages(body: &Value) -> Result<Vec<Message>, ApiError> {
 
 /// Thinking on? (`chat_template_kwargs.thinking` / `enable_thinking`, `thinking.type`,
 /// `reasoning_effort`); and `reasoning_effort: max`.
-fn thinking(body: &Value) -> Result<(bool, bool), ApiError> {
+pub(crate) fn thinking(body: &Value) -> Result<(bool, bool), ApiError> {
     let kw = body.get("chat_template_kwargs");
     let mut on = kw
         .and_then(|k| k.get("thinking").or_else(|| k.get("enable_thinking")))
@@ -140,7 +140,7 @@ fn thinking(body: &Value) -> Result<(bool, bool), ApiError> {
 }
 
 /// `tools` (function definitions) unless `tool_choice` is "none".
-fn tools(body: &Value) -> Result<Vec<Value>, ApiError> {
+pub(crate) fn tools(body: &Value) -> Result<Vec<Value>, ApiError> {
     if body.get("tool_choice").and_then(Value::as_str) == Some("none") {
         return Ok(Vec::new());
     }

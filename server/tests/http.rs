@@ -26,7 +26,7 @@ fn state(ctx: usize, opts: EngineOptions, config: ServerConfig) -> AppState {
     let tok = model.tokenizer().unwrap().clone();
     let template = model.chat_template().unwrap();
     let session = Session::new(model, lo.exec.clone(), ctx).unwrap();
-    AppState::new(Engine::start(session, tok, opts), template, config)
+    AppState::new(Engine::start(session, tok, opts).unwrap(), template, config)
 }
 
 fn default_state() -> AppState {
@@ -461,4 +461,83 @@ async fn a_full_queue_answers_503_with_retry_after() {
         }
     }
     assert!(ok >= 1 && busy >= 1, "ok {ok}, busy {busy}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disk_cache_serves_a_restarted_server_and_survives_damage() {
+    let dir = std::env::temp_dir().join(format!("fathom-prefix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = || EngineOptions {
+        disk: Some(fathom_server::DiskOptions {
+            dir: dir.clone(),
+            fingerprint: "tiny test model".into(),
+            max_bytes: 64 << 20,
+        }),
+        ..EngineOptions::default()
+    };
+    let req = greedy(
+        json!([{"role": "user", "content": "Tell me about free software."}]),
+        8,
+    );
+    let a = state(512, opts(), ServerConfig::default());
+    let (_, first) = call(&a, "POST", "/v1/chat/completions", req.clone()).await;
+    assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    drop(a);
+
+    // A new server (a restart) finds the prompt's snapshot on disk.
+    let b = state(512, opts(), ServerConfig::default());
+    let (_, second) = call(&b, "POST", "/v1/chat/completions", req.clone()).await;
+    assert_eq!(
+        second["usage"]["prompt_tokens_details"]["cached_tokens"],
+        second["usage"]["prompt_tokens"]
+    );
+    assert_eq!(
+        second["choices"][0]["message"],
+        first["choices"][0]["message"]
+    );
+    assert_eq!(
+        second["choices"][0]["logprobs"],
+        first["choices"][0]["logprobs"]
+    );
+    let (_, _, m) = call_raw(&b, "GET", "/metrics", String::new(), &[]).await;
+    assert!(String::from_utf8(m)
+        .unwrap()
+        .contains("fathom_prefix_disk_hits_total 1"));
+    drop(b);
+
+    // Damaged snapshot files are a miss (and removed), never a wrong answer.
+    let sub = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for e in std::fs::read_dir(&sub).unwrap() {
+        let p = e.unwrap().path();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x55;
+        std::fs::write(&p, bytes).unwrap();
+    }
+    let c = state(512, opts(), ServerConfig::default());
+    let (_, third) = call(&c, "POST", "/v1/chat/completions", req.clone()).await;
+    assert_eq!(third["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(
+        third["choices"][0]["message"],
+        first["choices"][0]["message"]
+    );
+
+    // Another fingerprint does not see these snapshots.
+    let other = EngineOptions {
+        disk: Some(fathom_server::DiskOptions {
+            dir: dir.clone(),
+            fingerprint: "another model".into(),
+            max_bytes: 64 << 20,
+        }),
+        ..EngineOptions::default()
+    };
+    let d = state(512, other, ServerConfig::default());
+    let (_, fourth) = call(&d, "POST", "/v1/chat/completions", req).await;
+    assert_eq!(fourth["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,8 +6,8 @@
 
 use crate::load::{self, ModelArgs};
 use anyhow::{bail, Context, Result};
-use server::{AppState, Engine, EngineOptions, ServerConfig};
-use std::path::PathBuf;
+use server::{AppState, DiskOptions, Engine, EngineOptions, ServerConfig};
+use std::path::{Path, PathBuf};
 
 /// Arguments of `fathom serve`.
 #[derive(clap::Args, Debug)]
@@ -40,9 +40,13 @@ pub struct Args {
     /// Take a snapshot every this many tokens inside long prompts (0: only at their end).
     #[arg(long, default_value_t = 2048)]
     snapshot_every: usize,
-    /// Not implemented yet: snapshots kept on disk across restarts.
+    /// Keep prompt snapshots in this directory too, across restarts (per model file and
+    /// settings; read only when a prompt needs one).
     #[arg(long)]
     prefix_cache_dir: Option<PathBuf>,
+    /// MiB the snapshot directory may hold (least recently used removed first).
+    #[arg(long, default_value_t = 8192)]
+    prefix_cache_disk: u64,
     /// The model id clients must name (default: the model file's name, or "fathom-builtin").
     #[arg(long)]
     alias: Option<String>,
@@ -61,9 +65,6 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             "--parallel {}: only one generation at a time is implemented yet (requests queue)",
             args.parallel
         );
-    }
-    if args.prefix_cache_dir.is_some() {
-        bail!("--prefix-cache-dir: snapshots on disk are not implemented yet");
     }
     let opts = args.model.load_options(env)?;
     let (name, model, builtin) = load::open_or_builtin(&args.model, &opts, args.no_preload)?;
@@ -92,6 +93,14 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         }
     });
     let threads = session.threads();
+    let disk = match &args.prefix_cache_dir {
+        None => None,
+        Some(dir) => Some(DiskOptions {
+            dir: dir.clone(),
+            fingerprint: fingerprint(&args.model, builtin, ctx)?,
+            max_bytes: args.prefix_cache_disk.saturating_mul(1 << 20),
+        }),
+    };
     let engine = Engine::start(
         session,
         tokenizer,
@@ -99,8 +108,18 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             queue: args.queue.max(1),
             cache_ram: args.cache_ram.saturating_mul(1 << 20),
             snapshot_every: args.snapshot_every,
+            disk,
         },
-    );
+    )
+    .with_context(|| {
+        format!(
+            "cannot use --prefix-cache-dir {}",
+            args.prefix_cache_dir
+                .as_deref()
+                .unwrap_or(Path::new(""))
+                .display()
+        )
+    })?;
     let state = AppState::new(
         engine,
         template,
@@ -133,4 +152,30 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             .await
             .context("the server stopped")
     })
+}
+
+/// What identifies the model's states on disk: the model file (canonical path, size,
+/// modification time; or the built-in model and this version), the context and the load
+/// settings that change the weights' layout. A model rewritten in place gets a new one.
+fn fingerprint(args: &ModelArgs, builtin: bool, ctx: usize) -> Result<String> {
+    let file = match &args.model {
+        _ if builtin => format!("builtin {}", env!("CARGO_PKG_VERSION")),
+        None => String::new(),
+        Some(p) => {
+            let canon = p
+                .canonicalize()
+                .with_context(|| format!("cannot resolve {}", p.display()))?;
+            let m = std::fs::metadata(&canon)?;
+            let mtime = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!("{} {} {mtime}", canon.display(), m.len())
+        }
+    };
+    Ok(format!(
+        "{file} ctx {ctx} repack {:?} st {:?}",
+        args.repack, args.st_weights
+    ))
 }
