@@ -447,9 +447,6 @@ impl Worker {
         let mut generated = 0usize;
         let t1 = Instant::now();
         let finish = loop {
-            if generated >= params.max_tokens {
-                break Finish::Length;
-            }
             let next = sampler
                 .sample(&logits)
                 .map_err(|e| EngineError::Inference(e.to_string()))?;
@@ -471,7 +468,9 @@ impl Worker {
             if let Some(s) = hit {
                 break Finish::StopString(s);
             }
-            if self.session.n_past() >= ctx {
+            // the last token is not evaluated: its logits would not be used (the live state
+            // stays the prompt and the tokens before it, with matching logits)
+            if generated >= params.max_tokens || self.session.n_past() >= ctx {
                 break Finish::Length;
             }
             logits = match self.session.decode(next) {
