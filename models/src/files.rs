@@ -272,6 +272,17 @@ pub fn write_atomic(
     r
 }
 
+/// The starting value of [`fnv1a`].
+pub const FNV1A_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a (64 bits) of `bytes`, continuing from `h` ([`FNV1A_START`] to begin): the checksum
+/// of the files fathom writes for itself (session states, prefix snapshots).
+pub fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -243,13 +243,7 @@ async fn message_whole(
                 ChatEvent::ToolCall(c) => uses.push(json!({"type": "tool_use", "id": c.id,
                     "name": c.name, "input": Value::Object(c.arguments)})),
                 ChatEvent::Logprob(_) => {}
-                ChatEvent::Failed(m) => {
-                    return Err(ApiError {
-                        status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        message: m,
-                        kind: "api_error",
-                    })
-                }
+                ChatEvent::Failed(m) => return Err(ApiError::internal(m)),
                 ChatEvent::Done { finish, usage } => {
                     let mut content = Vec::new();
                     if !thinking.is_empty() {
@@ -272,11 +266,7 @@ async fn message_whole(
             }
         }
     }
-    Err(ApiError {
-        status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-        message: "the reply ended early".into(),
-        kind: "api_error",
-    })
+    Err(ApiError::internal("the reply ended early"))
 }
 
 /// The open content block while streaming.

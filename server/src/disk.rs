@@ -9,23 +9,13 @@
 //! tokens. A damaged or foreign file is removed and counts as a miss. The directory is kept
 //! under a byte budget by removing the least recently used snapshots.
 
+use models::files::{fnv1a as fnv, FNV1A_START as FNV0};
 use models::session::SessionState;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The magic of a logits file.
 const LOGITS_MAGIC: &[u8; 8] = b"FATHOMLG";
-
-/// FNV-1a over bytes.
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
 
 fn hash_tokens(tokens: &[u32]) -> u64 {
     tokens.iter().fold(FNV0, |h, t| fnv(h, &t.to_le_bytes()))

@@ -162,11 +162,7 @@ pub async fn start(
             },
         )),
         Some(Event::Failed(e)) => Err(e.into()),
-        _ => Err(ApiError {
-            status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            message: "the inference engine stopped".into(),
-            kind: "api_error",
-        }),
+        _ => Err(ApiError::internal("the inference engine stopped")),
     }
 }
 

@@ -108,6 +108,15 @@ impl ApiError {
         }
     }
 
+    /// 500 with `message` (the engine failed or stopped).
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: message.into(),
+            kind: "api_error",
+        }
+    }
+
     /// 404 with `message`.
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError {

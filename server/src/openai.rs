@@ -262,13 +262,7 @@ async fn chat_whole(
                 ChatEvent::Content(s) => content.push_str(&s),
                 ChatEvent::ToolCall(c) => calls.push(c),
                 ChatEvent::Logprob(lp) => lps.push(logprob_json(&lp)),
-                ChatEvent::Failed(m) => {
-                    return Err(ApiError {
-                        status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        message: m,
-                        kind: "api_error",
-                    })
-                }
+                ChatEvent::Failed(m) => return Err(ApiError::internal(m)),
                 ChatEvent::Done { finish, usage } => {
                     let mut message = json!({"role": "assistant", "content": content});
                     if !reasoning.is_empty() {
@@ -293,11 +287,7 @@ async fn chat_whole(
             }
         }
     }
-    Err(ApiError {
-        status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-        message: "the reply ended early".into(),
-        kind: "api_error",
-    })
+    Err(ApiError::internal("the reply ended early"))
 }
 
 fn chat_stream(
@@ -488,13 +478,7 @@ pub async fn completions(
                         .collect();
                     tops.push(Value::Object(m));
                 }
-                ChatEvent::Failed(m) => {
-                    return Err(ApiError {
-                        status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        message: m,
-                        kind: "api_error",
-                    })
-                }
+                ChatEvent::Failed(m) => return Err(ApiError::internal(m)),
                 ChatEvent::Done { finish, usage } => {
                     let logprobs = if tokens.is_empty() {
                         Value::Null
@@ -512,9 +496,5 @@ pub async fn completions(
             }
         }
     }
-    Err(ApiError {
-        status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-        message: "the reply ended early".into(),
-        kind: "api_error",
-    })
+    Err(ApiError::internal("the reply ended early"))
 }

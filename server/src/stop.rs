@@ -44,16 +44,8 @@ impl StopMatcher {
             return (out, self.hit.clone());
         }
         // Keep the longest tail that is a proper prefix of a stop string.
-        let mut keep = 0;
-        for s in &self.stops {
-            for (i, _) in self.held.char_indices() {
-                let tail = &self.held[i..];
-                if tail.len() < s.len() && s.starts_with(tail) {
-                    keep = keep.max(tail.len());
-                    break;
-                }
-            }
-        }
+        let stops: Vec<&str> = self.stops.iter().map(String::as_str).collect();
+        let keep = models::chat::dsml::held_back(&self.held, &stops);
         let n = self.held.len() - keep;
         (self.held.drain(..n).collect(), None)
     }

@@ -93,8 +93,9 @@ pub struct ReplyParser {
 }
 
 /// The length of the longest suffix of `s` that is a proper prefix of one of `markers`
-/// (text that must be held back because it may still become a marker).
-fn held_back(s: &str, markers: &[&str]) -> usize {
+/// (text that must be held back because it may still become a marker; also used for stop
+/// strings by the server).
+pub fn held_back(s: &str, markers: &[&str]) -> usize {
     let mut best = 0;
     for m in markers {
         for (i, _) in s.char_indices() {

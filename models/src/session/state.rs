@@ -15,6 +15,7 @@
 //! the target's name; a file whose length, checksum or fields do not add up is refused.
 
 use super::{Mode, Session, SessionError};
+use crate::files::{fnv1a as fnv, FNV1A_START as FNV0};
 use crate::model::Model;
 use backends::StateBuf;
 use std::io::Read;
@@ -73,14 +74,6 @@ impl std::fmt::Debug for SessionState {
             .finish()
     }
 }
-
-/// FNV-1a, 64 bits.
-fn fnv(h: u64, bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
-}
-const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// The fingerprint of a model's cache layout at context `ctx`.
 fn layout(model: &(impl Model + ?Sized), ctx: usize) -> u64 {
