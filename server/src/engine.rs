@@ -323,11 +323,11 @@ impl Worker {
             && prompt.starts_with(live)
             && (live.len() < prompt.len() || self.live_logits.is_some());
         let live_len = if live_usable { live.len() } else { 0 };
-        let ram = self.cache.longest_prefix(prompt, live_len).map(|s| {
-            let n = s.state.tokens().len();
-            (n, s.state.clone(), s.logits.clone())
-        });
-        let best = ram.as_ref().map_or(live_len, |r| r.0);
+        let ram_len = self
+            .cache
+            .longest_prefix(prompt, live_len)
+            .map(|s| s.state.tokens().len());
+        let best = ram_len.unwrap_or(live_len);
         let disk = self
             .disk
             .as_mut()
@@ -341,11 +341,12 @@ impl Worker {
                 self.session.reset();
                 self.live_logits = None;
             }
-        } else if let Some((_, state, logits)) = ram {
+        } else if let Some(snap) = ram_len.and(self.cache.longest_prefix(prompt, live_len)) {
+            // (the state is copied once, into the session)
             self.session
-                .set_state(&state)
+                .set_state(&snap.state)
                 .map_err(|e| EngineError::Inference(e.to_string()))?;
-            self.live_logits = Some(logits);
+            self.live_logits = Some(snap.logits.clone());
         } else if !live_usable {
             self.session.reset();
             self.live_logits = None;
