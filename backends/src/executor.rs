@@ -567,16 +567,24 @@ impl Executor {
     /// sequence, e.g. a chunked-prefill plan and a one-token decode plan). Panics only if the
     /// buffer is smaller than the plan's states, which is a caller bug.
     pub fn run_with_state(&mut self, state: &mut StateBuf) {
+        self.run_with_state_at(state, 0);
+    }
+
+    /// Execute the plan once with the states at byte `offset` of `state` (a multiple of
+    /// 64): one buffer holds the states of several sequences back to back, and a plan of one
+    /// sequence runs on any of them. Panics only if the region is smaller than the plan's
+    /// states or the offset is not aligned, which is a caller bug.
+    pub fn run_with_state_at(&mut self, state: &mut StateBuf, offset: usize) {
         assert!(
-            state.len() >= self.plan.state_size(),
-            "state buffer smaller than the plan's states"
+            offset % 64 == 0 && state.len().saturating_sub(offset) >= self.plan.state_size(),
+            "state region smaller than the plan's states"
         );
         for c in self.counters.iter() {
             c.store(0, Ordering::Relaxed);
         }
         let arena_len = self.arena.len() * 64;
         let profile = self.profiler.is_some();
-        let state_len = state.len();
+        let state_len = state.len() - offset;
         let active = match self.forced {
             Some(n) => n,
             None => self.adapt.as_mut().map_or(self.nth, Adapt::threads),
@@ -587,7 +595,7 @@ impl Executor {
             plan: &self.plan,
             arena: self.arena.as_mut_ptr().cast::<u8>(),
             arena_len,
-            state: state.bytes_mut().as_mut_ptr(),
+            state: state.bytes_mut()[offset..].as_mut_ptr(),
             state_len,
             counters: &*self.counters,
             kernels: &*self.kernels,

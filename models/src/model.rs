@@ -117,6 +117,27 @@ pub enum GraphKind {
     },
     /// Stateless: the chunk is the whole sequence, at positions `0..T`.
     Stateless,
+    /// One token of each of several sequences at once (a server's batched decode step):
+    /// the state buffer holds `n_slots` sequences' caches back to back, each laid out as
+    /// one sequence's ([`Model::state_tensors`]), and the graph reads and writes those of
+    /// the slots in `active` (bit `k` = slot `k`; [`GraphSpec::tokens`] is how many, at
+    /// least 2), in slot order. Every position's logits come out, one per slot.
+    Slots {
+        /// The context length each slot's caches are sized for.
+        ctx: usize,
+        /// Slots in the state buffer (at most [`MAX_SLOTS`]).
+        n_slots: usize,
+        /// The slots evaluated, a bit each.
+        active: u64,
+    },
+}
+
+/// Most sequences one [`GraphKind::Slots`] state buffer holds.
+pub const MAX_SLOTS: usize = 64;
+
+/// The slots of a [`GraphKind::Slots`] mask, in order.
+pub fn slots_of(active: u64) -> impl Iterator<Item = usize> {
+    (0..MAX_SLOTS).filter(move |k| active >> k & 1 == 1)
 }
 
 /// Which positions' logits a graph computes.
@@ -182,9 +203,14 @@ pub trait Model: Send + std::fmt::Debug {
         knobs: Option<&Arc<MoeKnobs>>,
     ) -> Result<Graph, ForwardError>;
 
-    /// The values of every input of `spec`'s graph but [`TOKENS`], for the chunk starting at
-    /// position `p0` (0 for a stateless graph), as `(name, bytes)`.
-    fn inputs(&self, spec: &GraphSpec, p0: usize) -> Result<Vec<(String, Vec<u8>)>, ForwardError>;
+    /// The values of every input of `spec`'s graph but [`TOKENS`], as `(name, bytes)`, for
+    /// the chunk starting at position `starts[0]` (0 for a stateless graph); for a
+    /// [`GraphKind::Slots`] graph `starts` holds each active slot's position, in slot order.
+    fn inputs(
+        &self,
+        spec: &GraphSpec,
+        starts: &[usize],
+    ) -> Result<Vec<(String, Vec<u8>)>, ForwardError>;
 
     /// Its weight bytes, where the model knows them (a GGUF file's tensor table).
     fn weight_bytes(&self) -> Option<WeightBytes> {

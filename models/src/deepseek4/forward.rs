@@ -146,7 +146,12 @@ pub struct Builder<'a, W: Weights> {
     w: &'a mut W,
     t: usize,
     pos: TensorId,
-    swa_mask: TensorId,
+    /// The sliding-window mask (of the slot being built, in slots mode).
+    swa_mask: Option<TensorId>,
+    /// Prefix of the per-chunk inputs' names (`s{k}.` while building slot `k`'s attention).
+    prefix: String,
+    /// Slots mode: each active slot and its caches, in slot order.
+    slots: Vec<(usize, cached::CacheLayout)>,
     consts: std::collections::HashMap<String, TensorId>,
     inputs: std::collections::HashMap<String, TensorId>,
     /// Cached (decode) mode: context capacity and the declared state tensors.
@@ -169,7 +174,7 @@ fn i32_input(g: &mut Graph, name: &str, n: usize) -> Result<TensorId, GraphError
 impl<'a, W: Weights> Builder<'a, W> {
     /// Start a stateless prefill graph for `t` tokens at positions `0..t`.
     pub fn new(hp: &'a Hparams, w: &'a mut W, t: usize) -> Result<Self, ForwardError> {
-        Self::make(hp, w, t, None)
+        Self::make(hp, w, t, None, &[])
     }
 
     /// Start a cached graph for a chunk of `t` tokens at runtime positions, with decode caches
@@ -180,7 +185,42 @@ impl<'a, W: Weights> Builder<'a, W> {
         t: usize,
         ctx: usize,
     ) -> Result<Self, ForwardError> {
-        Self::make(hp, w, t, Some(ctx))
+        Self::make(hp, w, t, Some(ctx), &[])
+    }
+
+    /// Start a batched decode graph: one token of each slot in `active` (ascending), whose
+    /// caches for a context of `ctx` tokens lie in one state buffer of `n_slots` sequences,
+    /// slot `k`'s states named `s{k}.…` (see [`crate::model::GraphKind::Slots`]). Every
+    /// matmul reads its weights once for all the slots; each slot attends over its own
+    /// caches with its own inputs (`s{k}.…`).
+    pub fn new_slots(
+        hp: &'a Hparams,
+        w: &'a mut W,
+        ctx: usize,
+        n_slots: usize,
+        active: &[usize],
+    ) -> Result<Self, ForwardError> {
+        if active.is_empty() || active.windows(2).any(|p| p[0] >= p[1]) {
+            return Err(ForwardError::Unsupported(
+                "a batched step needs its slots in ascending order".into(),
+            ));
+        }
+        if active.last().is_some_and(|&k| k >= n_slots) {
+            return Err(ForwardError::Unsupported(format!(
+                "slot {} of {n_slots}",
+                active[active.len() - 1]
+            )));
+        }
+        let mut b = Self::make(hp, w, active.len(), None, active)?;
+        // every slot's states, declared in slot order: slot k's region starts at k times one
+        // sequence's state bytes, whichever slots this step evaluates
+        for k in 0..n_slots {
+            let layout = cached::CacheLayout::declare(&mut b.g, hp, ctx, &format!("s{k}."))?;
+            if active.contains(&k) {
+                b.slots.push((k, layout));
+            }
+        }
+        Ok(b)
     }
 
     fn make(
@@ -188,6 +228,7 @@ impl<'a, W: Weights> Builder<'a, W> {
         w: &'a mut W,
         t: usize,
         ctx: Option<usize>,
+        slots: &[usize],
     ) -> Result<Self, ForwardError> {
         if hp.hc != 4 {
             return Err(ForwardError::Unsupported(format!(
@@ -201,9 +242,13 @@ impl<'a, W: Weights> Builder<'a, W> {
         let mut g = Graph::new();
         let pos = i32_input(&mut g, input::POS, t)?;
         let keys = if ctx.is_some() { hp.window + t } else { t };
-        let swa_mask = f32_input(&mut g, input::SWA_MASK, &[keys, t])?;
+        let swa_mask = if slots.is_empty() {
+            Some(f32_input(&mut g, input::SWA_MASK, &[keys, t])?)
+        } else {
+            None
+        };
         let cache = match ctx {
-            Some(ctx) => Some(cached::CacheLayout::declare(&mut g, hp, ctx)?),
+            Some(ctx) => Some(cached::CacheLayout::declare(&mut g, hp, ctx, "")?),
             None => None,
         };
         Ok(Builder {
@@ -213,6 +258,8 @@ impl<'a, W: Weights> Builder<'a, W> {
             t,
             pos,
             swa_mask,
+            prefix: String::new(),
+            slots: Vec::new(),
             consts: Default::default(),
             inputs: Default::default(),
             cache,
@@ -228,6 +275,7 @@ impl<'a, W: Weights> Builder<'a, W> {
     }
 
     fn input_i32(&mut self, name: String, n: usize) -> Result<TensorId, ForwardError> {
+        let name = format!("{}{name}", self.prefix);
         if let Some(&id) = self.inputs.get(&name) {
             return Ok(id);
         }
@@ -237,12 +285,19 @@ impl<'a, W: Weights> Builder<'a, W> {
     }
 
     fn input_f32(&mut self, name: String, ne: &[usize]) -> Result<TensorId, ForwardError> {
+        let name = format!("{}{name}", self.prefix);
         if let Some(&id) = self.inputs.get(&name) {
             return Ok(id);
         }
         let id = f32_input(&mut self.g, &name, ne)?;
         self.inputs.insert(name, id);
         Ok(id)
+    }
+
+    /// The sliding-window mask of the sequence being built.
+    fn swa_mask(&self) -> Result<TensorId, ForwardError> {
+        self.swa_mask
+            .ok_or_else(|| ForwardError::Missing("the sliding-window mask".into()))
     }
 
     /// The weight `t` of layer `l` (of the model for a global tensor), with the name and
@@ -419,33 +474,14 @@ impl<'a, W: Weights> Builder<'a, W> {
         let kv = self.g.reshape(kv, &[hd, t])?;
 
         // keys = [window ‖ compressed entries]; one softmax over both plus the sink (§4.8)
-        let (keys, mask) = if self.cache.is_some() {
-            self.cached_keys(l, a, qr, kv)?
+        let scale = 1.0 / (hd as f32).sqrt();
+        let o = if !self.slots.is_empty() {
+            self.slots_attention(l, a, qr, q, kv, sinks)?
         } else {
-            match hp.attn_kind(l) {
-                AttnKind::Sliding => (kv, self.swa_mask),
-                kind => {
-                    let ratio = hp.compress_ratios[l];
-                    match self.compressor(l, a, Compressor::Attention, hd, ratio)? {
-                        None => (kv, self.swa_mask),
-                        Some(comp) => {
-                            let nw = t / ratio as usize;
-                            let cmask = if kind == AttnKind::Hca {
-                                self.input_f32(input::comp_mask(ratio), &[nw, t])?
-                            } else {
-                                self.indexer_mask(l, a, qr, nw, ratio)?
-                            };
-                            let keys = self.g.concat(kv, comp, 1)?;
-                            let mask = self.g.concat(self.swa_mask, cmask, 0)?;
-                            (keys, mask)
-                        }
-                    }
-                }
-            }
-        };
-        let o =
+            let (keys, mask) = self.keys(l, a, qr, kv)?;
             self.g
-                .flash_attn_ext(q, keys, Some(mask), Some(sinks), 1.0 / (hd as f32).sqrt())?;
+                .flash_attn_ext(q, keys, Some(mask), Some(sinks), scale)?
+        };
         let o = self.g.rope(o, self.pos, self.rope(l, n_offs, true))?; // de-rotation (step 10)
 
         // grouped output projection (step 11): heads are contiguous within a group
@@ -458,6 +494,43 @@ impl<'a, W: Weights> Builder<'a, W> {
         let z = self.g.cont(z)?;
         let z = self.g.reshape(z, &[hp.o_lora_rank * g_n, t])?;
         Ok(self.g.mul_mat(wob, z)?)
+    }
+
+    /// The keys and mask of layer `l`'s attention for the chunk (one sequence).
+    fn keys(
+        &mut self,
+        l: usize,
+        a: TensorId,
+        qr: TensorId,
+        kv: TensorId,
+    ) -> Result<(TensorId, TensorId), ForwardError> {
+        let hp = self.hp;
+        let (hd, t) = (hp.head_dim, self.t);
+        Ok(if self.cache.is_some() {
+            let pre = self.layer_pre(l, a, qr)?;
+            self.cached_keys(l, &pre, kv)?
+        } else {
+            match hp.attn_kind(l) {
+                AttnKind::Sliding => (kv, self.swa_mask()?),
+                kind => {
+                    let ratio = hp.compress_ratios[l];
+                    match self.compressor(l, a, Compressor::Attention, hd, ratio)? {
+                        None => (kv, self.swa_mask()?),
+                        Some(comp) => {
+                            let nw = t / ratio as usize;
+                            let cmask = if kind == AttnKind::Hca {
+                                self.input_f32(input::comp_mask(ratio), &[nw, t])?
+                            } else {
+                                self.indexer_mask(l, a, qr, nw, ratio)?
+                            };
+                            let keys = self.g.concat(kv, comp, 1)?;
+                            let mask = self.g.concat(self.swa_mask()?, cmask, 0)?;
+                            (keys, mask)
+                        }
+                    }
+                }
+            }
+        })
     }
 
     /// The Lightning Indexer's selection as an additive mask over the `nw` entries (§4.6).
@@ -486,6 +559,18 @@ impl<'a, W: Weights> Builder<'a, W> {
         n: usize,
         ratio: u32,
     ) -> Result<TensorId, ForwardError> {
+        let query = self.indexer_query(l, a, qr)?;
+        self.indexer_pick(query, keys, n, ratio)
+    }
+
+    /// The Lightning Indexer's roped queries `{dI, HI, T}` and scaled head weights
+    /// `{HI, T}` (spec §4.6).
+    pub(super) fn indexer_query(
+        &mut self,
+        l: usize,
+        a: TensorId,
+        qr: TensorId,
+    ) -> Result<(TensorId, TensorId), ForwardError> {
         let hp = self.hp;
         let (di, hi, t) = (hp.idx_dim, hp.idx_heads, self.t);
         let wq = self.tensor(l, Tensor::IndexerQB)?;
@@ -497,8 +582,20 @@ impl<'a, W: Weights> Builder<'a, W> {
             .rope(q, self.pos, self.rope(l, di - hp.n_rot, false))?;
         let hw = self.g.mul_mat(wp, a)?; // {HI, T}
         let hw = self.g.scale(hw, 1.0 / ((di * hi) as f32).sqrt(), 0.0)?;
-        let nvis = self.input_i32(input::n_visible(ratio), t)?;
-        let ids = self.g.dsa_indexer(q, keys, hw, nvis, hp.idx_topk)?;
+        Ok((q, hw))
+    }
+
+    /// The indexer's top-k of `query` ([`Builder::indexer_query`]) over `keys {dI, n}`, as
+    /// an additive mask `{n, T}`.
+    pub(super) fn indexer_pick(
+        &mut self,
+        (q, hw): (TensorId, TensorId),
+        keys: TensorId,
+        n: usize,
+        ratio: u32,
+    ) -> Result<TensorId, ForwardError> {
+        let nvis = self.input_i32(input::n_visible(ratio), self.t)?;
+        let ids = self.g.dsa_indexer(q, keys, hw, nvis, self.hp.idx_topk)?;
         Ok(self.g.index_mask(ids, n)?)
     }
 

@@ -8,7 +8,7 @@ use super::hparams::Hparams;
 use super::tensors::{self, Role};
 use crate::gguf::GgufFile;
 use crate::model::{
-    Architecture, CachePart, GraphKind, GraphSpec, LoadError, LoadOptions, Logits, Model,
+    slots_of, Architecture, CachePart, GraphKind, GraphSpec, LoadError, LoadOptions, Logits, Model,
     ModelError, ModelInfo, MoeShape, StateTensor, WeightBytes,
 };
 use crate::tokenizer::Tokenizer;
@@ -246,6 +246,21 @@ impl Model for DeepSeek4 {
         let b = match spec.kind {
             GraphKind::Cached { ctx } => Builder::new_cached(&self.hp, &mut self.weights, t, ctx),
             GraphKind::Stateless => Builder::new(&self.hp, &mut self.weights, t),
+            GraphKind::Slots {
+                ctx,
+                n_slots,
+                active,
+            } => {
+                let active: Vec<usize> = slots_of(active).collect();
+                if active.len() != t || spec.logits != Logits::All || spec.hidden {
+                    return Err(ForwardError::Unsupported(format!(
+                        "a batched step evaluates one token of each of its {} slots, with \
+                         their logits (asked: {t} tokens)",
+                        active.len()
+                    )));
+                }
+                Builder::new_slots(&self.hp, &mut self.weights, ctx, n_slots, &active)
+            }
         }?;
         let b = match knobs {
             Some(k) => b.with_moe_knobs(k.clone()),
@@ -260,10 +275,26 @@ impl Model for DeepSeek4 {
         }
     }
 
-    fn inputs(&self, spec: &GraphSpec, p0: usize) -> Result<Vec<(String, Vec<u8>)>, ForwardError> {
+    fn inputs(
+        &self,
+        spec: &GraphSpec,
+        starts: &[usize],
+    ) -> Result<Vec<(String, Vec<u8>)>, ForwardError> {
+        let p0 = starts.first().copied().unwrap_or(0);
         match spec.kind {
             GraphKind::Cached { ctx } => {
                 Ok(ChunkInputs::new(&self.hp, p0, spec.tokens, ctx)?.values)
+            }
+            GraphKind::Slots { ctx, active, .. } => {
+                let slots: Vec<usize> = slots_of(active).collect();
+                if slots.len() != starts.len() {
+                    return Err(ForwardError::Unsupported(format!(
+                        "{} positions for {} slots",
+                        starts.len(),
+                        slots.len()
+                    )));
+                }
+                Ok(ChunkInputs::slots(&self.hp, &slots, starts, ctx)?.values)
             }
             GraphKind::Stateless if p0 == 0 => Ok(PrefillInputs::new(&self.hp, spec.tokens).values),
             GraphKind::Stateless => Err(ForwardError::Unsupported(format!(

@@ -26,6 +26,13 @@
 //! [`SessionError::ContextFull`] (nothing is evaluated, the sequence is unchanged). An error
 //! while building or running a graph resets the sequence (the caches may be half-written).
 //!
+//! # Slots
+//!
+//! A session may hold several sequences ([`Session::set_slots`]), each in its own region of
+//! one state buffer: a server's parallel requests. The one-sequence methods act on the
+//! selected slot ([`Session::select`]); [`Session::decode_slots`] evaluates one token of
+//! several slots as one batched graph, every weight read once for all of them.
+//!
 //! # Profiling
 //!
 //! With the executor configuration's profiler on ([`ExecConfig::profile`], or
@@ -34,6 +41,7 @@
 //! session dropped with an untaken profile emits it as the configuration says.
 
 mod profile;
+mod slots;
 mod state;
 
 pub use profile::{ProfileEntry, ProfileSummary};
@@ -148,6 +156,9 @@ pub enum SessionError {
     /// The model lacks something asked for.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// A slot that does not exist, or a batched step the session cannot run.
+    #[error("{0}")]
+    Slots(String),
 }
 
 /// How a [`Session`] evaluates its steps (see the module docs).
@@ -222,10 +233,13 @@ pub struct Session<M: Model + ?Sized = dyn Model> {
     ctx: usize,
     mode: Mode,
     ubatch: usize,
-    tokens: Vec<u32>,
+    /// The token ids of each slot's sequence (one slot unless [`Session::set_slots`]).
+    seqs: Vec<Vec<u32>>,
+    /// The slot the one-sequence methods act on.
+    slot: usize,
     /// Executors by graph, least recently used first.
     execs: Vec<(GraphSpec, Executor)>,
-    /// The caches of the sequence (cached mode).
+    /// The caches of every slot's sequence, back to back (cached mode).
     state: Option<StateBuf>,
     stats: SessionStats,
     profile: Option<ProfileAcc>,
@@ -239,7 +253,8 @@ impl<M: Model + ?Sized> std::fmt::Debug for Session<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
             .field("mode", &self.mode)
-            .field("n_past", &self.tokens.len())
+            .field("slots", &self.seqs.len())
+            .field("n_past", &self.seqs[self.slot].len())
             .field("ctx", &self.ctx)
             .field("threads", &self.cfg.threads)
             .field("stats", &self.stats)
@@ -264,7 +279,8 @@ impl<M: Model + ?Sized> Session<M> {
             ctx,
             mode: Mode::Cached,
             ubatch: DEFAULT_UBATCH,
-            tokens: Vec::new(),
+            seqs: vec![Vec::new()],
+            slot: 0,
             execs: Vec::new(),
             state: None,
             stats: SessionStats::default(),
@@ -283,7 +299,7 @@ impl<M: Model + ?Sized> Session<M> {
         self.memory_limit = limit;
         if self.mode == Mode::Cached && self.state.is_none() {
             self.reserve(
-                self.cache_bytes(),
+                self.cache_bytes() * self.seqs.len() as u64,
                 format!("the caches for a context of {} tokens", self.ctx),
             )?;
         }
@@ -329,15 +345,21 @@ impl<M: Model + ?Sized> Session<M> {
     pub fn set_moe_knobs(&mut self, knobs: Option<Arc<MoeKnobs>>) {
         self.moe_knobs = knobs;
         self.retire_all();
-        self.reset();
+        self.reset_all();
     }
 
-    /// Switch the evaluation mode; the sequence is reset.
+    /// Switch the evaluation mode; the sequence is reset (the recompute mode has one slot:
+    /// switching to it drops the others).
     pub fn set_mode(&mut self, mode: Mode) {
         if mode != self.mode {
             self.retire_all();
             self.state = None;
             self.mode = mode;
+            if mode == Mode::Recompute {
+                self.seqs.truncate(1);
+                self.slot = 0;
+            }
+            self.seqs.iter_mut().for_each(Vec::clear);
         }
         self.reset();
     }
@@ -377,9 +399,9 @@ impl<M: Model + ?Sized> Session<M> {
         if tokens.is_empty() {
             return Err(SessionError::Empty);
         }
-        if self.tokens.len() + tokens.len() > self.ctx {
+        if self.seq().len() + tokens.len() > self.ctx {
             return Err(SessionError::ContextFull {
-                n_past: self.tokens.len(),
+                n_past: self.seq().len(),
                 adding: tokens.len(),
                 ctx: self.ctx,
             });
@@ -395,8 +417,8 @@ impl<M: Model + ?Sized> Session<M> {
     /// (`n_vocab` values).
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>, SessionError> {
         self.check_tokens(tokens)?;
-        let p0 = self.tokens.len();
-        self.tokens.extend_from_slice(tokens);
+        let p0 = self.seq().len();
+        self.seq_mut().extend_from_slice(tokens);
         let r = match self.mode {
             Mode::Cached => {
                 let mut last = None;
@@ -433,8 +455,8 @@ impl<M: Model + ?Sized> Session<M> {
         }
         self.set_mode(Mode::Cached);
         self.check_tokens(tokens)?;
-        let p0 = self.tokens.len();
-        self.tokens.extend_from_slice(tokens);
+        let p0 = self.seq().len();
+        self.seq_mut().extend_from_slice(tokens);
         let r = self.eval_cached(p0, chunk, Logits::All, each);
         if r.is_err() {
             self.reset();
@@ -465,7 +487,7 @@ impl<M: Model + ?Sized> Session<M> {
         };
         self.exec_for(spec)?;
         let logits = self
-            .run_last(tokens, 0, tokens.len(), true)?
+            .run_last(tokens, &[0], tokens.len(), true)?
             .unwrap_or_default();
         let mut out = BatchOutput {
             logits,
@@ -481,22 +503,24 @@ impl<M: Model + ?Sized> Session<M> {
         Ok(out)
     }
 
-    /// Tokens in the sequence.
+    /// Tokens in the (selected slot's) sequence.
     pub fn n_past(&self) -> usize {
-        self.tokens.len()
+        self.seq().len()
     }
 
-    /// Forget the sequence (the caches are cleared; executors, options and statistics stay).
+    /// Forget the (selected slot's) sequence: its caches are cleared; executors, options,
+    /// statistics and the other slots stay.
     pub fn reset(&mut self) {
-        self.tokens.clear();
+        self.seq_mut().clear();
+        let range = self.slot_range(self.slot);
         if let Some(st) = self.state.as_mut() {
-            st.reset();
+            st.bytes_mut()[range].fill(0);
         }
     }
 
-    /// The token ids of the sequence.
+    /// The token ids of the (selected slot's) sequence.
     pub fn tokens(&self) -> &[u32] {
-        &self.tokens
+        self.seq()
     }
 
     /// The context length.
@@ -581,7 +605,10 @@ impl<M: Model + ?Sized> Session<M> {
             return Ok(());
         }
         let keep = match spec.kind {
-            GraphKind::Cached { .. } => 4,
+            // a prefill chunk length, the 1-token step and, with slots, the batched steps
+            // of the sets of slots that decode together
+            GraphKind::Cached { .. } | GraphKind::Slots { .. } if self.seqs.len() > 1 => 16,
+            GraphKind::Cached { .. } | GraphKind::Slots { .. } => 4,
             GraphKind::Stateless => 1,
         };
         while self.execs.len() >= keep {
@@ -601,8 +628,8 @@ impl<M: Model + ?Sized> Session<M> {
         let plan = Executor::planned(&g, &self.cfg);
         let mut need = plan.arena_size() as u64;
         let mut what = format!("the working memory of a {}-token step", spec.tokens);
-        if matches!(spec.kind, GraphKind::Cached { .. }) && self.state.is_none() {
-            need += plan.state_size() as u64;
+        if !matches!(spec.kind, GraphKind::Stateless) && self.state.is_none() {
+            need += self.state_len() as u64;
             what = format!("the caches for a context of {} tokens and {what}", self.ctx);
         }
         self.reserve(need, what)?;
@@ -617,22 +644,26 @@ impl<M: Model + ?Sized> Session<M> {
         Ok(())
     }
 
-    /// Run the executor last in `execs` on `ids` (the chunk at position `p0`); `n_new`
-    /// tokens were added. Returns its logits when `want_logits`.
+    /// Run the executor last in `execs` on `ids` (the chunk at position `starts[0]` of the
+    /// selected slot; for a batched step, one token per slot at `starts`); `n_new` tokens
+    /// were added. Returns its logits when `want_logits`.
     fn run_last(
         &mut self,
         ids: &[u32],
-        p0: usize,
+        starts: &[usize],
         n_new: usize,
         want_logits: bool,
     ) -> Result<Option<Vec<f32>>, SessionError> {
+        let state_len = self.state_len();
+        let offset = self.slot_range(self.slot).start;
         let Some((spec, exec)) = self.execs.last_mut() else {
             return Ok(None);
         };
+        let p0 = starts.first().copied().unwrap_or(0);
         let t0 = Instant::now();
         let inputs = self
             .model
-            .inputs(spec, p0)
+            .inputs(spec, starts)
             .map_err(|source| SessionError::Forward {
                 n_tokens: spec.tokens,
                 source,
@@ -645,18 +676,24 @@ impl<M: Model + ?Sized> Session<M> {
             }
         }
         match spec.kind {
-            GraphKind::Cached { .. } => {
+            GraphKind::Cached { .. } | GraphKind::Slots { .. } => {
+                // a one-sequence graph runs on the selected slot's region, a batched one
+                // on the whole buffer
+                let offset = match spec.kind {
+                    GraphKind::Slots { .. } => 0,
+                    _ => offset,
+                };
                 let need = exec.plan().state_size();
-                let st = self.state.get_or_insert_with(|| StateBuf::new(need));
-                if st.len() < need {
+                let st = self.state.get_or_insert_with(|| StateBuf::new(state_len));
+                if st.len() < offset + need {
                     return Err(SessionError::StateLayout {
                         n_tokens: spec.tokens,
                         need,
-                        have: st.len(),
+                        have: st.len() - offset,
                     });
                 }
                 self.stats.state_bytes = st.len();
-                exec.run_with_state(st);
+                exec.run_with_state_at(st, offset);
             }
             GraphKind::Stateless => exec.run(),
         }
@@ -673,6 +710,15 @@ impl<M: Model + ?Sized> Session<M> {
         if let Some(i) = logits.iter().position(|v| !v.is_finite()) {
             let rows = (logits.len() / self.model.info().n_vocab.max(1)).max(1);
             let row = i / self.model.info().n_vocab.max(1);
+            if starts.len() > 1 {
+                // a batched step: row r is slot r's one token
+                let p = starts.get(row).copied().unwrap_or(p0);
+                return Err(SessionError::NonFinite {
+                    position: p,
+                    first: p,
+                    last: p,
+                });
+            }
             let last = p0 + ids.len() - 1;
             return Err(SessionError::NonFinite {
                 position: last + 1 - rows + row,
@@ -696,7 +742,7 @@ impl<M: Model + ?Sized> Session<M> {
         logits: Logits,
         mut each: impl FnMut(usize, &[f32]),
     ) -> Result<(), SessionError> {
-        let end = self.tokens.len();
+        let end = self.seq().len();
         let mut p = p0;
         while p < end {
             let t = chunk.min(end - p);
@@ -707,9 +753,9 @@ impl<M: Model + ?Sized> Session<M> {
                 hidden: false,
             };
             self.exec_for(spec)?;
-            let ids = self.tokens[p..p + t].to_vec();
+            let ids = self.seq()[p..p + t].to_vec();
             let want = logits == Logits::All || p + t == end;
-            if let Some(l) = self.run_last(&ids, p, t, want)? {
+            if let Some(l) = self.run_last(&ids, &[p], t, want)? {
                 each(p, &l);
             }
             p += t;
@@ -720,14 +766,14 @@ impl<M: Model + ?Sized> Session<M> {
     /// Recompute mode: run the stateless graph over the whole sequence.
     fn eval_recompute(&mut self, n_new: usize) -> Result<Vec<f32>, SessionError> {
         let spec = GraphSpec {
-            tokens: self.tokens.len(),
+            tokens: self.seq().len(),
             kind: GraphKind::Stateless,
             logits: Logits::Last,
             hidden: false,
         };
         self.exec_for(spec)?;
-        let ids = self.tokens.clone();
-        self.run_last(&ids, 0, n_new, true)?
+        let ids = self.seq().clone();
+        self.run_last(&ids, &[0], n_new, true)?
             .ok_or(SessionError::Empty)
     }
 }

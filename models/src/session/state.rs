@@ -230,10 +230,12 @@ impl<M: Model + ?Sized> Session<M> {
             ctx: self.ctx,
             mode: self.mode,
             layout: layout(&*self.model, self.ctx),
-            tokens: self.tokens.clone(),
-            cache: match self.mode {
-                Mode::Cached => self.state.clone(),
-                Mode::Recompute => None,
+            tokens: self.seq().clone(),
+            cache: match (self.mode, &self.state) {
+                (Mode::Cached, Some(st)) => Some(StateBuf::from_bytes(
+                    &st.bytes()[self.slot_range(self.slot)],
+                )),
+                _ => None,
             },
         }
     }
@@ -283,13 +285,24 @@ impl<M: Model + ?Sized> Session<M> {
                 .into());
             }
         }
+        if state.mode != self.mode && self.seqs.len() > 1 {
+            return Err(StateError::Mismatch(
+                "a recompute-mode state cannot go into one of several slots".into(),
+            )
+            .into());
+        }
         self.set_mode(state.mode);
-        self.tokens = state.tokens.clone();
+        *self.seq_mut() = state.tokens.clone();
+        let range = self.slot_range(self.slot);
         match (&state.cache, self.mode) {
-            (Some(c), Mode::Cached) => self.state = Some(c.clone()),
+            (Some(c), Mode::Cached) => {
+                let len = self.state_len();
+                let st = self.state.get_or_insert_with(|| StateBuf::new(len));
+                st.bytes_mut()[range].copy_from_slice(c.bytes());
+            }
             _ => {
                 if let Some(st) = self.state.as_mut() {
-                    st.reset();
+                    st.bytes_mut()[range].fill(0);
                 }
             }
         }

@@ -289,3 +289,69 @@ fn memory_limits_refuse_before_allocating() {
     assert!(s.cache_bytes() > 1 << 40);
     assert!(s.set_memory_limit(Some(1 << 40)).is_err());
 }
+
+/// Slots: three sequences in one session, each prefilled and then decoded in batched steps
+/// of changing sets of slots, against three sessions of their own. A slot's prefill runs the
+/// one-sequence graph on its region (bit for bit); a batched step matches the one-token
+/// steps within the chunking tolerance; a slot's state goes on in a session of its own.
+#[test]
+fn slots_decode_together_as_sessions_of_their_own() {
+    let prompts: [&[u32]; 3] = [
+        &[0, 5, 17, 3, 200, 11, 42],
+        &[9, 9, 1],
+        &[300, 2, 64, 8, 15],
+    ];
+    let mut alone: Vec<Session> = (0..3).map(|_| session(Mode::Cached, 64)).collect();
+    let mut s = session(Mode::Cached, 64);
+    s.set_slots(3).unwrap();
+    assert_eq!(s.n_slots(), 3);
+    for (k, p) in prompts.iter().enumerate() {
+        s.select(k).unwrap();
+        assert_eq!(
+            s.prefill(p).unwrap(),
+            alone[k].prefill(p).unwrap(),
+            "slot {k}"
+        );
+    }
+    // steps of every slot, of two, of one; past a CSA window boundary (ratio 4)
+    let sets: [&[usize]; 5] = [&[0, 1, 2], &[2, 0], &[1], &[0, 1, 2], &[1, 2]];
+    let mut worst = 0f32;
+    for (i, set) in sets.iter().cycle().take(15).enumerate() {
+        let steps: Vec<(usize, u32)> = set.iter().map(|&k| (k, (7 * i + k) as u32)).collect();
+        let got = s.decode_slots(&steps).unwrap();
+        for ((k, t), l) in steps.iter().zip(&got) {
+            let want = alone[*k].decode(*t).unwrap();
+            worst = worst.max(max_diff(l, &want));
+        }
+    }
+    assert!(worst < 1e-3, "batched vs alone: {worst}");
+    for (k, a) in alone.iter().enumerate() {
+        assert_eq!(s.slot_tokens(k), a.tokens(), "slot {k}");
+    }
+    // slot 1's state continues in a session of its own as slot 1 continues here
+    s.select(1).unwrap();
+    let snap = s.state();
+    assert_eq!(snap.tokens(), alone[1].tokens());
+    let mut own = session(Mode::Cached, 64);
+    own.set_state(&snap).unwrap();
+    assert_eq!(own.decode(3).unwrap(), s.decode(3).unwrap());
+    // and a one-slot state goes into a slot: slot 2 takes slot 1's sequence
+    s.select(2).unwrap();
+    s.set_state(&own.state()).unwrap();
+    let want = own.decode(4).unwrap();
+    assert_eq!(s.decode_slots(&[(2, 4)]).unwrap()[0], want);
+    // resetting a slot leaves the others
+    s.reset();
+    assert_eq!(s.n_past(), 0);
+    assert_eq!(s.slot_tokens(1).len(), own.n_past() - 1);
+    // refusals: a slot twice, a slot out of range, a token out of the vocabulary
+    assert!(s.decode_slots(&[(0, 1), (0, 2)]).is_err());
+    assert!(s.decode_slots(&[(0, 1), (5, 2)]).is_err());
+    assert!(s.select(3).is_err());
+    assert!(s.set_slots(0).is_err());
+    let v = s.info().n_vocab as u32;
+    assert!(matches!(
+        s.decode_slots(&[(0, 1), (1, v)]),
+        Err(SessionError::BadToken { .. })
+    ));
+}

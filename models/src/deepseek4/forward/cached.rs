@@ -62,11 +62,16 @@ pub(crate) fn state_tensors(hp: &Hparams, ctx: usize) -> Vec<(String, [usize; 2]
 }
 
 impl CacheLayout {
-    /// Declare every state tensor in `g`.
-    pub fn declare(g: &mut Graph, hp: &Hparams, ctx: usize) -> Result<CacheLayout, ForwardError> {
+    /// Declare every state tensor in `g`, each named `prefix` + its name.
+    pub fn declare(
+        g: &mut Graph,
+        hp: &Hparams,
+        ctx: usize,
+        prefix: &str,
+    ) -> Result<CacheLayout, ForwardError> {
         let mut states = HashMap::new();
         for (name, ne) in state_tensors(hp, ctx) {
-            let id = g.state(&name, TensorDesc::f32(&ne)?)?;
+            let id = g.state(&format!("{prefix}{name}"), TensorDesc::f32(&ne)?)?;
             states.insert(name, id);
         }
         Ok(CacheLayout { ctx, states })
@@ -99,61 +104,178 @@ mod names {
     }
 }
 
+/// A compressor's projections `(A, Z, norm weight)` (see `compressor_projections`).
+type Proj = (TensorId, TensorId, TensorId);
+
+/// What a layer's cached attention computes from the chunk's activations alone, before it
+/// reads any cache: the compressors' projections and the indexer's queries. In slots mode
+/// they are computed once for every slot's token (their weights read once) and each slot
+/// takes its column.
+pub(super) struct LayerPre {
+    comp: Option<Proj>,
+    idx: Option<Proj>,
+    idx_q: Option<(TensorId, TensorId)>,
+}
+
 impl<W: Weights> Builder<'_, W> {
-    fn layout(&self) -> &CacheLayout {
-        self.cache.as_ref().expect("cached mode")
+    fn layout(&self) -> Result<&CacheLayout, ForwardError> {
+        self.cache
+            .as_ref()
+            .ok_or_else(|| ForwardError::Missing("the decode caches".into()))
     }
 
-    /// Keys and mask of layer `l` in cached mode; also writes this chunk's kv into the ring.
-    pub(super) fn cached_keys(
+    /// Layer `l`'s [`LayerPre`] for the chunk's `a` (attn_norm output) and `qr`.
+    pub(super) fn layer_pre(
         &mut self,
         l: usize,
         a: TensorId,
         qr: TensorId,
+    ) -> Result<LayerPre, ForwardError> {
+        let hp = self.hp;
+        let kind = hp.attn_kind(l);
+        let ratio = hp.compress_ratios[l];
+        let mut pre = LayerPre {
+            comp: None,
+            idx: None,
+            idx_q: None,
+        };
+        if kind == AttnKind::Sliding {
+            return Ok(pre);
+        }
+        pre.comp = Some(self.compressor_projections(l, a, Compressor::Attention, ratio)?);
+        if kind == AttnKind::Csa {
+            pre.idx = Some(self.compressor_projections(l, a, Compressor::Indexer, ratio)?);
+            pre.idx_q = Some(self.indexer_query(l, a, qr)?);
+        }
+        Ok(pre)
+    }
+
+    /// Token `i`'s column of `x` (its dimension `dim` is the token axis).
+    fn column(&mut self, x: TensorId, dim: usize, i: usize) -> Result<TensorId, ForwardError> {
+        let d = *self.g.desc(x);
+        let mut ne = d.ne;
+        ne[dim] = 1;
+        Ok(self.g.view(x, ne, d.nb, i * d.nb[dim])?)
+    }
+
+    /// Token `i`'s part of a [`LayerPre`].
+    fn pre_column(&mut self, pre: &LayerPre, i: usize) -> Result<LayerPre, ForwardError> {
+        let proj = |b: &mut Self, p: Option<Proj>| -> Result<Option<Proj>, ForwardError> {
+            Ok(match p {
+                Some((a, z, n)) => Some((b.column(a, 1, i)?, b.column(z, 1, i)?, n)),
+                None => None,
+            })
+        };
+        let comp = proj(self, pre.comp)?;
+        let idx = proj(self, pre.idx)?;
+        let idx_q = match pre.idx_q {
+            Some((q, hw)) => Some((self.column(q, 2, i)?, self.column(hw, 1, i)?)),
+            None => None,
+        };
+        Ok(LayerPre { comp, idx, idx_q })
+    }
+
+    /// Slots mode: each slot's token attends over its own caches (the cached keys of a
+    /// one-token chunk, with slot `k`'s states and `s{k}.` inputs); returns the attention
+    /// outputs `{hd, H, S}` in slot order. Everything before and after (projections, norms,
+    /// RoPE, the output projection, the MoE) runs on all the slots' tokens at once.
+    pub(super) fn slots_attention(
+        &mut self,
+        l: usize,
+        a: TensorId,
+        qr: TensorId,
+        q: TensorId,
+        kv: TensorId,
+        sinks: TensorId,
+    ) -> Result<TensorId, ForwardError> {
+        let scale = 1.0 / (self.hp.head_dim as f32).sqrt();
+        let pre = self.layer_pre(l, a, qr)?;
+        let slots = std::mem::take(&mut self.slots);
+        let (pos, t) = (self.pos, self.t);
+        let each = |b: &mut Self| -> Result<TensorId, ForwardError> {
+            let mut out: Option<TensorId> = None;
+            for (i, (k, layout)) in slots.iter().enumerate() {
+                b.t = 1;
+                b.pos = pos;
+                let pos_i = b.column(pos, 0, i)?;
+                let q_i = b.column(q, 2, i)?;
+                let kv_i = b.column(kv, 1, i)?;
+                let pre_i = b.pre_column(&pre, i)?;
+                b.pos = pos_i;
+                b.prefix = format!("s{k}.");
+                b.cache = Some(layout.clone());
+                b.swa_mask =
+                    Some(b.input_f32(super::input::SWA_MASK.into(), &[b.hp.window + 1, 1])?);
+                let (keys, mask) = b.cached_keys(l, &pre_i, kv_i)?;
+                let o =
+                    b.g.flash_attn_ext(q_i, keys, Some(mask), Some(sinks), scale)?;
+                out = Some(match out {
+                    None => o,
+                    Some(prev) => b.g.concat(prev, o, 2)?,
+                });
+            }
+            out.ok_or_else(|| ForwardError::Unsupported("a batched step without slots".into()))
+        };
+        let r = each(self);
+        self.slots = slots;
+        self.pos = pos;
+        self.t = t;
+        self.prefix.clear();
+        self.cache = None;
+        self.swa_mask = None;
+        r
+    }
+
+    /// Keys and mask of layer `l` in cached mode, from its [`LayerPre`]; also writes this
+    /// chunk's kv into the ring.
+    pub(super) fn cached_keys(
+        &mut self,
+        l: usize,
+        pre: &LayerPre,
         kv: TensorId,
     ) -> Result<(TensorId, TensorId), ForwardError> {
         let hp = self.hp;
         let t = self.t;
-        let ring = self.layout().get(&format!("l{l}.kv"))?;
+        let ring = self.layout()?.get(&format!("l{l}.kv"))?;
         let win = self.g.concat(ring, kv, 1)?; // {d, W+T}: the copy is taken before the write
         let slot = self.input_i32(names::KV_SLOT.into(), t)?;
         self.g.set_rows(ring, kv, slot)?;
         let kind = hp.attn_kind(l);
         if kind == AttnKind::Sliding {
-            return Ok((win, self.swa_mask));
+            return Ok((win, self.swa_mask()?));
         }
         let ratio = hp.compress_ratios[l];
-        let cap = self.layout().ctx.div_ceil(ratio as usize);
-        let comp =
-            self.compressor_cached(l, a, Compressor::Attention, "comp", hp.head_dim, ratio)?;
+        let cap = self.layout()?.ctx.div_ceil(ratio as usize);
+        let missing = || ForwardError::Missing(format!("layer {l}'s compressor projections"));
+        let comp = pre.comp.ok_or_else(missing)?;
+        let comp = self.compressor_cached(l, comp, "comp", hp.head_dim, ratio)?;
         let cmask = if kind == AttnKind::Hca {
             self.input_f32(input::comp_mask(ratio), &[cap, t])?
         } else {
-            let keys =
-                self.compressor_cached(l, a, Compressor::Indexer, "idx", hp.idx_dim, ratio)?;
-            self.indexer_select(l, a, qr, keys, cap, ratio)?
+            let (idx, q) = pre.idx.zip(pre.idx_q).ok_or_else(missing)?;
+            let keys = self.compressor_cached(l, idx, "idx", hp.idx_dim, ratio)?;
+            self.indexer_pick(q, keys, cap, ratio)?
         };
         let keys = self.g.concat(win, comp, 1)?;
-        let mask = self.g.concat(self.swa_mask, cmask, 0)?;
+        let mask = self.g.concat(self.swa_mask()?, cmask, 0)?;
         Ok((keys, mask))
     }
 
-    /// One compressor in cached mode; returns the entry cache after this chunk's writes.
+    /// One compressor in cached mode, from its projections; returns the entry cache after
+    /// this chunk's writes.
     fn compressor_cached(
         &mut self,
         l: usize,
-        a: TensorId,
-        which: Compressor,
+        (av, z, norm): Proj,
         state: &str,
         width: usize,
         ratio: u32,
     ) -> Result<TensorId, ForwardError> {
         let (t, ru, c) = (self.t, ratio as usize, coff(ratio));
         let nwmax = t.div_ceil(ru);
-        let (av, z, norm) = self.compressor_projections(l, a, which, ratio)?;
-        let ring_a = self.layout().get(&format!("l{l}.{state}_a"))?;
-        let ring_z = self.layout().get(&format!("l{l}.{state}_z"))?;
-        let cache = self.layout().get(&format!("l{l}.{state}"))?;
+        let ring_a = self.layout()?.get(&format!("l{l}.{state}_a"))?;
+        let ring_z = self.layout()?.get(&format!("l{l}.{state}_z"))?;
+        let cache = self.layout()?.get(&format!("l{l}.{state}"))?;
         let pad_a = self.constant(&[c * width, 1], 0.0)?;
         let pad_z = self.constant(&[c * width, 1], f32::NEG_INFINITY)?;
         // [ring ‖ chunk ‖ pad] rows, gathered per window slot
@@ -333,6 +455,43 @@ impl ChunkInputs {
                 input::n_visible(r),
                 i32s((p0..p0 + t).map(|p| ((p + 1) / ru) as i32).collect()),
             ));
+        }
+        Ok(ChunkInputs { values })
+    }
+
+    /// Inputs of a batched step (see [`Builder::new_slots`]): one token of each slot in
+    /// `slots` at its position in `starts`. The positions and the compressors' APE slots
+    /// cover every slot's token (the graph computes those for all of them at once); each
+    /// slot's own inputs are a one-token chunk's, named `s{k}.…`.
+    pub fn slots(
+        hp: &Hparams,
+        slots: &[usize],
+        starts: &[usize],
+        ctx: usize,
+    ) -> Result<ChunkInputs, ForwardError> {
+        let i32s = |v: Vec<i32>| bytemuck::cast_slice(&v).to_vec();
+        let mut values = vec![(
+            input::POS.to_string(),
+            i32s(starts.iter().map(|&p| p as i32).collect()),
+        )];
+        let mut ratios: Vec<u32> = hp
+            .compress_ratios
+            .iter()
+            .copied()
+            .filter(|&r| r > 0)
+            .collect();
+        ratios.sort_unstable();
+        ratios.dedup();
+        for r in ratios {
+            let ape = starts.iter().map(|&p| (p % r as usize) as i32).collect();
+            values.push((input::ape_slot(r), i32s(ape)));
+        }
+        for (&k, &p) in slots.iter().zip(starts) {
+            for (name, bytes) in ChunkInputs::new(hp, p, 1, ctx)?.values {
+                if name != input::POS {
+                    values.push((format!("s{k}.{name}"), bytes));
+                }
+            }
         }
         Ok(ChunkInputs { values })
     }
