@@ -576,7 +576,8 @@ impl Executor {
     /// states or the offset is not aligned, which is a caller bug.
     pub fn run_with_state_at(&mut self, state: &mut StateBuf, offset: usize) {
         assert!(
-            offset % 64 == 0 && state.len().saturating_sub(offset) >= self.plan.state_size(),
+            offset.is_multiple_of(64)
+                && state.len().saturating_sub(offset) >= self.plan.state_size(),
             "state region smaller than the plan's states"
         );
         for c in self.counters.iter() {

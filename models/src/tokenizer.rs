@@ -752,6 +752,22 @@ impl<'a> TokenStreamer<'a> {
         }
     }
 
+    /// A streamer that goes on from bytes another one held back ([`TokenStreamer::into_pending`]),
+    /// for a stream that outlives one borrow of the tokenizer (a server's generation step
+    /// by step).
+    pub fn resume(tok: &'a Tokenizer, pending: Vec<u8>) -> TokenStreamer<'a> {
+        TokenStreamer {
+            tok,
+            pending,
+            skip_special: false,
+        }
+    }
+
+    /// The bytes held back, to [`TokenStreamer::resume`] from.
+    pub fn into_pending(self) -> Vec<u8> {
+        self.pending
+    }
+
     /// Leave special (control) tokens out of the output.
     #[must_use]
     pub fn skip_special(mut self, skip: bool) -> TokenStreamer<'a> {

@@ -1,16 +1,18 @@
-//! The inference engine: one thread that owns the model's session, takes jobs from a bounded
-//! queue, reuses the longest cached prefix of each prompt, and streams tokens back.
+//! The inference engine: one thread that owns the model's session and its `parallel` slots,
+//! takes jobs from a bounded queue, reuses the longest cached prefix of each prompt, and
+//! streams tokens back (the loop itself is in [`crate::worker`]).
 //!
 //! Inference never runs on the async runtime: [`Engine::start`] spawns a plain thread that
 //! drives the session (whose executor has its own pinned worker threads); the HTTP handlers
 //! talk to it through channels. A job's events go back on an unbounded channel; when its
-//! receiver is gone (the client disconnected) the job stops at the next token.
+//! receiver is gone (the client disconnected) the job stops at the next token. Jobs beyond
+//! the free slots wait in the queue; beyond the queue, a submission is refused (HTTP 503).
 //!
 //! # Prefix reuse
 //! DeepSeek-V4's state cannot be rewound (its compressors and indexer fold tokens in), so a
 //! prompt can only continue a state taken at one of its prefixes. The engine keeps:
-//! - the **live** state: the session after the last job (prompt and generated tokens), with
-//!   the logits of its last position;
+//! - each slot's **live** state: the slot after its last job (prompt and generated tokens),
+//!   with the logits of its last position;
 //! - **snapshots** ([`crate::prefix::PrefixCache`]): taken at the end of every prompt and
 //!   every `snapshot_every` tokens inside long prompts, held in an LRU under `--cache-ram`.
 //!
@@ -19,13 +21,12 @@
 
 use crate::disk::DiskCache;
 use crate::prefix::PrefixCache;
-use crate::stop::StopMatcher;
-use models::sampling::{Sampler, SamplerConfig};
+use crate::worker::{Slot, Worker};
+use models::sampling::SamplerConfig;
 use models::session::Session;
 use models::tokenizer::Tokenizer;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::sync::mpsc;
 
 /// How the engine runs.
@@ -39,6 +40,11 @@ pub struct EngineOptions {
     pub snapshot_every: usize,
     /// Snapshots on disk, kept across restarts (prompt ends only).
     pub disk: Option<DiskOptions>,
+    /// Slots: jobs generating at once, their decode steps evaluated as one batched graph.
+    pub parallel: usize,
+    /// Most prompt tokens a slot reads per turn of the loop before the generating slots
+    /// take their next step.
+    pub prefill_chunk: usize,
 }
 
 /// Where and how snapshots are kept on disk.
@@ -60,6 +66,8 @@ impl Default for EngineOptions {
             cache_ram: 1 << 30,
             snapshot_every: 2048,
             disk: None,
+            parallel: 1,
+            prefill_chunk: 256,
         }
     }
 }
@@ -216,6 +224,12 @@ pub struct Metrics {
     pub snapshots: AtomicU64,
     /// Prompts continued from a snapshot read from disk.
     pub disk_hits: AtomicU64,
+    /// Slots running a job (a gauge).
+    pub slots_busy: AtomicU64,
+    /// Decode steps that evaluated two or more slots at once.
+    pub batched_steps: AtomicU64,
+    /// Tokens evaluated by those steps.
+    pub batched_tokens: AtomicU64,
 }
 
 /// A handle to the engine thread.
@@ -228,6 +242,19 @@ pub struct Engine {
     pub tokenizer: Arc<Tokenizer>,
     /// The context length.
     pub ctx: usize,
+    /// Slots.
+    pub parallel: usize,
+}
+
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The disk cache's directory cannot be made or read.
+    #[error("prefix cache directory: {0}")]
+    Disk(#[from] std::io::Error),
+    /// The session cannot hold the slots (their caches do not fit in memory).
+    #[error("{0}")]
+    Slots(#[from] models::session::SessionError),
 }
 
 /// Why a job could not be queued.
@@ -242,17 +269,20 @@ pub enum SubmitError {
 }
 
 impl Engine {
-    /// Start the engine thread on `session`. `tokenizer` is the model's. Fails only when
-    /// the disk cache's directory cannot be made or read.
+    /// Start the engine thread on `session` (made to hold `opts.parallel` slots).
+    /// `tokenizer` is the model's. Fails when the disk cache's directory cannot be made or
+    /// read, or the slots' caches do not fit.
     pub fn start(
-        session: Session,
+        mut session: Session,
         tokenizer: Tokenizer,
         opts: EngineOptions,
-    ) -> std::io::Result<Engine> {
+    ) -> Result<Engine, StartError> {
         let disk = match &opts.disk {
             Some(d) => Some(DiskCache::open(&d.dir, &d.fingerprint, d.max_bytes)?),
             None => None,
         };
+        let parallel = opts.parallel.max(1);
+        session.set_slots(parallel)?;
         let (tx, rx) = mpsc::channel(opts.queue.max(1));
         let metrics = Arc::new(Metrics::default());
         let ctx = session.ctx();
@@ -260,11 +290,13 @@ impl Engine {
         let worker = Worker {
             session,
             tokenizer: tokenizer.clone(),
-            live_logits: None,
+            slots: (0..parallel).map(|_| Slot::default()).collect(),
             cache: PrefixCache::new(opts.cache_ram),
             snapshot_every: opts.snapshot_every,
+            prefill_chunk: opts.prefill_chunk.max(1),
             disk,
             metrics: metrics.clone(),
+            clock: 0,
         };
         std::thread::Builder::new()
             .name("fathom-engine".into())
@@ -275,6 +307,7 @@ impl Engine {
             metrics,
             tokenizer,
             ctx,
+            parallel,
         })
     }
 
@@ -289,253 +322,5 @@ impl Engine {
     /// Jobs waiting in the queue now.
     pub fn queued(&self) -> usize {
         self.jobs.max_capacity() - self.jobs.capacity()
-    }
-}
-
-/// The engine thread's state.
-struct Worker {
-    session: Session,
-    tokenizer: Arc<Tokenizer>,
-    /// Logits after the live session's last position (`None` when it is empty or unknown).
-    live_logits: Option<Vec<f32>>,
-    cache: PrefixCache,
-    snapshot_every: usize,
-    disk: Option<DiskCache>,
-    metrics: Arc<Metrics>,
-}
-
-impl Worker {
-    fn run(mut self, mut rx: mpsc::Receiver<Job>) {
-        while let Some(job) = rx.blocking_recv() {
-            self.metrics.jobs.fetch_add(1, Ordering::Relaxed);
-            let events = job.events.clone();
-            if let Err(e) = self.serve(job) {
-                self.metrics.jobs_failed.fetch_add(1, Ordering::Relaxed);
-                let _ = events.send(Event::Failed(e));
-            }
-        }
-    }
-
-    /// Make the session hold `prompt` and return the logits after it and the tokens reused.
-    fn prepare(&mut self, prompt: &[u32]) -> Result<(Vec<f32>, usize), EngineError> {
-        let live = self.session.tokens();
-        let live_usable = !live.is_empty()
-            && prompt.starts_with(live)
-            && (live.len() < prompt.len() || self.live_logits.is_some());
-        let live_len = if live_usable { live.len() } else { 0 };
-        let ram_len = self
-            .cache
-            .longest_prefix(prompt, live_len)
-            .map(|s| s.state.tokens().len());
-        let best = ram_len.unwrap_or(live_len);
-        let disk = self
-            .disk
-            .as_mut()
-            .and_then(|d| d.longest_prefix(prompt, best));
-        if let Some((state, logits)) = disk {
-            if self.session.set_state(&state).is_ok() {
-                self.metrics.disk_hits.fetch_add(1, Ordering::Relaxed);
-                self.cache.insert(state, &logits);
-                self.live_logits = Some(logits);
-            } else {
-                self.session.reset();
-                self.live_logits = None;
-            }
-        } else if let Some(snap) = ram_len.and(self.cache.longest_prefix(prompt, live_len)) {
-            // (the state is copied once, into the session)
-            self.session
-                .set_state(&snap.state)
-                .map_err(|e| EngineError::Inference(e.to_string()))?;
-            self.live_logits = Some(snap.logits.clone());
-        } else if !live_usable {
-            self.session.reset();
-            self.live_logits = None;
-        }
-        let cached = self.session.n_past();
-        let mut logits = self.live_logits.take();
-        let mut pos = cached;
-        let t0 = Instant::now();
-        while pos < prompt.len() {
-            let end = match self.snapshot_every {
-                0 => prompt.len(),
-                k => ((pos / k + 1) * k).min(prompt.len()),
-            };
-            let l = self
-                .session
-                .prefill(&prompt[pos..end])
-                .map_err(|e| EngineError::Inference(e.to_string()))?;
-            pos = end;
-            // A snapshot at every boundary and at the prompt's end (on disk too).
-            let state = self.session.state();
-            if end == prompt.len() {
-                if let Some(d) = self.disk.as_mut() {
-                    d.store(&state, &l);
-                }
-            }
-            self.cache.insert(state, &l);
-            logits = Some(l);
-        }
-        let evaluated = prompt.len() - cached;
-        self.metrics
-            .prefill_tokens
-            .fetch_add(evaluated as u64, Ordering::Relaxed);
-        self.metrics
-            .prefill_ns
-            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        self.metrics
-            .snapshot_bytes
-            .store(self.cache.bytes(), Ordering::Relaxed);
-        self.metrics
-            .snapshots
-            .store(self.cache.len() as u64, Ordering::Relaxed);
-        let logits = logits.ok_or_else(|| EngineError::Inference("no logits".into()))?;
-        Ok((logits, cached))
-    }
-
-    fn serve(&mut self, job: Job) -> Result<(), EngineError> {
-        let Job {
-            prompt,
-            params,
-            events,
-        } = job;
-        let ctx = self.session.ctx();
-        let n_vocab = self.session.info().n_vocab;
-        if prompt.is_empty() {
-            return Err(EngineError::EmptyPrompt);
-        }
-        if prompt.len() > ctx {
-            return Err(EngineError::PromptTooLong {
-                prompt: prompt.len(),
-                ctx,
-            });
-        }
-        if let Some(&id) = prompt.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(EngineError::BadToken { id, n_vocab });
-        }
-        let mut sampler =
-            Sampler::new(params.sampler).map_err(|e| EngineError::BadParams(e.to_string()))?;
-        if events.is_closed() {
-            self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        let t0 = Instant::now();
-        let (mut logits, cached) = match self.prepare(&prompt) {
-            Ok(r) => r,
-            Err(e) => {
-                // A failed prefill leaves the session empty; nothing stale is reused.
-                self.session.reset();
-                self.live_logits = None;
-                return Err(e);
-            }
-        };
-        let prefill_s = t0.elapsed().as_secs_f64();
-        self.metrics
-            .prompt_tokens
-            .fetch_add(prompt.len() as u64, Ordering::Relaxed);
-        self.metrics
-            .cached_tokens
-            .fetch_add(cached as u64, Ordering::Relaxed);
-        let _ = events.send(Event::Started {
-            prompt_tokens: prompt.len(),
-            cached_tokens: cached,
-        });
-        for &t in &prompt {
-            sampler.accept(t);
-        }
-        let eos = self.tokenizer.eos().unwrap_or(self.session.info().eos);
-        let mut streamer = self.tokenizer.streamer().skip_special(false);
-        let mut stop = StopMatcher::new(&params.stop);
-        let mut generated = 0usize;
-        let t1 = Instant::now();
-        let finish = loop {
-            let next = sampler
-                .sample(&logits)
-                .map_err(|e| EngineError::Inference(e.to_string()))?;
-            if next == eos {
-                break Finish::Stop;
-            }
-            generated += 1;
-            sampler.accept(next);
-            let logprob = params
-                .top_logprobs
-                .map(|n| logprobs(&self.tokenizer, &logits, next, n));
-            let piece = streamer.push(next).unwrap_or_default();
-            let (text, hit) = stop.push(&piece);
-            if events.send(Event::Token { text, logprob }).is_err() {
-                self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
-                self.live_logits = Some(logits);
-                return Ok(());
-            }
-            if let Some(s) = hit {
-                break Finish::StopString(s);
-            }
-            // the last token is not evaluated: its logits would not be used (the live state
-            // stays the prompt and the tokens before it, with matching logits)
-            if generated >= params.max_tokens || self.session.n_past() >= ctx {
-                break Finish::Length;
-            }
-            logits = match self.session.decode(next) {
-                Ok(l) => l,
-                Err(e) => {
-                    self.session.reset();
-                    self.live_logits = None;
-                    return Err(EngineError::Inference(e.to_string()));
-                }
-            };
-        };
-        // What the streamer or the stop matcher still holds.
-        let tail = streamer.finish().unwrap_or_default();
-        let (mut text, _) = stop.push(&tail);
-        text.push_str(&stop.finish());
-        if !text.is_empty() {
-            let _ = events.send(Event::Token {
-                text,
-                logprob: None,
-            });
-        }
-        self.live_logits = Some(logits);
-        let decode_s = t1.elapsed().as_secs_f64();
-        self.metrics
-            .generated_tokens
-            .fetch_add(generated as u64, Ordering::Relaxed);
-        self.metrics
-            .decode_ns
-            .fetch_add((decode_s * 1e9) as u64, Ordering::Relaxed);
-        let _ = events.send(Event::Done {
-            finish,
-            usage: Usage {
-                prompt_tokens: prompt.len(),
-                cached_tokens: cached,
-                completion_tokens: generated,
-            },
-            prefill_s,
-            decode_s,
-        });
-        Ok(())
-    }
-}
-
-/// The log-probability of `id` and the `n` most likely tokens under `logits`.
-fn logprobs(tok: &Tokenizer, logits: &[f32], id: u32, n: usize) -> TokenLogprob {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
-    let lse = f64::from(max) + sum.ln();
-    let lp = |i: usize| (f64::from(logits[i]) - lse) as f32;
-    let mut idx: Vec<usize> = (0..logits.len()).collect();
-    let n = n.min(idx.len());
-    if n > 0 {
-        idx.select_nth_unstable_by(n - 1, |&a, &b| logits[b].total_cmp(&logits[a]));
-    }
-    idx.truncate(n);
-    idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
-    let text = |i: u32| String::from_utf8_lossy(tok.token_bytes(i)).into_owned();
-    TokenLogprob {
-        id,
-        text: text(id),
-        logprob: lp(id as usize),
-        top: idx
-            .into_iter()
-            .map(|i| (i as u32, text(i as u32), lp(i)))
-            .collect(),
     }
 }

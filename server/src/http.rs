@@ -382,7 +382,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     put(
         "decode_tokens_per_second",
         "gauge",
-        "Generation rate since start.",
+        "Generation rate of one request since start (its tokens over its generation time).",
         format!("{:.3}", rate(g(&m.generated_tokens), g(&m.decode_ns))),
     );
     put(
@@ -390,6 +390,30 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         "gauge",
         "Jobs waiting for the engine.",
         state.engine.queued().to_string(),
+    );
+    put(
+        "slots",
+        "gauge",
+        "Slots (requests generating at once).",
+        state.engine.parallel.to_string(),
+    );
+    put(
+        "slots_busy",
+        "gauge",
+        "Slots running a request.",
+        g(&m.slots_busy).to_string(),
+    );
+    put(
+        "batched_steps_total",
+        "counter",
+        "Decode steps that evaluated two or more slots as one graph.",
+        g(&m.batched_steps).to_string(),
+    );
+    put(
+        "batched_tokens_total",
+        "counter",
+        "Tokens evaluated by batched decode steps.",
+        g(&m.batched_tokens).to_string(),
     );
     put(
         "prefix_snapshots",

@@ -1,6 +1,7 @@
 //! fathom-server: an OpenAI- and Anthropic-compatible HTTP server over one model.
 //!
-//! - [`engine`]: the inference thread, its job queue and prefix reuse;
+//! - [`engine`]: the inference thread, its slots, job queue and prefix reuse (its loop in
+//!   `worker`);
 //! - [`prefix`]: the snapshot LRU; [`disk`]: snapshots on disk across restarts; [`stop`]:
 //!   stop strings over streamed text;
 //! - [`gen`]: what the chat endpoints share: a conversation rendered, queued, and its reply
@@ -22,6 +23,7 @@ pub mod http;
 pub mod openai;
 pub mod prefix;
 pub mod stop;
+mod worker;
 
-pub use engine::{DiskOptions, Engine, EngineOptions};
+pub use engine::{DiskOptions, Engine, EngineOptions, StartError};
 pub use http::{router, serve, AppState, ServerConfig};

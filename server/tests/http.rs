@@ -3,76 +3,12 @@
 //! fresh server, streamed and whole replies agree, both wire formats answer, and every error
 //! path has its status and a JSON body.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use fathom_server::{router, AppState, Engine, EngineOptions, ServerConfig};
-use http_body_util::BodyExt;
-use models::model::{open_gguf, LoadOptions};
-use models::session::Session;
+use axum::http::StatusCode;
+use fathom_server::{EngineOptions, ServerConfig};
 use serde_json::{json, Value};
-use std::sync::Arc;
-use tower::ServiceExt;
 
-const MODEL: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tools/assets/dsv4-tiny-trained-Q8_0.gguf"
-);
-
-fn state(ctx: usize, opts: EngineOptions, config: ServerConfig) -> AppState {
-    let bytes = std::fs::read(MODEL).unwrap();
-    let file = Arc::new(models::gguf::GgufFile::parse(bytes).unwrap());
-    let lo = LoadOptions::default();
-    let model = open_gguf(file, &lo).unwrap();
-    let tok = model.tokenizer().unwrap().clone();
-    let template = model.chat_template().unwrap();
-    let session = Session::new(model, lo.exec.clone(), ctx).unwrap();
-    AppState::new(Engine::start(session, tok, opts).unwrap(), template, config)
-}
-
-fn default_state() -> AppState {
-    state(512, EngineOptions::default(), ServerConfig::default())
-}
-
-async fn call(app: &AppState, method: &str, path: &str, body: Value) -> (StatusCode, Value) {
-    let (s, _, b) = call_raw(app, method, path, body.to_string(), &[]).await;
-    let v = serde_json::from_slice(&b).unwrap_or(Value::Null);
-    (s, v)
-}
-
-async fn call_raw(
-    app: &AppState,
-    method: &str,
-    path: &str,
-    body: String,
-    headers: &[(&str, &str)],
-) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
-    let mut req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = router(app.clone())
-        .oneshot(req.body(Body::from(body)).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status();
-    let headers = resp.headers().clone();
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .unwrap()
-        .to_bytes()
-        .to_vec();
-    (status, headers, bytes)
-}
-
-fn greedy(messages: Value, max_tokens: usize) -> Value {
-    json!({"messages": messages, "max_tokens": max_tokens, "temperature": 0,
-        "logprobs": true, "top_logprobs": 3})
-}
+mod common;
+use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reused_prefix_gives_the_same_reply_as_a_fresh_server() {

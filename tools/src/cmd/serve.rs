@@ -5,8 +5,8 @@
 //! only parse, queue and stream; inference runs on the engine's own pinned threads.
 
 use crate::load::{self, ModelArgs};
-use anyhow::{bail, Context, Result};
-use server::{AppState, DiskOptions, Engine, EngineOptions, ServerConfig};
+use anyhow::{Context, Result};
+use server::{AppState, DiskOptions, Engine, EngineOptions, ServerConfig, StartError};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `fathom serve`.
@@ -25,10 +25,11 @@ pub struct Args {
     /// Require this key on every /v1 request (`Authorization: Bearer KEY` or `x-api-key`).
     #[arg(long)]
     api_key: Option<String>,
-    /// Concurrent generations. Only 1 is implemented yet: requests beyond it wait in the
-    /// queue.
-    #[arg(long, default_value_t = 1)]
-    parallel: usize,
+    /// Slots: requests generating at once, each with its own caches; their decode steps
+    /// run as one batched graph (weights read once per step for all). Requests beyond them
+    /// wait in the queue.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    parallel: u64,
     /// Requests that may wait for the engine; beyond it the server answers 503 with
     /// Retry-After.
     #[arg(long, default_value_t = 16)]
@@ -60,12 +61,6 @@ pub struct Args {
 
 /// Run the command.
 pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
-    if args.parallel != 1 {
-        bail!(
-            "--parallel {}: only one generation at a time is implemented yet (requests queue)",
-            args.parallel
-        );
-    }
     let opts = args.model.load_options(env)?;
     let (name, model, builtin) = load::open_or_builtin(&args.model, &opts, args.no_preload)?;
     let tokenizer = model
@@ -109,16 +104,19 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             cache_ram: args.cache_ram.saturating_mul(1 << 20),
             snapshot_every: args.snapshot_every,
             disk,
+            parallel: args.parallel as usize,
+            ..EngineOptions::default()
         },
     )
-    .with_context(|| {
-        format!(
-            "cannot use --prefix-cache-dir {}",
+    .map_err(|e| match e {
+        StartError::Disk(e) => anyhow::anyhow!(
+            "cannot use --prefix-cache-dir {}: {e}",
             args.prefix_cache_dir
                 .as_deref()
                 .unwrap_or(Path::new(""))
                 .display()
-        )
+        ),
+        StartError::Slots(e) => anyhow::anyhow!("--parallel {}: {e}", args.parallel),
     })?;
     let state = AppState::new(
         engine,
@@ -142,8 +140,10 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             .with_context(|| format!("cannot listen on {addr}"))?;
         let local = listener.local_addr()?;
         eprintln!(
-            "serving {model_id} ({name}; context {ctx}, {threads} threads) on http://{local} — \
-             OpenAI /v1/chat/completions, /v1/completions, Anthropic /v1/messages, chat page /"
+            "serving {model_id} ({name}; context {ctx}, {} slot(s), {threads} threads) on \
+             http://{local} — \
+             OpenAI /v1/chat/completions, /v1/completions, Anthropic /v1/messages, chat page /",
+            args.parallel
         );
         if args.api_key.is_none() && !local.ip().is_loopback() {
             eprintln!("warning: listening beyond loopback without --api-key");
