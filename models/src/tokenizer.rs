@@ -194,7 +194,7 @@ impl fmt::Debug for Tokenizer {
 }
 
 /// GPT-2's byte-to-unicode table: byte → the character that stands for it in the vocab.
-fn byte_to_char() -> [char; 256] {
+pub(crate) fn byte_to_char() -> [char; 256] {
     let mut table = ['\0'; 256];
     let mut n = 0u32;
     for b in 0..=255u8 {

@@ -45,6 +45,10 @@ pub struct EngineOptions {
     /// Most prompt tokens a slot reads per turn of the loop before the generating slots
     /// take their next step.
     pub prefill_chunk: usize,
+    /// For tests of what a small model cannot write (tool calls): each job's reply is
+    /// forced to the next of these texts, in turn, then ends. The model still evaluates
+    /// every token (caches, usage, logprobs and streaming are real); empty: off.
+    pub script: Vec<String>,
 }
 
 /// Where and how snapshots are kept on disk.
@@ -68,6 +72,7 @@ impl Default for EngineOptions {
             disk: None,
             parallel: 1,
             prefill_chunk: 256,
+            script: Vec::new(),
         }
     }
 }
@@ -255,6 +260,14 @@ pub enum StartError {
     /// The session cannot hold the slots (their caches do not fit in memory).
     #[error("{0}")]
     Slots(#[from] models::session::SessionError),
+    /// A scripted reply cannot be tokenized.
+    #[error("scripted reply {index}: {message}")]
+    Script {
+        /// Its index.
+        index: usize,
+        /// Why.
+        message: String,
+    },
 }
 
 /// Why a job could not be queued.
@@ -281,6 +294,19 @@ impl Engine {
             Some(d) => Some(DiskCache::open(&d.dir, &d.fingerprint, d.max_bytes)?),
             None => None,
         };
+        let script = opts
+            .script
+            .iter()
+            .enumerate()
+            .map(|(index, text)| {
+                tokenizer
+                    .encode(text, false)
+                    .map_err(|e| StartError::Script {
+                        index,
+                        message: e.to_string(),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let parallel = opts.parallel.max(1);
         session.set_slots(parallel)?;
         let (tx, rx) = mpsc::channel(opts.queue.max(1));
@@ -297,6 +323,8 @@ impl Engine {
             disk,
             metrics: metrics.clone(),
             clock: 0,
+            script,
+            script_next: 0,
         };
         std::thread::Builder::new()
             .name("fathom-engine".into())

@@ -37,6 +37,9 @@ pub(crate) struct Worker {
     pub(crate) disk: Option<DiskCache>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) clock: u64,
+    /// Scripted replies (tests): each job's reply is forced to the next one, in turn.
+    pub(crate) script: Vec<Vec<u32>>,
+    pub(crate) script_next: usize,
 }
 
 /// One slot of the session.
@@ -56,6 +59,8 @@ struct Running {
     params: GenParams,
     events: mpsc::UnboundedSender<Event>,
     sampler: Sampler,
+    /// A scripted reply's tokens still to come (tests; `None`: sampled).
+    forced: Option<std::collections::VecDeque<u32>>,
     /// Bytes of an incomplete character (see [`TokenStreamer::resume`]).
     pending: Vec<u8>,
     stop: StopMatcher,
@@ -158,7 +163,13 @@ impl Worker {
         self.clock += 1;
         self.slots[k].last_used = self.clock;
         let stop = StopMatcher::new(&params.stop);
+        let forced = (!self.script.is_empty()).then(|| {
+            let i = self.script_next % self.script.len();
+            self.script_next += 1;
+            self.script[i].iter().copied().collect()
+        });
         self.slots[k].job = Some(Running {
+            forced,
             prompt,
             params,
             events,
@@ -286,6 +297,13 @@ impl Worker {
             if let Some(n) = pos.checked_div(self.snapshot_every) {
                 end = end.min((n + 1) * self.snapshot_every);
             }
+            // the prompt's snapshot is taken before its last token: the next turn renders
+            // this prompt's end and the reply as one text, and tokenization may merge them
+            // (a generation prompt ending in a space, "Assistant: " + "Hi" → " Hi")
+            let mark = len.saturating_sub(1);
+            if pos < mark {
+                end = end.min(mark);
+            }
             let t0 = Instant::now();
             let chunk = r.prompt[pos..end].to_vec();
             let res = self
@@ -307,11 +325,11 @@ impl Worker {
                     continue;
                 }
             };
-            // a snapshot at every boundary and at the prompt's end (on disk too)
+            // a snapshot at every boundary and before the prompt's last token (on disk too)
             let boundary = self.snapshot_every > 0 && end % self.snapshot_every == 0;
-            if end == len || boundary {
+            if end == mark || boundary {
                 let state = self.session.state();
-                if end == len {
+                if end == mark {
                     if let Some(d) = self.disk.as_mut() {
                         d.store(&state, &logits);
                     }
@@ -447,10 +465,14 @@ fn sample(
     eos: u32,
     full: bool,
 ) -> Result<Next, EngineError> {
-    let next = r
-        .sampler
-        .sample(logits)
-        .map_err(|e| EngineError::Inference(e.to_string()))?;
+    let next = match r.forced.as_mut() {
+        // a scripted reply: its tokens, then the end of text
+        Some(f) => f.pop_front().unwrap_or(eos),
+        None => r
+            .sampler
+            .sample(logits)
+            .map_err(|e| EngineError::Inference(e.to_string()))?,
+    };
     if next == eos {
         return Ok(Next::Done(Finish::Stop));
     }

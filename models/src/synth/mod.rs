@@ -503,14 +503,27 @@ fn metadata(
         ("attention.indexer.top_k", u(dm.itop)),
     ];
     kv.extend(arch.into_iter().map(|(k, v)| (format!("deepseek4.{k}"), v)));
-    // a synthetic placeholder vocabulary of the real size
+    // a synthetic vocabulary of the real size: the chat format's control tokens, the 256
+    // byte-level tokens (so the file's tokenizer loads and any text can be served), then
+    // placeholders
     let n = dm.vocab as usize;
     let mut toks: Vec<String> = (0..n).map(|i| format!("<t{i}>")).collect();
-    toks[0] = "<｜begin▁of▁sentence｜>".into();
-    toks[1] = "<｜end▁of▁sentence｜>".into();
     let mut types = vec![1i32; n];
-    types[0] = 3;
-    types[1] = 3;
+    let control = [
+        crate::chat::BOS_TOKEN,
+        crate::chat::EOS_TOKEN,
+        crate::chat::USER_TOKEN,
+        crate::chat::ASSISTANT_TOKEN,
+    ];
+    for (i, c) in control.iter().enumerate().take(n) {
+        toks[i] = (*c).into();
+        types[i] = 3;
+    }
+    if n >= control.len() + 256 {
+        for (i, c) in crate::tokenizer::byte_to_char().iter().enumerate() {
+            toks[control.len() + i] = c.to_string();
+        }
+    }
     let s = |x: &str| Value::Str(x.into());
     kv.extend([
         ("tokenizer.ggml.model".into(), s("gpt2")),

@@ -57,10 +57,25 @@ pub struct Args {
     /// Do not read the dense weights into memory before serving.
     #[arg(long)]
     no_preload: bool,
+    /// For tests of what a small model cannot write (tool calls): a JSON array of reply
+    /// texts; each request's reply is forced to the next, in turn (the model still
+    /// evaluates every token).
+    #[arg(long, value_name = "FILE")]
+    script: Option<PathBuf>,
 }
 
 /// Run the command.
 pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
+    let script = match &args.script {
+        None => Vec::new(),
+        Some(p) => {
+            let text = models::files::read_text_capped(p, models::files::CONFIG_CAP, "--script")
+                .with_context(|| format!("--script {}", p.display()))?;
+            serde_json::from_str::<Vec<String>>(&text).with_context(|| {
+                format!("--script {}: not a JSON array of strings", p.display())
+            })?
+        }
+    };
     let opts = args.model.load_options(env)?;
     let (name, model, builtin) = load::open_or_builtin(&args.model, &opts, args.no_preload)?;
     let tokenizer = model
@@ -105,6 +120,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             snapshot_every: args.snapshot_every,
             disk,
             parallel: args.parallel as usize,
+            script,
             ..EngineOptions::default()
         },
     )
@@ -117,6 +133,7 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
                 .display()
         ),
         StartError::Slots(e) => anyhow::anyhow!("--parallel {}: {e}", args.parallel),
+        e @ StartError::Script { .. } => anyhow::anyhow!("--script: {e}"),
     })?;
     let state = AppState::new(
         engine,
