@@ -482,9 +482,16 @@ fn sample(
         .params
         .top_logprobs
         .map(|n| logprobs(tok, logits, next, n));
-    let mut streamer = TokenStreamer::resume(tok, std::mem::take(&mut r.pending));
-    let piece = streamer.push(next).unwrap_or_default();
-    r.pending = streamer.into_pending();
+    // control tokens (BOS, chat markers) are not text; the thinking markers are, for the
+    // reply parser
+    let piece = if tok.is_special(next) && !is_thinking_marker(tok, next) {
+        String::new()
+    } else {
+        let mut streamer = TokenStreamer::resume(tok, std::mem::take(&mut r.pending));
+        let piece = streamer.push(next).unwrap_or_default();
+        r.pending = streamer.into_pending();
+        piece
+    };
     let (text, hit) = r.stop.push(&piece);
     if r.events.send(Event::Token { text, logprob }).is_err() {
         return Ok(Next::Gone);
@@ -496,6 +503,12 @@ fn sample(
         return Ok(Next::Done(Finish::Length));
     }
     Ok(Next::Step(next))
+}
+
+/// Whether `id` is `<think>` or `</think>`.
+fn is_thinking_marker(tok: &Tokenizer, id: u32) -> bool {
+    tok.id_to_token(id)
+        .is_some_and(|t| t == models::chat::THINK_START_TOKEN || t == models::chat::THINK_END_TOKEN)
 }
 
 /// The log-probability of `id` and the `n` most likely tokens under `logits`.

@@ -477,3 +477,29 @@ async fn the_disk_cache_serves_a_restarted_server_and_survives_damage() {
     assert_eq!(fourth["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A control token the model writes (here a scripted BOS) is not reply text; its
+/// log-probability entry still names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_tokens_are_not_reply_text() {
+    let a = state(
+        512,
+        EngineOptions {
+            script: vec!["Hello<｜begin▁of▁sentence｜> world".into()],
+            ..EngineOptions::default()
+        },
+        ServerConfig::default(),
+    );
+    let msgs = json!([{"role": "user", "content": "Hi"}]);
+    let (s, r) = call(&a, "POST", "/v1/chat/completions", greedy(msgs, 32)).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["choices"][0]["message"]["content"], "Hello world");
+    assert_eq!(r["choices"][0]["finish_reason"], "stop");
+    let toks: Vec<&str> = r["choices"][0]["logprobs"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["token"].as_str().unwrap())
+        .collect();
+    assert!(toks.contains(&"<｜begin▁of▁sentence｜>"), "{toks:?}");
+}

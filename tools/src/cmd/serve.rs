@@ -71,9 +71,8 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         Some(p) => {
             let text = models::files::read_text_capped(p, models::files::CONFIG_CAP, "--script")
                 .with_context(|| format!("--script {}", p.display()))?;
-            serde_json::from_str::<Vec<String>>(&text).with_context(|| {
-                format!("--script {}: not a JSON array of strings", p.display())
-            })?
+            serde_json::from_str::<Vec<String>>(&text)
+                .with_context(|| format!("--script {}: not a JSON array of strings", p.display()))?
         }
     };
     let opts = args.model.load_options(env)?;
