@@ -422,9 +422,11 @@ pub async fn completions(
     let model = state.config.model_id.clone();
     let created = now();
     if stream {
-        let chunk = move |text: &str, finish: Option<&str>| {
+        let chunk = move |text: &str, finish: Option<&str>, lp: Option<&TokenLogprob>| {
+            let logprobs = lp.map_or(Value::Null, |lp| completion_logprobs(&[lp]));
             json!({"id": id, "object": "text_completion", "created": created, "model": model,
-                "choices": [{"text": text, "index": 0, "logprobs": null, "finish_reason": finish}]})
+                "choices": [{"text": text, "index": 0, "logprobs": logprobs,
+                    "finish_reason": finish}]})
         };
         let s = stream::unfold((events, false), move |(mut events, ended)| {
             let chunk = chunk.clone();
@@ -437,10 +439,12 @@ pub async fn completions(
                 let mut ended = false;
                 for e in evs {
                     match e {
-                        ChatEvent::Content(s) => out.push(chunk(&s, None).to_string()),
+                        ChatEvent::Content(s) => out.push(chunk(&s, None, None).to_string()),
+                        // each token's log-probabilities in a chunk of their own
+                        ChatEvent::Logprob(lp) => out.push(chunk("", None, Some(&lp)).to_string()),
                         ChatEvent::Done { finish, .. } => {
                             ended = true;
-                            out.push(chunk("", Some(finish_reason(&finish))).to_string());
+                            out.push(chunk("", Some(finish_reason(&finish)), None).to_string());
                             out.push("[DONE]".into());
                         }
                         ChatEvent::Failed(m) => {
@@ -462,28 +466,18 @@ pub async fn completions(
             .keep_alive(KeepAlive::default())
             .into_response());
     }
-    let (mut text, mut tokens, mut token_lps, mut tops) =
-        (String::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut text, mut lps) = (String::new(), Vec::new());
     while let Some(evs) = events.next().await {
         for e in evs {
             match e {
                 ChatEvent::Content(s) => text.push_str(&s),
-                ChatEvent::Logprob(lp) => {
-                    tokens.push(json!(lp.text));
-                    token_lps.push(json!(lp.logprob));
-                    let m: Map<String, Value> = lp
-                        .top
-                        .iter()
-                        .map(|(_, t, l)| (t.clone(), json!(l)))
-                        .collect();
-                    tops.push(Value::Object(m));
-                }
+                ChatEvent::Logprob(lp) => lps.push(lp),
                 ChatEvent::Failed(m) => return Err(ApiError::internal(m)),
                 ChatEvent::Done { finish, usage } => {
-                    let logprobs = if tokens.is_empty() {
+                    let logprobs = if lps.is_empty() {
                         Value::Null
                     } else {
-                        json!({"tokens": tokens, "token_logprobs": token_lps, "top_logprobs": tops})
+                        completion_logprobs(&lps.iter().collect::<Vec<_>>())
                     };
                     return Ok(Json(json!({"id": id, "object": "text_completion",
                         "created": created, "model": model, "choices": [{"text": text,
@@ -497,4 +491,22 @@ pub async fn completions(
         }
     }
     Err(ApiError::internal("the reply ended early"))
+}
+
+/// The legacy completions' `logprobs` object of some tokens.
+fn completion_logprobs(lps: &[&TokenLogprob]) -> Value {
+    let tops: Vec<Value> = lps
+        .iter()
+        .map(|lp| {
+            let m: Map<String, Value> = lp
+                .top
+                .iter()
+                .map(|(_, t, l)| (t.clone(), json!(l)))
+                .collect();
+            Value::Object(m)
+        })
+        .collect();
+    json!({"tokens": lps.iter().map(|lp| lp.text.clone()).collect::<Vec<_>>(),
+        "token_logprobs": lps.iter().map(|lp| lp.logprob).collect::<Vec<_>>(),
+        "top_logprobs": tops})
 }

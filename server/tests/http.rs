@@ -228,6 +228,27 @@ async fn completions_take_text_or_token_ids() {
     let t3 = r3["choices"][0]["text"].as_str().unwrap();
     assert_eq!(t3, &text[..text.find(&cut).unwrap()]);
     assert_eq!(r3["choices"][0]["finish_reason"], "stop");
+    // Streamed: the same text, and each token's log-probabilities in a chunk.
+    let body = json!({"prompt": ids, "max_tokens": 6, "temperature": 0, "logprobs": 2,
+        "stream": true});
+    let (s, _, b) = call_raw(&a, "POST", "/v1/completions", body.to_string(), &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    let (mut streamed, mut lps) = (String::new(), Vec::new());
+    for d in sse_data(&b).iter().filter(|d| *d != "[DONE]") {
+        let v: Value = serde_json::from_str(d).unwrap();
+        streamed.push_str(v["choices"][0]["text"].as_str().unwrap());
+        if let Some(t) = v["choices"][0]["logprobs"]["token_logprobs"].as_array() {
+            lps.extend(t.iter().map(|x| x.as_f64().unwrap()));
+        }
+    }
+    assert_eq!(streamed, text);
+    let whole: Vec<f64> = r["choices"][0]["logprobs"]["token_logprobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(lps, whole);
 }
 
 /// A path, a body, headers, and the status expected.

@@ -54,6 +54,30 @@ fn json_has_llama_bench_fields_and_ours() {
     );
     let f = rows[1]["floor_fraction"].as_f64().unwrap();
     assert!(f > 0.0 && f < 1.5, "{f}");
+    // --parallel: the decode test of three slots batched, named as such, without a floor
+    let v = json_of(&[
+        "bench",
+        "-m",
+        model,
+        "-p",
+        "0",
+        "-n",
+        "3",
+        "-t",
+        "2",
+        "-r",
+        "1",
+        "--json",
+        "--parallel",
+        "3",
+    ]);
+    let r = &v.as_array().unwrap()[0];
+    assert_eq!(
+        (r["test"].as_str(), r["n_parallel"].as_u64()),
+        (Some("tg3x3"), Some(3))
+    );
+    assert!(r["avg_ts"].as_f64().unwrap() > 0.0);
+    assert!(r["floor_fraction"].is_null(), "{r}");
 }
 
 #[test]

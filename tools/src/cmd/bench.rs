@@ -4,7 +4,9 @@
 //! `--matvec` measures each type's matvec against it, see [`super::bench_matvec`]).
 //!
 //! - prefill test `pp<N>`: a fresh sequence, N random tokens in `--ubatch` chunks, timed;
-//! - decode test `tg<N>`: a fresh sequence, one token of prefill, then N timed decode steps.
+//! - decode test `tg<N>`: a fresh sequence, one token of prefill, then N timed decode steps;
+//!   with `--parallel S`, `tg<N>x<S>`: S sequences (session slots, as `fathom serve
+//!   --parallel` runs them) decoded together, N batched steps, tokens/s of all S together.
 //!
 //! Bytes per decode token: every dense weight once, one row of the token embedding, and of
 //! each routed-expert stack only `n_expert_used` experts' share — the bytes a memory-bound
@@ -53,6 +55,10 @@ pub struct Args {
     /// 1024-wide `attn_q_b` rows, for instance, run at a different rate than 4096-wide ones).
     #[arg(long, default_value_t = super::bench_matvec::DEFAULT_ROW, requires = "matvec")]
     row: usize,
+    /// Decode this many sequences together (one batched graph per step, as `fathom serve
+    /// --parallel` does); the decode rate is of all of them together.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    parallel: u64,
     /// Live MoE configuration (TOML or `.bin`), applied before the tests and re-checked before
     /// each test; without a value `/tmp/dsv4_moe_cfg.bin`.
     #[arg(long, num_args = 0..=1, default_missing_value = "/tmp/dsv4_moe_cfg.bin")]
@@ -243,6 +249,12 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     let mut session =
         load::session(model, &opts, ctx).with_context(|| path.display().to_string())?;
     session.set_ubatch(args.ubatch);
+    let par = args.parallel as usize;
+    if par > 1 {
+        session
+            .set_slots(par)
+            .with_context(|| format!("--parallel {par}"))?;
+    }
     let mut moe = args.moe_config.clone().map(|p| {
         let knobs = Arc::new(graph::knobs::MoeKnobs::new(info.n_layer));
         session.set_moe_knobs(Some(knobs.clone()));
@@ -301,28 +313,43 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     }
     for &n in args.gen.iter().filter(|&&n| n > 0) {
         poll_moe(true);
-        let first = tokens(1, info.n_vocab, 7);
+        let argmax = |l: &[f32]| {
+            l.iter()
+                .enumerate()
+                .fold(0, |b, (i, &v)| if v > l[b] { i } else { b }) as u32
+        };
         let mut samples = Vec::new();
         for rep in 0..=args.reps {
-            session.reset();
-            let mut logits = session.prefill(&first)?;
+            // each slot starts from its own token, so the slots route to different experts
+            let mut logits = Vec::new();
+            for k in 0..par {
+                session.select(k)?;
+                session.reset();
+                logits.push(session.prefill(&tokens(1, info.n_vocab, 7 + k as u64))?);
+            }
             let t0 = Instant::now();
             for _ in 0..n {
-                let next = logits
+                let steps: Vec<(usize, u32)> = logits
                     .iter()
                     .enumerate()
-                    .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b })
-                    as u32;
-                logits = session.decode(next)?;
+                    .map(|(k, l)| (k, argmax(l)))
+                    .collect();
+                logits = session.decode_slots(&steps)?;
             }
             if rep > 0 {
-                samples.push(n as f64 / t0.elapsed().as_secs_f64()); // rep 0 warms up
+                // rep 0 warms up
+                samples.push((n * par) as f64 / t0.elapsed().as_secs_f64());
             } else {
                 session.clear_profile();
             }
         }
+        session.select(0)?;
         rows.push(Row {
-            test: format!("tg{n}"),
+            test: if par > 1 {
+                format!("tg{n}x{par}")
+            } else {
+                format!("tg{n}")
+            },
             n_prompt: 0,
             n_gen: n,
             samples,
@@ -337,9 +364,11 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
             .iter()
             .map(|r| {
                 let (avg, sd) = mean_sd(&r.samples);
-                let decode = r.n_gen > 0;
+                // (a batched step's bytes depend on how many experts its tokens share: no
+                // floor for it)
+                let decode = r.n_gen > 0 && par == 1;
                 serde_json::json!({
-                    "model_filename": name, "model_size": size, "n_threads": threads,
+                    "model_filename": name, "model_size": size, "n_threads": threads, "n_parallel": par,
                     "n_prompt": r.n_prompt, "n_gen": r.n_gen, "test": r.test,
                     "avg_ts": avg, "stddev_ts": sd, "samples_ts": r.samples,
                     "bytes_per_token": if decode { Some(bpt) } else { None },
@@ -373,7 +402,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
             let g = bytes as f64 * avg / 1e9;
             bw.map_or(String::new(), |b| format!("{:.1}%", 100.0 * g / b))
         };
-        let (gbs, frac, lfrac) = if r.n_gen > 0 {
+        let (gbs, frac, lfrac) = if r.n_gen > 0 && par == 1 {
             (
                 format!("{:.2}", bpt as f64 * avg / 1e9),
                 pct(bpt),
