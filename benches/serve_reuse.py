@@ -3,9 +3,6 @@
 
     python3 benches/serve_reuse.py MODEL.gguf|builtin [--prefix 4096] [--bin target/release/fathom]
 
-(The model needs a tokenizer: `fathom synth` files have no byte tokens, so the server refuses
-them.)
-
 Starts `fathom serve -m MODEL --ctx prefix+64` and sends, as token ids to /v1/completions
 (max_tokens 1, so the time is the prompt's): A = a random `--prefix`-token prompt (uncached),
 B = A plus 16 more tokens (the second turn: only 16 evaluated), then C = another random prompt

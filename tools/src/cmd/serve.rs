@@ -30,6 +30,10 @@ pub struct Args {
     /// wait in the queue.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     parallel: u64,
+    /// Prompt tokens a slot reads per turn while other slots generate: smaller keeps their
+    /// streams smoother, larger reads long prompts a little faster.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    prefill_chunk: u64,
     /// Requests that may wait for the engine; beyond it the server answers 503 with
     /// Retry-After.
     #[arg(long, default_value_t = 16)]
@@ -119,8 +123,8 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
             snapshot_every: args.snapshot_every,
             disk,
             parallel: args.parallel as usize,
+            prefill_chunk: args.prefill_chunk as usize,
             script,
-            ..EngineOptions::default()
         },
     )
     .map_err(|e| match e {
