@@ -150,7 +150,10 @@ impl Worker {
         let k = match self.restore(&prompt) {
             Ok(k) => k,
             Err((k, e)) => {
-                self.forget(k);
+                // (a slot that was chosen, free: what it held may be half-restored)
+                if self.slots.get(k).is_some_and(|s| s.job.is_none()) {
+                    self.forget(k);
+                }
                 return Err(e);
             }
         };
@@ -216,7 +219,7 @@ impl Worker {
             })
             // the longest live prefix; else the least recently used slot
             .max_by_key(|&(k, len)| (len, std::cmp::Reverse(self.slots[k].last_used)))
-            .expect("a free slot");
+            .ok_or_else(|| (usize::MAX, EngineError::Inference("no free slot".into())))?;
         let err = |e: String| (k, EngineError::Inference(e));
         self.session.select(k).map_err(|e| err(e.to_string()))?;
         let ram_len = self
@@ -342,11 +345,12 @@ impl Worker {
                     .snapshots
                     .store(self.cache.len() as u64, Ordering::Relaxed);
             }
-            let r = self.slots[k].job.as_mut().expect("checked above");
-            r.pos = end;
-            if end == len {
-                r.logits = Some(logits);
-                self.started(k);
+            if let Some(r) = self.slots[k].job.as_mut() {
+                r.pos = end;
+                if end == len {
+                    r.logits = Some(logits);
+                    self.started(k);
+                }
             }
         }
     }
@@ -386,8 +390,9 @@ impl Worker {
                 Next::Done(finish) => self.finish(k, finish),
                 Next::Gone => {
                     self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
-                    let r = self.slots[k].job.take().expect("running");
-                    self.slots[k].live_logits = r.logits;
+                    if let Some(r) = self.slots[k].job.take() {
+                        self.slots[k].live_logits = r.logits;
+                    }
                 }
             }
         }
