@@ -110,10 +110,13 @@ pub struct CachePart {
 /// How a graph evaluates its chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GraphKind {
-    /// Through the decode caches of a `ctx`-token context, at any position.
+    /// Through the decode caches of a `ctx`-token context, at any position below `span`.
     Cached {
         /// The context length the caches are sized for.
         ctx: usize,
+        /// Positions the graph attends over ([`span_for`]): the chunk ends at or before it.
+        /// A step's attention cost follows the tokens in the cache, not the context.
+        span: usize,
     },
     /// Stateless: the chunk is the whole sequence, at positions `0..T`.
     Stateless,
@@ -125,11 +128,24 @@ pub enum GraphKind {
     Slots {
         /// The context length each slot's caches are sized for.
         ctx: usize,
+        /// Positions the graph attends over ([`span_for`] of the furthest slot).
+        span: usize,
         /// Slots in the state buffer (at most [`MAX_SLOTS`]).
         n_slots: usize,
         /// The slots evaluated, a bit each.
         active: u64,
     },
+}
+
+/// The fewest positions a cached graph attends over ([`span_for`]).
+pub const MIN_SPAN: usize = 64;
+
+/// The positions a cached graph for a chunk ending at position `end` (exclusive) attends
+/// over: `end` rounded up to a power of two, at least [`MIN_SPAN`], at most `ctx`. The
+/// caches are sized for the whole context, but a step reads and scores only the entries of
+/// its span, so its cost follows the tokens in the cache; one graph per power of two.
+pub fn span_for(ctx: usize, end: usize) -> usize {
+    end.max(MIN_SPAN).next_power_of_two().min(ctx)
 }
 
 /// Most sequences one [`GraphKind::Slots`] state buffer holds.

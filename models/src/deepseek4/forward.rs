@@ -177,15 +177,18 @@ impl<'a, W: Weights> Builder<'a, W> {
         Self::make(hp, w, t, None, &[])
     }
 
-    /// Start a cached graph for a chunk of `t` tokens at runtime positions, with decode caches
-    /// for a context of `ctx` tokens (spec §6; see [`ChunkInputs`]).
+    /// Start a cached graph for a chunk of `t` tokens at runtime positions below `span`, with
+    /// decode caches for a context of `ctx` tokens (spec §6; see [`ChunkInputs`]): the
+    /// compressed entries of positions below `span` are its keys, the rest of the cache is
+    /// neither read nor scored.
     pub fn new_cached(
         hp: &'a Hparams,
         w: &'a mut W,
         t: usize,
         ctx: usize,
+        span: usize,
     ) -> Result<Self, ForwardError> {
-        Self::make(hp, w, t, Some(ctx), &[])
+        Self::make(hp, w, t, Some((ctx, span)), &[])
     }
 
     /// Start a batched decode graph: one token of each slot in `active` (ascending), whose
@@ -197,6 +200,7 @@ impl<'a, W: Weights> Builder<'a, W> {
         hp: &'a Hparams,
         w: &'a mut W,
         ctx: usize,
+        span: usize,
         n_slots: usize,
         active: &[usize],
     ) -> Result<Self, ForwardError> {
@@ -215,7 +219,7 @@ impl<'a, W: Weights> Builder<'a, W> {
         // every slot's states, declared in slot order: slot k's region starts at k times one
         // sequence's state bytes, whichever slots this step evaluates
         for k in 0..n_slots {
-            let layout = cached::CacheLayout::declare(&mut b.g, hp, ctx, &format!("s{k}."))?;
+            let layout = cached::CacheLayout::declare(&mut b.g, hp, ctx, span, &format!("s{k}."))?;
             if active.contains(&k) {
                 b.slots.push((k, layout));
             }
@@ -227,7 +231,7 @@ impl<'a, W: Weights> Builder<'a, W> {
         hp: &'a Hparams,
         w: &'a mut W,
         t: usize,
-        ctx: Option<usize>,
+        ctx: Option<(usize, usize)>,
         slots: &[usize],
     ) -> Result<Self, ForwardError> {
         if hp.hc != 4 {
@@ -248,7 +252,7 @@ impl<'a, W: Weights> Builder<'a, W> {
             None
         };
         let cache = match ctx {
-            Some(ctx) => Some(cached::CacheLayout::declare(&mut g, hp, ctx, "")?),
+            Some((ctx, span)) => Some(cached::CacheLayout::declare(&mut g, hp, ctx, span, "")?),
             None => None,
         };
         Ok(Builder {

@@ -244,10 +244,13 @@ impl Model for DeepSeek4 {
         self.weights.new_graph();
         let t = spec.tokens;
         let b = match spec.kind {
-            GraphKind::Cached { ctx } => Builder::new_cached(&self.hp, &mut self.weights, t, ctx),
+            GraphKind::Cached { ctx, span } => {
+                Builder::new_cached(&self.hp, &mut self.weights, t, ctx, span)
+            }
             GraphKind::Stateless => Builder::new(&self.hp, &mut self.weights, t),
             GraphKind::Slots {
                 ctx,
+                span,
                 n_slots,
                 active,
             } => {
@@ -259,7 +262,7 @@ impl Model for DeepSeek4 {
                         active.len()
                     )));
                 }
-                Builder::new_slots(&self.hp, &mut self.weights, ctx, n_slots, &active)
+                Builder::new_slots(&self.hp, &mut self.weights, ctx, span, n_slots, &active)
             }
         }?;
         let b = match knobs {
@@ -282,10 +285,12 @@ impl Model for DeepSeek4 {
     ) -> Result<Vec<(String, Vec<u8>)>, ForwardError> {
         let p0 = starts.first().copied().unwrap_or(0);
         match spec.kind {
-            GraphKind::Cached { ctx } => {
-                Ok(ChunkInputs::new(&self.hp, p0, spec.tokens, ctx)?.values)
+            GraphKind::Cached { ctx, span } => {
+                Ok(ChunkInputs::new(&self.hp, p0, spec.tokens, ctx, span)?.values)
             }
-            GraphKind::Slots { ctx, active, .. } => {
+            GraphKind::Slots {
+                ctx, span, active, ..
+            } => {
                 let slots: Vec<usize> = slots_of(active).collect();
                 if slots.len() != starts.len() {
                     return Err(ForwardError::Unsupported(format!(
@@ -294,7 +299,7 @@ impl Model for DeepSeek4 {
                         slots.len()
                     )));
                 }
-                Ok(ChunkInputs::slots(&self.hp, &slots, starts, ctx)?.values)
+                Ok(ChunkInputs::slots(&self.hp, &slots, starts, ctx, span)?.values)
             }
             GraphKind::Stateless if p0 == 0 => Ok(PrefillInputs::new(&self.hp, spec.tokens).values),
             GraphKind::Stateless => Err(ForwardError::Unsupported(format!(

@@ -48,7 +48,7 @@ pub use profile::{ProfileEntry, ProfileSummary};
 pub use state::{SessionState, StateError};
 
 use crate::model::{
-    CachePart, GraphKind, GraphSpec, Logits, Model, ModelError, ModelInfo, LOGITS, TOKENS,
+    span_for, CachePart, GraphKind, GraphSpec, Logits, Model, ModelError, ModelInfo, LOGITS, TOKENS,
 };
 use crate::weights::ForwardError;
 use backends::profiler::ProfileOutput;
@@ -748,7 +748,10 @@ impl<M: Model + ?Sized> Session<M> {
             let t = chunk.min(end - p);
             let spec = GraphSpec {
                 tokens: t,
-                kind: GraphKind::Cached { ctx: self.ctx },
+                kind: GraphKind::Cached {
+                    ctx: self.ctx,
+                    span: span_for(self.ctx, p + t),
+                },
                 logits,
                 hidden: false,
             };

@@ -10,7 +10,7 @@
 //! slot attending over its own caches.
 
 use super::{Mode, Session, SessionError};
-use crate::model::{GraphKind, GraphSpec, Logits, Model, MAX_SLOTS};
+use crate::model::{span_for, GraphKind, GraphSpec, Logits, Model, MAX_SLOTS};
 use std::ops::Range;
 
 impl<M: Model + ?Sized> Session<M> {
@@ -151,10 +151,12 @@ impl<M: Model + ?Sized> Session<M> {
     ) -> Result<Vec<Vec<f32>>, SessionError> {
         let mut order: Vec<(usize, u32)> = steps.to_vec();
         order.sort_unstable();
+        let end = order.iter().map(|&(k, _)| self.seqs[k].len() + 1).max();
         let spec = GraphSpec {
             tokens: order.len(),
             kind: GraphKind::Slots {
                 ctx: self.ctx,
+                span: span_for(self.ctx, end.unwrap_or(1)),
                 n_slots: self.seqs.len(),
                 active,
             },

@@ -355,3 +355,27 @@ fn slots_decode_together_as_sessions_of_their_own() {
         Err(SessionError::BadToken { .. })
     ));
 }
+
+/// Spans: a sequence crossing the 64 → 128 → 256 buckets, each step's graph attending over
+/// only the positions below its span, gives the recompute mode's logits, and builds one graph
+/// per (chunk length, span).
+#[test]
+fn spans_follow_the_sequence_across_buckets() {
+    let prompt: Vec<u32> = (0..120u32).map(|i| i * 37 % 500).collect();
+    let mut cached = session(Mode::Cached, 512);
+    cached.set_ubatch(32);
+    let mut full = session(Mode::Recompute, 512);
+    let (a, f) = (
+        cached.prefill(&prompt).unwrap(),
+        full.prefill(&prompt).unwrap(),
+    );
+    assert!(max_diff(&a, &f) < 1e-3, "{}", max_diff(&a, &f));
+    for i in 0..16u32 {
+        let t = (i * 91 + 5) % 500;
+        let (a, f) = (cached.decode(t).unwrap(), full.decode(t).unwrap());
+        assert!(max_diff(&a, &f) < 1e-3, "step {i}: {}", max_diff(&a, &f));
+    }
+    // chunks [0,32) [32,64) at span 64, [64,96) and the 24-token [96,120) at 128; decode
+    // steps at 128 (positions 120..127), then 256
+    assert_eq!(cached.stats().graphs_built, 5);
+}

@@ -4,6 +4,9 @@
 //! `--matvec` measures each type's matvec against it, see [`super::bench_matvec`]).
 //!
 //! - prefill test `pp<N>`: a fresh sequence, N random tokens in `--ubatch` chunks, timed;
+//! - with `-d D` (like llama-bench's `-d`), each test runs after D tokens already in the
+//!   cache (`pp512 @ d8192`): the D tokens are evaluated once, untimed, and their state
+//!   restored before every repetition;
 //! - decode test `tg<N>`: a fresh sequence, one token of prefill, then N timed decode steps;
 //!   with `--parallel S`, `tg<N>x<S>`: S sequences (session slots, as `fathom serve
 //!   --parallel` runs them) decoded together, N batched steps, tokens/s of all S together.
@@ -37,6 +40,14 @@ pub struct Args {
     /// Repetitions per test.
     #[arg(short = 'r', long, default_value_t = 3)]
     reps: usize,
+    /// Tokens already in the cache before each test, comma separated (llama-bench's `-d`).
+    #[arg(
+        short = 'd',
+        long = "depth",
+        value_delimiter = ',',
+        default_value = "0"
+    )]
+    depth: Vec<usize>,
     /// Prompt chunk size (llama-bench's default n_ubatch; MoE experts see more tokens
     /// per chunk, so their weight rows are unpacked for more columns).
     #[arg(short = 'u', long, default_value_t = 512)]
@@ -142,6 +153,7 @@ struct Row {
     test: String,
     n_prompt: usize,
     n_gen: usize,
+    n_depth: usize,
     samples: Vec<f64>,
 }
 
@@ -238,12 +250,11 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     let want_decode = args.gen.iter().any(|&n| n > 0);
     let bw = (args.membw || want_decode).then(|| measure_membw(threads));
     let ctx = opts.ctx.unwrap_or_else(|| {
-        args.prompt
-            .iter()
-            .chain(args.gen.iter())
-            .copied()
-            .max()
+        let longest = args.prompt.iter().chain(args.gen.iter()).copied().max();
+        let deepest = args.depth.iter().copied().max().unwrap_or(0);
+        longest
             .unwrap_or(1)
+            .saturating_add(deepest)
             .saturating_add(2)
     });
     let mut session =
@@ -291,69 +302,96 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
         }
     };
     let mut rows = Vec::new();
-    for &p in args.prompt.iter().filter(|&&p| p > 0) {
-        poll_moe(true);
-        let toks = tokens(p, info.n_vocab, p as u64);
-        session.reset();
-        session.prefill(&toks)?; // warm-up: builds the chunk graphs, pages weights in
-        session.clear_profile(); // with FATHOM_PROFILE_OPS: the measured runs only
-        let mut samples = Vec::new();
-        for _ in 0..args.reps {
+    for &d in &args.depth {
+        // the depth's state, evaluated once (untimed) and restored before every repetition
+        let base = if d > 0 {
+            session.select(0)?;
             session.reset();
-            let t0 = Instant::now();
-            session.prefill(&toks)?;
-            samples.push(p as f64 / t0.elapsed().as_secs_f64());
-        }
-        rows.push(Row {
-            test: format!("pp{p}"),
-            n_prompt: p,
-            n_gen: 0,
-            samples,
-        });
-    }
-    for &n in args.gen.iter().filter(|&&n| n > 0) {
-        poll_moe(true);
-        let argmax = |l: &[f32]| {
-            l.iter()
-                .enumerate()
-                .fold(0, |b, (i, &v)| if v > l[b] { i } else { b }) as u32
+            session.prefill(&tokens(d, info.n_vocab, 99))?;
+            Some(session.state())
+        } else {
+            None
         };
-        let mut samples = Vec::new();
-        for rep in 0..=args.reps {
-            // each slot starts from its own token, so the slots route to different experts
-            let mut logits = Vec::new();
-            for k in 0..par {
-                session.select(k)?;
-                session.reset();
-                logits.push(session.prefill(&tokens(1, info.n_vocab, 7 + k as u64))?);
+        let start = |session: &mut models::session::Session, k: usize| -> Result<()> {
+            session.select(k)?;
+            match &base {
+                Some(b) => session.set_state(b)?,
+                None => session.reset(),
             }
-            let t0 = Instant::now();
-            for _ in 0..n {
-                let steps: Vec<(usize, u32)> = logits
-                    .iter()
-                    .enumerate()
-                    .map(|(k, l)| (k, argmax(l)))
-                    .collect();
-                logits = session.decode_slots(&steps)?;
-            }
-            if rep > 0 {
-                // rep 0 warms up
-                samples.push((n * par) as f64 / t0.elapsed().as_secs_f64());
+            Ok(())
+        };
+        let at = |test: String| {
+            if d > 0 {
+                format!("{test} @ d{d}")
             } else {
-                session.clear_profile();
+                test
             }
+        };
+        for &p in args.prompt.iter().filter(|&&p| p > 0) {
+            poll_moe(true);
+            let toks = tokens(p, info.n_vocab, p as u64);
+            start(&mut session, 0)?;
+            session.prefill(&toks)?; // warm-up: builds the chunk graphs, pages weights in
+            session.clear_profile(); // with FATHOM_PROFILE_OPS: the measured runs only
+            let mut samples = Vec::new();
+            for _ in 0..args.reps {
+                start(&mut session, 0)?;
+                let t0 = Instant::now();
+                session.prefill(&toks)?;
+                samples.push(p as f64 / t0.elapsed().as_secs_f64());
+            }
+            rows.push(Row {
+                test: at(format!("pp{p}")),
+                n_prompt: p,
+                n_gen: 0,
+                n_depth: d,
+                samples,
+            });
         }
-        session.select(0)?;
-        rows.push(Row {
-            test: if par > 1 {
-                format!("tg{n}x{par}")
-            } else {
-                format!("tg{n}")
-            },
-            n_prompt: 0,
-            n_gen: n,
-            samples,
-        });
+        for &n in args.gen.iter().filter(|&&n| n > 0) {
+            poll_moe(true);
+            let argmax = |l: &[f32]| {
+                l.iter()
+                    .enumerate()
+                    .fold(0, |b, (i, &v)| if v > l[b] { i } else { b }) as u32
+            };
+            let mut samples = Vec::new();
+            for rep in 0..=args.reps {
+                // each slot starts from its own token, so the slots route to different experts
+                let mut logits = Vec::new();
+                for k in 0..par {
+                    start(&mut session, k)?;
+                    logits.push(session.prefill(&tokens(1, info.n_vocab, 7 + k as u64))?);
+                }
+                let t0 = Instant::now();
+                for _ in 0..n {
+                    let steps: Vec<(usize, u32)> = logits
+                        .iter()
+                        .enumerate()
+                        .map(|(k, l)| (k, argmax(l)))
+                        .collect();
+                    logits = session.decode_slots(&steps)?;
+                }
+                if rep > 0 {
+                    // rep 0 warms up
+                    samples.push((n * par) as f64 / t0.elapsed().as_secs_f64());
+                } else {
+                    session.clear_profile();
+                }
+            }
+            session.select(0)?;
+            rows.push(Row {
+                test: at(if par > 1 {
+                    format!("tg{n}x{par}")
+                } else {
+                    format!("tg{n}")
+                }),
+                n_prompt: 0,
+                n_gen: n,
+                n_depth: d,
+                samples,
+            });
+        }
     }
     let name = path
         .file_name()
@@ -369,7 +407,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
                 let decode = r.n_gen > 0 && par == 1;
                 serde_json::json!({
                     "model_filename": name, "model_size": size, "n_threads": threads, "n_parallel": par,
-                    "n_prompt": r.n_prompt, "n_gen": r.n_gen, "test": r.test,
+                    "n_prompt": r.n_prompt, "n_gen": r.n_gen, "n_depth": r.n_depth, "test": r.test,
                     "avg_ts": avg, "stddev_ts": sd, "samples_ts": r.samples,
                     "bytes_per_token": if decode { Some(bpt) } else { None },
                     "membw_gbs": bw,

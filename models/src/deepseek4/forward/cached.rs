@@ -24,10 +24,11 @@ use crate::weights::{ForwardError, Weights};
 use graph::{Graph, TensorDesc, TensorId};
 use std::collections::HashMap;
 
-/// The state tensors of a cached graph.
+/// The state tensors of a cached graph, and the positions it attends over.
 #[derive(Debug, Clone)]
 pub struct CacheLayout {
-    ctx: usize,
+    /// Positions the graph attends over (the compressed entries below it are its keys).
+    span: usize,
     states: HashMap<String, TensorId>,
 }
 
@@ -62,19 +63,26 @@ pub(crate) fn state_tensors(hp: &Hparams, ctx: usize) -> Vec<(String, [usize; 2]
 }
 
 impl CacheLayout {
-    /// Declare every state tensor in `g`, each named `prefix` + its name.
+    /// Declare every state tensor of a `ctx`-token context in `g`, each named `prefix` + its
+    /// name, for a graph attending over the positions below `span` (at most `ctx`).
     pub fn declare(
         g: &mut Graph,
         hp: &Hparams,
         ctx: usize,
+        span: usize,
         prefix: &str,
     ) -> Result<CacheLayout, ForwardError> {
+        if span == 0 || span > ctx {
+            return Err(ForwardError::Unsupported(format!(
+                "a span of {span} positions in a context of {ctx}"
+            )));
+        }
         let mut states = HashMap::new();
         for (name, ne) in state_tensors(hp, ctx) {
             let id = g.state(&format!("{prefix}{name}"), TensorDesc::f32(&ne)?)?;
             states.insert(name, id);
         }
-        Ok(CacheLayout { ctx, states })
+        Ok(CacheLayout { span, states })
     }
     fn get(&self, name: &str) -> Result<TensorId, ForwardError> {
         self.states
@@ -245,7 +253,7 @@ impl<W: Weights> Builder<'_, W> {
             return Ok((win, self.swa_mask()?));
         }
         let ratio = hp.compress_ratios[l];
-        let cap = self.layout()?.ctx.div_ceil(ratio as usize);
+        let cap = self.layout()?.span.div_ceil(ratio as usize);
         let missing = || ForwardError::Missing(format!("layer {l}'s compressor projections"));
         let comp = pre.comp.ok_or_else(missing)?;
         let comp = self.compressor_cached(l, comp, "comp", hp.head_dim, ratio)?;
@@ -261,8 +269,8 @@ impl<W: Weights> Builder<'_, W> {
         Ok((keys, mask))
     }
 
-    /// One compressor in cached mode, from its projections; returns the entry cache after
-    /// this chunk's writes.
+    /// One compressor in cached mode, from its projections; returns the entries of the span
+    /// (the first `span / ratio` of the cache) after this chunk's writes.
     fn compressor_cached(
         &mut self,
         l: usize,
@@ -322,7 +330,10 @@ impl<W: Weights> Builder<'_, W> {
         let ring_idx = self.input_i32(names::ring(ratio), t)?;
         self.g.set_rows(ring_a, av, ring_idx)?;
         self.g.set_rows(ring_z, z, ring_idx)?;
-        Ok(cache)
+        // the entries of the span only: the rest are not keys of this step
+        let d = *self.g.desc(cache);
+        let cap = self.layout()?.span.div_ceil(ru);
+        Ok(self.g.view(cache, [width, cap, 1, 1], d.nb, 0)?)
     }
 }
 
@@ -334,11 +345,24 @@ pub struct ChunkInputs {
 }
 
 impl ChunkInputs {
-    /// Inputs of the chunk `[p0, p0+t)` for a context of `ctx` tokens.
-    pub fn new(hp: &Hparams, p0: usize, t: usize, ctx: usize) -> Result<ChunkInputs, ForwardError> {
+    /// Inputs of the chunk `[p0, p0+t)` for a context of `ctx` tokens, attending over the
+    /// positions below `span` (see [`crate::model::span_for`]).
+    pub fn new(
+        hp: &Hparams,
+        p0: usize,
+        t: usize,
+        ctx: usize,
+        span: usize,
+    ) -> Result<ChunkInputs, ForwardError> {
         if p0 + t > ctx {
             return Err(ForwardError::Unsupported(format!(
                 "positions up to {} exceed the context of {ctx} tokens",
+                p0 + t
+            )));
+        }
+        if p0 + t > span {
+            return Err(ForwardError::Unsupported(format!(
+                "positions up to {} exceed the graph's span of {span}",
                 p0 + t
             )));
         }
@@ -398,7 +422,7 @@ impl ChunkInputs {
             let ru = r as usize;
             let c = coff(r);
             let ring_n = c * ru;
-            let cap = ctx.div_ceil(ru);
+            let cap = span.div_ceil(ru);
             let nwmax = t.div_ceil(ru);
             values.push((
                 input::ape_slot(r),
@@ -468,6 +492,7 @@ impl ChunkInputs {
         slots: &[usize],
         starts: &[usize],
         ctx: usize,
+        span: usize,
     ) -> Result<ChunkInputs, ForwardError> {
         let i32s = |v: Vec<i32>| bytemuck::cast_slice(&v).to_vec();
         let mut values = vec![(
@@ -487,7 +512,7 @@ impl ChunkInputs {
             values.push((input::ape_slot(r), i32s(ape)));
         }
         for (&k, &p) in slots.iter().zip(starts) {
-            for (name, bytes) in ChunkInputs::new(hp, p, 1, ctx)?.values {
+            for (name, bytes) in ChunkInputs::new(hp, p, 1, ctx, span)?.values {
                 if name != input::POS {
                     values.push((format!("s{k}.{name}"), bytes));
                 }
