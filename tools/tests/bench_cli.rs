@@ -81,6 +81,30 @@ fn json_has_llama_bench_fields_and_ours() {
 }
 
 #[test]
+fn diskbw_reads_the_model_file() {
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/tests/fixtures/dsv4-tiny/dsv4-tiny-Q8_0.gguf"
+    );
+    let v = json_of(&["bench", "--diskbw", "-m", model, "-r", "2", "--json"]);
+    let r = &v.as_array().unwrap()[0];
+    assert_eq!(r["test"], "diskbw");
+    assert!(r["diskbw_gbs"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(r["samples_gbs"].as_array().unwrap().len(), 2);
+    assert!(r["bytes"].as_u64().unwrap() >= 1 << 20);
+    // without a model, or a file too small to time
+    let out = fathom().args(["bench", "--diskbw"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give -m MODEL"));
+    let small = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/assets/README.md");
+    let out = fathom()
+        .args(["bench", "--diskbw", "-m", small])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too small"));
+}
+
+#[test]
 fn membw_alone_and_errors() {
     let out = fathom()
         .args(["bench", "--membw", "-t", "1"])

@@ -58,6 +58,10 @@ pub struct Args {
     /// Measure the memory bandwidth (and, without -m, only that).
     #[arg(long)]
     membw: bool,
+    /// Instead of the tests: the sequential read bandwidth of the file system holding `-m`'s
+    /// file (8 MiB reads bypassing the page cache, up to 2 GiB per pass, `-r` passes).
+    #[arg(long, conflicts_with = "matvec")]
+    diskbw: bool,
     /// Instead of a model: each type's decode matvec from DRAM against the bandwidth,
     /// alternating, `-r` rounds (comma-separated types, or `all`, the default).
     #[arg(long, num_args = 0..=1, default_missing_value = "all")]
@@ -210,6 +214,36 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
             bail!("--row must be at least 1");
         }
         return super::bench_matvec::run(&types, args.row, &exec, args.reps, args.json, &mut out);
+    }
+    if args.diskbw {
+        let Some(path) = &args.model.model else {
+            bail!("--diskbw reads the model's file: give -m MODEL");
+        };
+        let d = super::bench_disk::measure(path, args.reps.max(1))?;
+        let how = if d.direct {
+            "O_DIRECT"
+        } else {
+            "buffered, cached pages dropped first: the file system refused O_DIRECT"
+        };
+        if args.json {
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!([{ "test": "diskbw", "file": d.file, "bytes": d.bytes,
+                    "direct": d.direct, "diskbw_gbs": d.best_gbs, "samples_gbs": d.passes }])
+            )?;
+        } else {
+            writeln!(
+                out,
+                "disk read: {:.2} GB/s ({}, 8 MiB reads, {:.2} GiB of {}, best of {})",
+                d.best_gbs,
+                how,
+                d.bytes as f64 / (1u64 << 30) as f64,
+                d.file.display(),
+                d.passes.len()
+            )?;
+        }
+        return Ok(());
     }
     let Some(path) = &args.model.model else {
         if !args.membw {

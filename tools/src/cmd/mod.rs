@@ -1,6 +1,7 @@
 //! The `fathom` subcommands, one module each.
 
 pub mod bench;
+pub mod bench_disk;
 pub mod bench_matvec;
 pub mod chat;
 pub mod inspect;
