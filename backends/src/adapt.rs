@@ -6,7 +6,10 @@
 //! The policy keeps the last run times at the thread count in use and judges by their median
 //! (one run stalled by the scheduler does not count). After the first run, then every
 //! `interval` runs, it tries a neighbouring count (all threads, then halving down to one) for
-//! [`TRY_RUNS`] runs, and moves there when their median is clearly faster. The interval doubles each time a try confirms
+//! [`TRY_RUNS`] runs, and moves there when their median is clearly faster — but never before
+//! the time run at the count in use covers what such a try could lose, over
+//! [`TRY_COST_SHARE`] (so a graph that takes seconds and runs a few times, a prompt chunk's,
+//! is not tried at fewer threads). The interval doubles each time a try confirms
 //! the current count (up to [`MAX_INTERVAL`] runs, so that tries cost little once settled) and
 //! falls back to [`MIN_INTERVAL`] when the current count gets much slower than it was (the
 //! load on the machine changed). A try that loses also costs time — a run with more threads
@@ -23,6 +26,8 @@ pub const MIN_INTERVAL: u32 = 3;
 pub const MAX_INTERVAL: u32 = 4096;
 /// Runs of one try.
 pub const TRY_RUNS: usize = 3;
+/// The most time a try may lose without waiting for [`Adapt::try_budget`] (ns).
+pub const FREE_TRY_LOSS_NS: u64 = 100_000_000;
 /// Run times kept for the count in use.
 const WINDOW: usize = 8;
 /// The share of time losing tries may take: after a try that lost `x` ns against the count
@@ -73,7 +78,8 @@ impl Adapt {
             recent: Vec::with_capacity(WINDOW),
             best: u64::MAX,
             since: 0,
-            // the first try comes after one run: a busy machine is found at once
+            // the first try may come after one run, once the time run allows one
+            // ([`Adapt::try_budget`]): a busy machine is found within a fraction of a second
             interval: 1,
             trying: None,
             down_next: true,
@@ -83,12 +89,29 @@ impl Adapt {
         }
     }
 
+    /// Time to run at the count in use before any try. A try may lose up to about its
+    /// [`TRY_RUNS`] runs' time: up to [`FREE_TRY_LOSS_NS`] that is not waited for (decode
+    /// steps, whose tries must find a busy machine at once, and under contention run slow);
+    /// beyond it the try waits until that loss is [`TRY_COST_SHARE`] of the time run, so a
+    /// prompt chunk's graph that takes seconds and runs a few times is not tried at fewer
+    /// threads (it was: its second to fourth runs went at one thread, halving a prefill).
+    fn try_budget(&self) -> u64 {
+        if self.recent.is_empty() {
+            return u64::MAX;
+        }
+        let loss = TRY_RUNS as u64 * median(&self.recent);
+        if loss <= FREE_TRY_LOSS_NS {
+            return 0;
+        }
+        (loss as f64 / TRY_COST_SHARE) as u64
+    }
+
     /// The thread count for the next run.
     pub fn threads(&mut self) -> usize {
         if self.trying.is_none()
             && self.levels.len() > 1
             && self.since >= self.interval
-            && self.since_ns >= self.wait_ns
+            && self.since_ns >= self.wait_ns.max(self.try_budget())
         {
             let down = self.cur + 1 < self.levels.len();
             let up = self.cur > 0;
@@ -174,6 +197,11 @@ impl Adapt {
     pub fn current(&self) -> usize {
         self.levels[self.cur]
     }
+
+    /// The thread counts it chooses from.
+    pub fn levels(&self) -> &[usize] {
+        &self.levels
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +217,15 @@ mod tests {
                 t
             })
             .collect()
+    }
+
+    /// A prompt chunk's graph, seconds per run and run a few times, is never tried at fewer
+    /// threads: a try would cost more than the share tries may take.
+    #[test]
+    fn long_runs_are_not_tried_at_fewer_threads() {
+        let mut a = Adapt::new(2);
+        let used = drive(&mut a, 12, |t, _| 5_000_000_000 / t as u64);
+        assert!(used.iter().all(|&t| t == 2), "{used:?}");
     }
 
     #[test]

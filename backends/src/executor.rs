@@ -484,6 +484,22 @@ impl Executor {
         }
     }
 
+    /// The thread-count policy's state (`None` where it is off).
+    pub fn adapt(&self) -> Option<&Adapt> {
+        self.adapt.as_ref()
+    }
+
+    /// Go on from another executor's thread-count policy (one of the same shape of work: the
+    /// same chunk length, another span), so that what it learnt about the machine's load is
+    /// not learnt again. Ignored where the policy is off or the pools differ in size.
+    pub fn inherit_adapt(&mut self, from: &Adapt) {
+        if let Some(a) = self.adapt.as_mut() {
+            if a.levels() == from.levels() {
+                *a = from.clone();
+            }
+        }
+    }
+
     /// Run the next runs with `n` of the pool's threads (1 to [`Executor::threads`]), or
     /// (`None`) as the thread-count policy decides. For measurements and tests.
     pub fn set_active_threads(&mut self, n: Option<usize>) {

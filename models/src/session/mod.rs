@@ -137,6 +137,10 @@ pub struct Session<M: Model + ?Sized = dyn Model> {
     moe_knobs: Option<Arc<MoeKnobs>>,
     /// Bytes the caches and executor arenas may take ([`Session::set_memory_limit`]).
     memory_limit: Option<u64>,
+    /// The thread-count policy of each chunk length of the cached graphs, shared by their
+    /// executors: the graphs of one length for different spans or slot sets do the same work,
+    /// and one policy learning the machine's load (and paying for its tries) serves them all.
+    adapts: std::collections::HashMap<usize, backends::adapt::Adapt>,
 }
 
 impl<M: Model + ?Sized> std::fmt::Debug for Session<M> {
@@ -178,6 +182,7 @@ impl<M: Model + ?Sized> Session<M> {
             profile_taken: false,
             moe_knobs: None,
             memory_limit: None,
+            adapts: Default::default(),
         })
     }
 
@@ -498,7 +503,7 @@ impl<M: Model + ?Sized> Session<M> {
             // a prefill chunk length, the 1-token step and, with slots, the batched steps
             // of the sets of slots that decode together
             GraphKind::Cached { .. } | GraphKind::Slots { .. } if self.seqs.len() > 1 => 16,
-            GraphKind::Cached { .. } | GraphKind::Slots { .. } => 4,
+            GraphKind::Cached { .. } | GraphKind::Slots { .. } => 6,
             GraphKind::Stateless => 1,
         };
         while self.execs.len() >= keep {
@@ -583,7 +588,13 @@ impl<M: Model + ?Sized> Session<M> {
                     });
                 }
                 self.stats.state_bytes = st.len();
+                if let Some(a) = self.adapts.get(&spec.tokens) {
+                    exec.inherit_adapt(a);
+                }
                 exec.run_with_state_at(st, offset);
+                if let Some(a) = exec.adapt() {
+                    self.adapts.insert(spec.tokens, a.clone());
+                }
             }
             GraphKind::Stateless => exec.run(),
         }
