@@ -410,15 +410,7 @@ impl ChunkInputs {
                 .collect()
         };
         values.push((names::KV_SLOT.to_string(), i32s(last_w(w))));
-        let mut ratios: Vec<u32> = hp
-            .compress_ratios
-            .iter()
-            .copied()
-            .filter(|&r| r > 0)
-            .collect();
-        ratios.sort_unstable();
-        ratios.dedup();
-        for r in ratios {
+        for r in super::ratios_used(hp) {
             let ru = r as usize;
             let c = coff(r);
             let ring_n = c * ru;
@@ -499,15 +491,7 @@ impl ChunkInputs {
             input::POS.to_string(),
             i32s(starts.iter().map(|&p| p as i32).collect()),
         )];
-        let mut ratios: Vec<u32> = hp
-            .compress_ratios
-            .iter()
-            .copied()
-            .filter(|&r| r > 0)
-            .collect();
-        ratios.sort_unstable();
-        ratios.dedup();
-        for r in ratios {
+        for r in super::ratios_used(hp) {
             let ape = starts.iter().map(|&p| (p % r as usize) as i32).collect();
             values.push((input::ape_slot(r), i32s(ape)));
         }
