@@ -484,20 +484,23 @@ impl Executor {
         }
     }
 
-    /// The thread-count policy's state (`None` where it is off).
-    pub fn adapt(&self) -> Option<&Adapt> {
-        self.adapt.as_ref()
+    /// Exchange this executor's thread-count policy with `other` (one shared by executors of
+    /// the same shape of work: the same chunk length, another span), so that what one learnt
+    /// about the machine's load is not learnt again. Nothing happens where the policy is off
+    /// or the pools differ in size; returns whether the two were exchanged.
+    pub fn swap_adapt(&mut self, other: &mut Adapt) -> bool {
+        match self.adapt.as_mut() {
+            Some(a) if a.levels() == other.levels() => {
+                std::mem::swap(a, other);
+                true
+            }
+            _ => false,
+        }
     }
 
-    /// Go on from another executor's thread-count policy (one of the same shape of work: the
-    /// same chunk length, another span), so that what it learnt about the machine's load is
-    /// not learnt again. Ignored where the policy is off or the pools differ in size.
-    pub fn inherit_adapt(&mut self, from: &Adapt) {
-        if let Some(a) = self.adapt.as_mut() {
-            if a.levels() == from.levels() {
-                *a = from.clone();
-            }
-        }
+    /// A copy of the thread-count policy's state (`None` where it is off).
+    pub fn adapt(&self) -> Option<Adapt> {
+        self.adapt.clone()
     }
 
     /// Run the next runs with `n` of the pool's threads (1 to [`Executor::threads`]), or

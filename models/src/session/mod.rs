@@ -588,12 +588,20 @@ impl<M: Model + ?Sized> Session<M> {
                     });
                 }
                 self.stats.state_bytes = st.len();
-                if let Some(a) = self.adapts.get(&spec.tokens) {
-                    exec.inherit_adapt(a);
+                // the chunk length's shared policy runs in this executor for the step and
+                // goes back, exchanged (no copy per step; the first executor seeds it)
+                if !self.adapts.contains_key(&spec.tokens) {
+                    if let Some(a) = exec.adapt() {
+                        self.adapts.insert(spec.tokens, a);
+                    }
                 }
+                let shared = self.adapts.get_mut(&spec.tokens);
+                let swapped = shared.is_some_and(|a| exec.swap_adapt(a));
                 exec.run_with_state_at(st, offset);
-                if let Some(a) = exec.adapt() {
-                    self.adapts.insert(spec.tokens, a.clone());
+                if swapped {
+                    if let Some(a) = self.adapts.get_mut(&spec.tokens) {
+                        exec.swap_adapt(a);
+                    }
                 }
             }
             GraphKind::Stateless => exec.run(),
