@@ -17,12 +17,12 @@ import argparse
 import http.client
 import json
 import random
-import re
 import statistics
-import subprocess
 import sys
 import threading
 import time
+
+from serve_common import start_server
 
 PROMPTS = [f"Request {i}: tell me about {t}." for i, t in enumerate(
     ["free software", "the GNU project", "copyleft", "licences", "Debian", "compilers",
@@ -30,18 +30,8 @@ PROMPTS = [f"Request {i}: tell me about {t}." for i, t in enumerate(
 
 
 def start(args):
-    cmd = [args.bin, "serve", "--port", "0", "--queue", str(args.queue)] + args.extra
-    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        m = re.search(r"on http://([0-9.]+:[0-9]+)", line)
-        if m:
-            return p, m.group(1)
-        if p.poll() is not None:
-            break
-    p.kill()
-    sys.exit("the server did not start")
+    return start_server([args.bin, "serve", "--port", "0", "--queue", str(args.queue)]
+                        + args.extra, timeout=120)
 
 
 def body(prompt, max_tokens, stream):

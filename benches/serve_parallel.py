@@ -16,27 +16,18 @@ import argparse
 import http.client
 import json
 import random
-import re
 import statistics
-import subprocess
-import sys
 import threading
 import time
+
+from serve_common import start_server
 
 
 def start(args, n):
     model = ["-m", args.model] if args.model != "builtin" else []
     ctx = args.prompt + args.tokens + 16
-    cmd = [args.bin, "serve", *model, "--port", "0", "--ctx", str(ctx), "--parallel", str(n),
-           "--queue", str(2 * n), *args.extra]
-    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    while True:
-        line = p.stderr.readline()
-        m = re.search(r"on http://([0-9.]+:[0-9]+)", line)
-        if m:
-            return p, m.group(1)
-        if p.poll() is not None:
-            sys.exit("the server did not start")
+    return start_server([args.bin, "serve", *model, "--port", "0", "--ctx", str(ctx),
+                         "--parallel", str(n), "--queue", str(2 * n), *args.extra])
 
 
 def stream(addr, ids, tokens, out):

@@ -13,23 +13,15 @@ import argparse
 import http.client
 import json
 import random
-import re
-import subprocess
-import sys
 import time
+
+from serve_common import start_server
 
 
 def start(args, extra):
     model = ["-m", args.model] if args.model != "builtin" else []
-    cmd = [args.bin, "serve", *model, "--port", "0", "--ctx", str(args.prefix + 64)] + extra
-    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    while True:
-        line = p.stderr.readline()
-        m = re.search(r"on http://([0-9.]+:[0-9]+)", line)
-        if m:
-            return p, m.group(1)
-        if p.poll() is not None:
-            sys.exit("the server did not start")
+    return start_server([args.bin, "serve", *model, "--port", "0", "--ctx",
+                         str(args.prefix + 64)] + extra)
 
 
 def complete(addr, ids):
