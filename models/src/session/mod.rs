@@ -590,12 +590,12 @@ impl<M: Model + ?Sized> Session<M> {
                 self.stats.state_bytes = st.len();
                 // the chunk length's shared policy runs in this executor for the step and
                 // goes back, exchanged (no copy per step; the first executor seeds it)
-                if !self.adapts.contains_key(&spec.tokens) {
-                    if let Some(a) = exec.adapt() {
-                        self.adapts.insert(spec.tokens, a);
+                let shared = match self.adapts.entry(spec.tokens) {
+                    std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        exec.adapt().map(|a| e.insert(a))
                     }
-                }
-                let shared = self.adapts.get_mut(&spec.tokens);
+                };
                 let swapped = shared.is_some_and(|a| exec.swap_adapt(a));
                 exec.run_with_state_at(st, offset);
                 if swapped {
