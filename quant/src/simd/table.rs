@@ -408,7 +408,9 @@ static X86: &[Row] = &[
         .rows("avx512", q6_k::dot_q6_k_avx512_rows_entry)
         .multi("avx512", q6_k::dot_q6_k_avx512_multi_entry),
     // grid types · Q8_K
-    Row::new(DType::IQ2_XXS, Avx2).dot("avx2", i2::dot_iq2_xxs_avx2_entry),
+    Row::new(DType::IQ2_XXS, Avx2)
+        .dot("avx2", i2::dot_iq2_xxs_avx2_entry)
+        .multi("avx2", i2::dot_iq2_xxs_avx2_multi_entry),
     Row::new(DType::IQ2_XXS, Avx512Vnni)
         .dot("avx512", i5::dot_iq2_xxs_avx512_entry)
         .rows("avx512-pairs", i5::dot_iq2_xxs_avx512_pairs_entry)

@@ -27,6 +27,14 @@ entry!(
     dot_iq1_m_x_avx2_entry => dot_iq1_m_x_avx2,
     dot_iq2_xxs_x_avx2_entry => dot_iq2_xxs_x_avx2,
 );
+entry!(multi dot_iq2_xxs_avx2_multi_entry => dot_iq2_xxs_avx2_multi);
+
+/// Activation columns per pass of [`dot_iq2_xxs_avx2_multi`].
+const COLS: usize = 8;
+
+/// What IQ2_XXS's signed grid values (±8, ±25, ±43) are offset by to be unsigned bytes for
+/// `vpmaddubsw` (0..=86: a pair sum is at most 2·86·127, no i16 saturation).
+const IQ2_OFFSET: i16 = 43;
 
 /// `KSIGNS_IQ2XS[i]` as eight bytes, −1 where the sign bit is set and +1 elsewhere (the
 /// second operand of `vpsignb`).
@@ -67,6 +75,59 @@ macro_rules! y32 {
     }};
 }
 
+/// 43·ls of each group in the i16 lanes of its two Q8_K block sums (lanes 2g, 2g + 1), for
+/// the offset's share of a block ([`IQ2_OFFSET`]).
+macro_rules! ls43 {
+    ($ls:expr) => {{
+        let l: [i16; 8] = $ls;
+        let o = IQ2_OFFSET;
+        _mm256_setr_epi16(
+            o * l[0],
+            o * l[0],
+            o * l[1],
+            o * l[1],
+            o * l[2],
+            o * l[2],
+            o * l[3],
+            o * l[3],
+            o * l[4],
+            o * l[4],
+            o * l[5],
+            o * l[5],
+            o * l[6],
+            o * l[6],
+            o * l[7],
+            o * l[7],
+        )
+    }};
+}
+
+/// Group `g` of an IQ2_XXS block as 32 unsigned bytes (signed grid values + [`IQ2_OFFSET`])
+/// and its scale 2·s + 1: the four grid rows and sign masks, `vpsignb`, the offset.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn iq2_group(x: &BlockIQ2XXS, g: usize) -> (__m256i, i16) {
+    let q = &x.qs[8 * g..8 * g + 8];
+    let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
+    let grid = rows4!(
+        IQ2XXS_GRID[q[0] as usize],
+        IQ2XXS_GRID[q[1] as usize],
+        IQ2XXS_GRID[q[2] as usize],
+        IQ2XXS_GRID[q[3] as usize],
+    );
+    let signs = rows4!(
+        SIGN_MASKS[(a1 & 127) as usize],
+        SIGN_MASKS[((a1 >> 7) & 127) as usize],
+        SIGN_MASKS[((a1 >> 14) & 127) as usize],
+        SIGN_MASKS[((a1 >> 21) & 127) as usize],
+    );
+    let v = _mm256_add_epi8(
+        _mm256_sign_epi8(grid, signs),
+        _mm256_set1_epi8(IQ2_OFFSET as i8),
+    );
+    (v, (2 * (a1 >> 28) + 1) as i16)
+}
+
 /// IQ2_XXS · Q8_K with AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
@@ -98,6 +159,52 @@ unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         s += f16c!(x.d) * y.d() * bsum as f32;
     }
     0.125 * s
+}
+
+/// IQ2_XXS · Q8_K for several activation columns with AVX2: each block is unpacked once per
+/// pass — per group the four grid rows and sign masks ([`iq2_group`]),
+/// `vpsignb` on the grid, + [`IQ2_OFFSET`] — and then costs one `vpmaddubsw`, one `vpmaddwd`
+/// by the group scale and one add per group and column. The offset's share, 43·Σ ls·Σy, is
+/// taken off per block and column with one `vpmaddwd` of the Q8_K block sums by 43·ls. The
+/// block's integer sum is the reference's exactly, and the float combine is
+/// [`dot_iq2_xxs_avx2`]'s: every column gets the reference's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq2_xxs_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let xs = view::<BlockIQ2XXS>(w);
+    for r in crate::simd::column_split(acts.len(), COLS) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
+        let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
+        for (y, a) in ys.iter_mut().zip(acts) {
+            *y = view::<BlockQ8K>(a);
+        }
+        let ys = &ys[..acts.len()];
+        let mut s = [0f32; COLS];
+        for (b, x) in xs.iter().enumerate() {
+            let mut wv = [_mm256_setzero_si256(); 8];
+            let mut ls = [0i16; 8];
+            for (g, (wg, l)) in wv.iter_mut().zip(ls.iter_mut()).enumerate() {
+                (*wg, *l) = iq2_group(x, g);
+            }
+            let ls43 = ls43!(ls);
+            let dx = f16c!(x.d);
+            for (c, y) in ys.iter().enumerate() {
+                let y = &y[b];
+                // SAFETY: a Q8_K block's 16 block sums are 32 bytes (unaligned load).
+                let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+                let mut acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(bs, ls43));
+                for (g, wg) in wv.iter().enumerate() {
+                    let p = _mm256_maddubs_epi16(*wg, y32!(y, g));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(ls[g])));
+                }
+                // SAFETY: AVX2 is enabled for this function.
+                let bsum = unsafe { hsum_i32(acc) };
+                s[c] += dx * y.d() * bsum as f32;
+            }
+        }
+        for (o, sc) in out.iter_mut().zip(s) {
+            *o = 0.125 * sc;
+        }
+    }
 }
 
 /// IQ2_XXS_X · Q8_K with AVX2: per 32-element group the level codes (one shift and mask of
