@@ -1,7 +1,7 @@
 //! The weight types dotted with Q8_0 activations: Q8_0, Q2_0 (and its load-time layout
 //! Q2_0_X) and MXFP4. AVX2 one-row and multi-row kernels (`avx2`); AVX-512 kernels per type
 //! (`q8_0`, `q2_0`, `mxfp4`); the prompt-chunk tiles on packed Q8_0 activation panels
-//! (`tile` for Q8_0, `tile_q2` for Q2_0 / Q2_0_X); and the activation quantizers
+//! (`tile` for Q8_0, `tile_avx2` its AVX2 form, `tile_q2` for Q2_0 / Q2_0_X); and the activation quantizers
 //! (`quantize`, Q8_0 and Q8_K with AVX-512, the scalar quantizers' bytes).
 
 #[cfg(target_arch = "x86_64")]
@@ -15,4 +15,5 @@ pub(super) mod q8_0;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod quantize;
 pub mod tile;
+pub(super) mod tile_avx2;
 pub(super) mod tile_q2;

@@ -309,7 +309,7 @@ pub(crate) mod x86 {
     }
 
     /// Horizontal sums of the lane accumulators in the reference's order.
-    fn finish<const R: usize, const P: usize>(
+    pub(crate) fn finish<const R: usize, const P: usize>(
         acc: &[[[f32; 16]; P]; R],
         cols: usize,
         out: &mut [f32],
