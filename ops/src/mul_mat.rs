@@ -408,8 +408,11 @@ fn pack_panels(s: &Shape, q: &[u8], panels: &mut [u8]) {
     }
 }
 
-/// Activation columns per multi-column kernel call.
-const COLS: usize = 8;
+/// Activation columns per multi-column kernel call: up to sixteen, so that a kernel that
+/// unpacks a weight block once per call (AVX2 IQ2_XXS) serves all of an MoE expert's
+/// tokens in a 512-token chunk (about twelve); kernels with fewer columns per pass split the
+/// call themselves.
+const COLS: usize = 16;
 
 /// Output column `n` (weight row `wr`) for the activation rows `js`, up to [`COLS`] per
 /// multi-column kernel call: `dst[j][n] = dot(wr, act(j))`, or 0 where `masked(j)` (a
@@ -636,7 +639,7 @@ impl CpuKernel for MulMat {
 
 #[cfg(test)]
 mod tests {
-    use super::{chunk_rows, dot_row_columns, matvec_chunk, quarter_order, CHUNK};
+    use super::{chunk_rows, dot_row_columns, matvec_chunk, quarter_order, CHUNK, COLS};
     use std::cell::RefCell;
 
     thread_local! {
@@ -655,9 +658,9 @@ mod tests {
         });
     }
 
-    /// `dot_row_columns` hands the multi-column kernel passes of two to eight columns (one
-    /// only when a single activation is unmasked), as few as `div_ceil(8)`, and writes each
-    /// output to its own row (masked rows 0).
+    /// `dot_row_columns` hands the multi-column kernel passes of two to `COLS` columns (one
+    /// only when a single activation is unmasked), as few as `div_ceil(COLS)`, and writes
+    /// each output to its own row (masked rows 0).
     #[test]
     fn row_columns_are_split_without_single_columns() {
         let acts: Vec<[u8; 1]> = (0..40u8).map(|j| [j % 7]).collect();
@@ -672,8 +675,8 @@ mod tests {
                 dot_row_columns(fake_multi, 32, &[], 0, 0..n, |j| &acts[j][..], masked, &dst);
                 let calls = CALLS.with(|c| c.borrow().clone());
                 assert_eq!(calls.iter().sum::<usize>(), live, "n={n}");
-                assert_eq!(calls.len(), live.div_ceil(8), "n={n} {calls:?}");
-                assert!(calls.iter().all(|&c| c <= 8), "n={n} {calls:?}");
+                assert_eq!(calls.len(), live.div_ceil(COLS), "n={n} {calls:?}");
+                assert!(calls.iter().all(|&c| c <= COLS), "n={n} {calls:?}");
                 if live >= 2 {
                     assert!(calls.iter().all(|&c| c >= 2), "n={n} {calls:?}");
                 }

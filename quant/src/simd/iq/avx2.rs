@@ -29,8 +29,10 @@ entry!(
 );
 entry!(multi dot_iq2_xxs_avx2_multi_entry => dot_iq2_xxs_avx2_multi);
 
-/// Activation columns per pass of [`dot_iq2_xxs_avx2_multi`].
-const COLS: usize = 8;
+/// Activation columns per pass of [`dot_iq2_xxs_avx2_multi`]: as many as the callers hand
+/// over at once (an MoE expert's tokens in a 512-token chunk, about twelve), so that a block
+/// is unpacked once for all of them.
+const COLS: usize = 16;
 
 /// What IQ2_XXS's signed grid values (±8, ±25, ±43) are offset by to be unsigned bytes for
 /// `vpmaddubsw` (0..=86: a pair sum is at most 2·86·127, no i16 saturation).
@@ -161,13 +163,32 @@ unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     0.125 * s
 }
 
+/// The eight lanes' sums of eight i32 vectors, vector `i`'s in lane `i` (exact integers: the
+/// order of the additions does not matter).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn hsum_i32x8(v: &[__m256i; 8]) -> __m256i {
+    let t0 = _mm256_hadd_epi32(v[0], v[1]);
+    let t1 = _mm256_hadd_epi32(v[2], v[3]);
+    let t2 = _mm256_hadd_epi32(v[4], v[5]);
+    let t3 = _mm256_hadd_epi32(v[6], v[7]);
+    // u0: (half sums of v0, v1, v2, v3) per 128-bit lane; u1 the same of v4..v7
+    let u0 = _mm256_hadd_epi32(t0, t1);
+    let u1 = _mm256_hadd_epi32(t2, t3);
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256(u0, u1, 0x20),
+        _mm256_permute2x128_si256(u0, u1, 0x31),
+    )
+}
+
 /// IQ2_XXS · Q8_K for several activation columns with AVX2: each block is unpacked once per
-/// pass — per group the four grid rows and sign masks ([`iq2_group`]),
+/// pass of up to [`COLS`] columns — per group the four grid rows and sign masks ([`iq2_group`]),
 /// `vpsignb` on the grid, + [`IQ2_OFFSET`] — and then costs one `vpmaddubsw`, one `vpmaddwd`
 /// by the group scale and one add per group and column. The offset's share, 43·Σ ls·Σy, is
-/// taken off per block and column with one `vpmaddwd` of the Q8_K block sums by 43·ls. The
-/// block's integer sum is the reference's exactly, and the float combine is
-/// [`dot_iq2_xxs_avx2`]'s: every column gets the reference's bits.
+/// taken off per block and column with one `vpmaddwd` of the Q8_K block sums by 43·ls. Eight
+/// columns' block sums are then reduced together ([`hsum_i32x8`]) and their float combine
+/// runs in one vector, lane by lane [`dot_iq2_xxs_avx2`]'s: the block's integer sum is the
+/// reference's exactly, and every column gets the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq2_xxs_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let xs = view::<BlockIQ2XXS>(w);
@@ -178,7 +199,8 @@ unsafe fn dot_iq2_xxs_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
             *y = view::<BlockQ8K>(a);
         }
         let ys = &ys[..acts.len()];
-        let mut s = [0f32; COLS];
+        // column c's sum in lane c % 8 of s[c / 8]
+        let mut s = [_mm256_setzero_ps(); COLS / 8];
         for (b, x) in xs.iter().enumerate() {
             let mut wv = [_mm256_setzero_si256(); 8];
             let mut ls = [0i16; 8];
@@ -186,22 +208,35 @@ unsafe fn dot_iq2_xxs_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
                 (*wg, *l) = iq2_group(x, g);
             }
             let ls43 = ls43!(ls);
-            let dx = f16c!(x.d);
-            for (c, y) in ys.iter().enumerate() {
-                let y = &y[b];
-                // SAFETY: a Q8_K block's 16 block sums are 32 bytes (unaligned load).
-                let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
-                let mut acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(bs, ls43));
-                for (g, wg) in wv.iter().enumerate() {
-                    let p = _mm256_maddubs_epi16(*wg, y32!(y, g));
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(ls[g])));
+            let dx = _mm256_set1_ps(f16c!(x.d));
+            for (ys8, s8) in ys.chunks(8).zip(s.iter_mut()) {
+                let mut sums = [_mm256_setzero_si256(); 8];
+                let mut yd = [0f32; 8];
+                for ((y, acc), d) in ys8.iter().zip(sums.iter_mut()).zip(yd.iter_mut()) {
+                    let y = &y[b];
+                    *d = y.d();
+                    // SAFETY: a Q8_K block's 16 block sums are 32 bytes (unaligned load).
+                    let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+                    let mut a =
+                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(bs, ls43));
+                    for (g, wg) in wv.iter().enumerate() {
+                        let p = _mm256_maddubs_epi16(*wg, y32!(y, g));
+                        a = _mm256_add_epi32(a, _mm256_madd_epi16(p, _mm256_set1_epi16(ls[g])));
+                    }
+                    *acc = a;
                 }
-                // SAFETY: AVX2 is enabled for this function.
-                let bsum = unsafe { hsum_i32(acc) };
-                s[c] += dx * y.d() * bsum as f32;
+                let bsum = _mm256_cvtepi32_ps(hsum_i32x8(&sums));
+                // SAFETY: `yd` is 32 readable bytes (unaligned load).
+                let yd = unsafe { _mm256_loadu_ps(yd.as_ptr()) };
+                *s8 = _mm256_add_ps(*s8, _mm256_mul_ps(_mm256_mul_ps(dx, yd), bsum));
             }
         }
-        for (o, sc) in out.iter_mut().zip(s) {
+        let mut lanes = [0f32; COLS];
+        for (l, v) in lanes.chunks_exact_mut(8).zip(s) {
+            // SAFETY: `l` has room for 8 f32.
+            unsafe { _mm256_storeu_ps(l.as_mut_ptr(), v) };
+        }
+        for (o, sc) in out.iter_mut().zip(lanes) {
             *o = 0.125 * sc;
         }
     }
