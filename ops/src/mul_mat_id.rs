@@ -120,6 +120,42 @@ fn act<'q>(q: &'q [u8], s: &Shape, j: usize) -> &'q [u8] {
     &q[r * s.qrow..(r + 1) * s.qrow]
 }
 
+/// Tokens per multi-column kernel call ([`multi_columns`]): all of an expert's tokens in a
+/// 512-token chunk (about twelve), so that each weight row is unpacked once for them.
+const MULTI_COLS: usize = 16;
+
+/// Output columns `rows` of expert `wrows` for the tokens of `group` through the
+/// multi-column kernel: the tokens in batches of up to [`MULTI_COLS`] (no batch of one unless
+/// the group is one token), each batch's activations and output rows looked up once and
+/// then one kernel call per weight row.
+fn multi_columns(
+    multi: quant::simd::MultiDotFn,
+    s: &Shape,
+    wrows: &WeightRows,
+    rows: std::ops::Range<usize>,
+    group: &[u32],
+    q: &[u8],
+    dst: &TensorMut,
+) {
+    for batch in quant::simd::column_split(group.len(), MULTI_COLS) {
+        let js = &group[batch];
+        let mut acts: [&[u8]; MULTI_COLS] = [&[]; MULTI_COLS];
+        let mut outs: [&mut [f32]; MULTI_COLS] = std::array::from_fn(|_| <&mut [f32]>::default());
+        for ((a, o), &j) in acts.iter_mut().zip(outs.iter_mut()).zip(js) {
+            *a = act(q, s, j as usize);
+            *o = dst.row_range_f32_mut(j as usize, rows.clone());
+        }
+        let (acts, outs) = (&acts[..js.len()], &mut outs[..js.len()]);
+        let mut res = [0f32; MULTI_COLS];
+        for (i, n) in rows.clone().enumerate() {
+            multi(s.k, wrows.row(n), acts, &mut res[..js.len()]);
+            for (o, &r) in outs.iter_mut().zip(&res) {
+                o[i] = r;
+            }
+        }
+    }
+}
+
 /// The group's activation panels (`tile_grid::pack_panel`, or `tile_amx::pack_panel` with
 /// `amx`), one per chunk of up to the tile's column count of tokens, packed back to back into
 /// `panels`.
@@ -476,9 +512,14 @@ impl CpuKernel for MulMatId {
                     }
                     continue;
                 }
-                if let (Some(multi), true) = (multi, group.len() > 1) {
+                if let (Some(multi), true, None) = (multi, group.len() > 1, srcs.get(3)) {
                     // several tokens chose this expert: each weight row is unpacked once for
-                    // up to eight of them (same bits as one at a time)
+                    // up to `MULTI_COLS` of them (same bits as one at a time)
+                    multi_columns(multi, &s, &wrows, cols.clone(), group, q, dst);
+                    continue;
+                }
+                if let (Some(multi), true) = (multi, group.len() > 1) {
+                    // the same with a row mask (a masked row is not read for that token)
                     for n in cols.clone() {
                         crate::mul_mat::dot_row_columns(
                             multi,
