@@ -478,3 +478,82 @@ fn bad_arguments_are_clear_errors() {
     assert!(e.contains("no/such/dir/x.gguf"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--format checkpoint` writes the official layout (config.json, index, shards) that
+/// `fathom logits` opens through the checkpoint loader, with finite logits; `--type` and a
+/// bad `--shard-gib` are refused.
+#[test]
+fn synth_writes_an_official_checkpoint_that_runs() {
+    let dir = tmp("checkpoint");
+    let out = dir.join("ck");
+    let o = out.to_str().unwrap();
+    let res = fathom(&[
+        "synth",
+        o,
+        "--tiny",
+        "--experts",
+        "8",
+        "--layers",
+        "3",
+        "--format",
+        "checkpoint",
+        "--shard-gib",
+        "0.001",
+    ]);
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "{stderr}");
+    assert!(stderr.contains("peak RSS"), "{stderr}");
+    let shards = std::fs::read_dir(&out)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".safetensors")
+        })
+        .count();
+    assert!(shards > 1, "{shards} shards");
+    let hp = Hparams::from_config_json(
+        &std::fs::read_to_string(out.join("config.json")).unwrap(),
+        "config.json",
+    )
+    .unwrap();
+    assert_eq!((hp.n_layer, hp.n_expert, hp.n_embd), (3, 8, 256));
+    let logits = dir.join("logits.safetensors");
+    let res = fathom(&[
+        "logits",
+        "-m",
+        o,
+        "--tokens",
+        "0,17,300",
+        "--out",
+        logits.to_str().unwrap(),
+    ]);
+    assert!(
+        res.status.success(),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let bytes = std::fs::read(&logits).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let l = st.tensor("logits").unwrap();
+    assert_eq!(l.shape(), &[3, 512]);
+    assert!(l
+        .data()
+        .chunks_exact(4)
+        .all(|c| f32::from_le_bytes(c.try_into().unwrap()).is_finite()));
+    for (args, want) in [
+        (
+            &["--type", "_exps=Q8_0"][..],
+            "--type applies to --format gguf only",
+        ),
+        (&["--shard-gib", "0"][..], "--shard-gib 0"),
+    ] {
+        let res = fathom(&[&["synth", o, "--tiny", "--format", "checkpoint"], args].concat());
+        let e = String::from_utf8_lossy(&res.stderr);
+        assert_eq!(res.status.code(), Some(1), "{e}");
+        assert!(e.contains(want) && !e.contains("panicked"), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -244,3 +244,106 @@ impl TensorGen {
         }
     }
 }
+
+/// Bytes per generated chunk of a checkpoint tensor (fixed, so the bytes do not depend on
+/// buffering).
+pub(super) const ST_CHUNK: usize = 8 << 20;
+
+/// How a synthetic checkpoint tensor's bytes are made (see [`super::checkpoint`]), which also
+/// fixes its safetensors dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StGen {
+    /// BF16, approximately normal × 0.02.
+    Bf16,
+    /// F32, approximately normal × 0.02.
+    F32,
+    /// FP8 E4M3 codes with exponent fields 4..=8.
+    Fp8,
+    /// FP4 e2m1 codes, two per byte (I8).
+    Fp4,
+    /// E8M0 scale bytes, all this value.
+    Scale(u8),
+    /// I64 expert ids below this count: rows of distinct ids (the row length is the shape's
+    /// last dimension), 64 rows tiled over the vocabulary.
+    Ids(u32),
+}
+
+impl StGen {
+    /// The safetensors dtype name.
+    pub fn dtype(self) -> &'static str {
+        match self {
+            StGen::Bf16 => "BF16",
+            StGen::F32 => "F32",
+            StGen::Fp8 => "F8_E4M3",
+            StGen::Fp4 => "I8",
+            StGen::Scale(_) => "F8_E8M0",
+            StGen::Ids(_) => "I64",
+        }
+    }
+
+    /// Bytes per element (of the stored shape).
+    pub fn elem_bytes(self) -> u64 {
+        match self {
+            StGen::Bf16 => 2,
+            StGen::F32 => 4,
+            StGen::Fp8 | StGen::Fp4 | StGen::Scale(_) => 1,
+            StGen::Ids(_) => 8,
+        }
+    }
+}
+
+/// Chunk `c` (`len` bytes, starting at byte `c·ST_CHUNK`) of checkpoint tensor `t` into `out`.
+pub(super) fn st_chunk(
+    t: &super::checkpoint::StPlanned,
+    seed: u64,
+    c: u64,
+    len: usize,
+    out: &mut Vec<u8>,
+) {
+    let seed = splitmix(seed ^ splitmix(fnv(&t.name)));
+    let mut rng = Rng::new(seed ^ splitmix(c.wrapping_add(1)));
+    out.clear();
+    out.resize(len, 0);
+    match t.gen {
+        StGen::Bf16 => {
+            let x: Vec<f32> = (0..len / 2).map(|_| rng.normal() * 0.02).collect();
+            quant::quantize_row(DType::BF16, &x, out).expect("bf16 chunk");
+        }
+        StGen::F32 => {
+            for o in out.chunks_exact_mut(4) {
+                o.copy_from_slice(&(rng.normal() * 0.02).to_le_bytes());
+            }
+        }
+        StGen::Fp8 => {
+            rng.fill(out);
+            for b in out.iter_mut() {
+                let e = 4 + ((*b >> 3) & 0xF) % 5;
+                *b = (*b & 0x87) | (e << 3);
+            }
+        }
+        StGen::Fp4 => rng.fill(out),
+        StGen::Scale(v) => out.fill(v),
+        StGen::Ids(experts) => {
+            let used = *t.shape.last().unwrap_or(&1) as usize;
+            let mut rows = Rng::new(seed);
+            let table: Vec<Vec<i64>> = (0..TID2EID_ROWS)
+                .map(|_| {
+                    // partial Fisher–Yates: `used` distinct ids of 0..experts
+                    let mut all: Vec<i64> = (0..i64::from(experts)).collect();
+                    for k in 0..used.min(all.len()) {
+                        let j = k + rows.below((all.len() - k) as u64) as usize;
+                        all.swap(k, j);
+                    }
+                    all.truncate(used);
+                    all
+                })
+                .collect();
+            let first = c * (ST_CHUNK as u64 / 8);
+            for (k, o) in out.chunks_exact_mut(8).enumerate() {
+                let e = first + k as u64;
+                let row = &table[((e / used as u64) % TID2EID_ROWS as u64) as usize];
+                o.copy_from_slice(&row[(e % used as u64) as usize].to_le_bytes());
+            }
+        }
+    }
+}

@@ -27,10 +27,11 @@
 //! produces the data chunk by chunk into a bounded channel (two chunks in flight) and the
 //! caller's thread writes each chunk and the alignment padding after each tensor.
 
+pub mod checkpoint;
 mod gen;
 mod write;
 
-pub use gen::random_weights;
+pub use gen::{random_weights, StGen};
 
 use crate::deepseek4::tensors::{self, Role};
 use crate::deepseek4::Hparams;
@@ -292,7 +293,7 @@ impl Synth {
             expert_ff: dm.i as usize,
             norm_topk: true,
             routed_scale: 1.5,
-            n_hash_layers: HASH_LAYERS,
+            n_hash_layers: HASH_LAYERS.min(self.layers),
             swiglu_limit: vec![10.0; self.layers],
             swiglu_limit_shared: vec![10.0; self.layers],
             hc: dm.hc as usize,

@@ -1,6 +1,7 @@
 //! `fathom synth OUT.gguf --layers N --recipe seed|q4k|iq2 [--type PATTERN=TYPE ...]
 //! [--experts E] [--seed S]`: write a random-weight DeepSeek-V4 GGUF at real V4-Flash
-//! dimensions, for benchmarks.
+//! dimensions, for benchmarks; `fathom synth DIR --format checkpoint [--shard-gib G]` writes
+//! the same model in the official checkpoint layout (`models::synth::checkpoint`).
 //!
 //! The file is written by `models::synth` (which documents its contract: keys, names,
 //! shapes, recipes, random data, determinism, streaming); this command parses the options,
@@ -29,8 +30,20 @@ use crate::mem;
 /// Arguments of `fathom synth`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Output .gguf file (created or truncated; removed again if writing fails).
+    /// Output: a .gguf file (created or truncated; removed again if writing fails), or with
+    /// `--format checkpoint` a directory (created if missing; the files written are removed
+    /// again if writing fails).
     pub out: PathBuf,
+    /// `gguf` (llama.cpp's `deepseek4` layout, the recipe's types) or `checkpoint` (the
+    /// official layout: FP8 dense weights with 128×128 E8M0 scales, FP4 experts with per-32
+    /// E8M0 scales, BF16 embedding/head/router/compressors, sharded safetensors with their
+    /// index and config.json; `--recipe` and `--type` do not apply).
+    #[arg(long, default_value = "gguf", value_parser = ["gguf", "checkpoint"])]
+    pub format: String,
+    /// With `--format checkpoint`: GiB per shard at most (a larger tensor gets a shard of
+    /// its own).
+    #[arg(long, default_value_t = 4.0)]
+    pub shard_gib: f64,
     /// Decoder layers (compress ratios follow V4-Flash: 0, 0, then 4 / 128 alternating).
     #[arg(long, default_value_t = 6)]
     pub layers: usize,
@@ -111,6 +124,13 @@ pub fn run(args: &Args) -> Result<()> {
         "--experts {}: need at least {EXPERTS_USED} (the experts used per token)",
         args.experts
     );
+    if args.format == "checkpoint" {
+        ensure!(
+            args.types.is_empty(),
+            "--type applies to --format gguf only (a checkpoint's storage types are the official ones)"
+        );
+        return checkpoint(args, recipe);
+    }
     let overrides = args
         .types
         .iter()
@@ -180,6 +200,63 @@ pub fn run(args: &Args) -> Result<()> {
     eprintln!(
         "wrote {}: {n} tensors, {} ({total} bytes) in {secs:.1} s ({:.0} MiB/s), peak RSS {peak}",
         args.out.display(),
+        human(total),
+        total as f64 / (1 << 20) as f64 / secs.max(1e-9),
+    );
+    Ok(())
+}
+
+/// `--format checkpoint`: the official layout into the directory `args.out`.
+fn checkpoint(args: &Args, recipe: synth::Recipe) -> Result<()> {
+    ensure!(
+        args.shard_gib.is_finite() && args.shard_gib > 0.0 && args.shard_gib <= 1024.0,
+        "--shard-gib {}: expected a size above 0 and at most 1024",
+        args.shard_gib
+    );
+    let model = Synth {
+        size: if args.tiny { Size::Tiny } else { Size::Flash },
+        layers: args.layers,
+        experts: args.experts,
+        recipe,
+    };
+    let plan = model.checkpoint_plan();
+    let total: u64 = plan.iter().map(|t| t.n_bytes()).sum();
+    eprintln!(
+        "synth: {}: official checkpoint layout, {} layers, {} experts, seed {}: {} tensors, {}",
+        args.out.display(),
+        args.layers,
+        args.experts,
+        args.seed,
+        plan.len(),
+        human(total)
+    );
+    let t0 = Instant::now();
+    let mut shown = u64::MAX;
+    model
+        .write_checkpoint(
+            &args.out,
+            (args.shard_gib * (1u64 << 30) as f64) as u64,
+            args.seed,
+            &mut |done, total| {
+                let pct = done * 100 / total.max(1);
+                if pct != shown && (pct % 5 == 0 || done == total) {
+                    shown = pct;
+                    eprintln!(
+                        "  {pct:>3}% {:6.1}s  {} of {}",
+                        t0.elapsed().as_secs_f64(),
+                        human(done),
+                        human(total)
+                    );
+                }
+            },
+        )
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let secs = t0.elapsed().as_secs_f64();
+    let peak = mem::rss().peak.map_or_else(|| "n/a".into(), human);
+    eprintln!(
+        "wrote {}: {} tensors, {} in {secs:.1} s ({:.0} MiB/s), peak RSS {peak}",
+        args.out.display(),
+        plan.len(),
         human(total),
         total as f64 / (1 << 20) as f64 / secs.max(1e-9),
     );
