@@ -191,6 +191,16 @@ pub struct WeightBytes {
     pub per_token_loaded: u64,
 }
 
+/// Memory a model's weight conversions will own ([`Model::converted_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvertedBytes {
+    /// Under the load options it was opened with.
+    pub bytes: u64,
+    /// With its FP8 weights stored as Q8_0 instead (`--st-weights q8_0`), where that is not
+    /// already the choice.
+    pub with_q8_0: Option<u64>,
+}
+
 /// A model (see the module docs).
 pub trait Model: Send + std::fmt::Debug {
     /// Hyperparameters and sizes.
@@ -230,6 +240,13 @@ pub trait Model: Send + std::fmt::Debug {
 
     /// Its weight bytes, where the model knows them (a GGUF file's tensor table).
     fn weight_bytes(&self) -> Option<WeightBytes> {
+        None
+    }
+
+    /// The memory its weight conversions will own once loaded (copies the OS cannot page
+    /// back to the file), where the model knows it before converting anything (an official
+    /// checkpoint's FP8 expansions and expert stacks). Default: `None`.
+    fn converted_bytes(&self) -> Option<ConvertedBytes> {
         None
     }
 

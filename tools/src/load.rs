@@ -119,9 +119,40 @@ pub fn check_output_memory(bytes: u64, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Opens the model at `path` with `opts`.
+/// Opens the model at `path` with `opts`; refuses, with the figures, a model whose weight
+/// conversions would not fit in the memory available now (before converting anything).
 pub fn open(path: &Path, opts: &LoadOptions) -> Result<Box<dyn Model>> {
-    models::model::open(path, opts).context("cannot open the model")
+    let model = models::model::open(path, opts).context("cannot open the model")?;
+    if let (Some(c), Some(avail)) = (
+        model.converted_bytes(),
+        backends::topology::available_memory(),
+    ) {
+        check_converted(path, c, avail)?;
+    }
+    Ok(model)
+}
+
+/// The refusal of [`open`]: `c` does not fit in `avail` bytes.
+fn check_converted(path: &Path, c: models::model::ConvertedBytes, avail: u64) -> Result<()> {
+    if c.bytes <= avail {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let q8 = match c.with_q8_0 {
+        Some(q) if q < c.bytes => format!(
+            "; with --st-weights q8_0 (its FP8 weights as Q8_0) it needs {:.1} GiB",
+            gib(q)
+        ),
+        _ => String::new(),
+    };
+    bail!(
+        "{}: loading this checkpoint converts its weights into {:.1} GiB of memory (FP8 \
+         expansions and the stacked experts), and {:.1} GiB is available{q8}. A GGUF \
+         quantization of the model is read in place from its file instead",
+        path.display(),
+        gib(c.bytes),
+        gib(avail)
+    )
 }
 
 /// Opens the built-in model with `opts`.
@@ -178,5 +209,40 @@ pub fn open_or_builtin(
             eprintln!("done");
             Ok((shown, model, false))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_converted;
+    use models::model::ConvertedBytes;
+    use std::path::Path;
+
+    /// A conversion larger than the memory available is refused with both figures and the
+    /// smaller policy's, naming the path; one that fits passes.
+    #[test]
+    fn conversions_that_do_not_fit_are_refused_with_the_figures() {
+        let p = Path::new("/models/v4-flash");
+        let c = ConvertedBytes {
+            bytes: 159 << 30,
+            with_q8_0: Some(144 << 30),
+        };
+        let e = check_converted(p, c, 22 << 30).unwrap_err().to_string();
+        for want in [
+            "/models/v4-flash",
+            "159.0 GiB",
+            "22.0 GiB",
+            "--st-weights q8_0",
+            "144.0 GiB",
+        ] {
+            assert!(e.contains(want), "{want}: {e}");
+        }
+        assert!(check_converted(p, c, 160 << 30).is_ok());
+        let q = ConvertedBytes {
+            bytes: 144 << 30,
+            with_q8_0: None,
+        };
+        let e = check_converted(p, q, 22 << 30).unwrap_err().to_string();
+        assert!(!e.contains("--st-weights"), "{e}");
     }
 }

@@ -51,6 +51,9 @@
 //! widths, experts of different shapes: [`ForwardError::Shape`]), or a scale / expert that is
 //! absent ([`ForwardError::Missing`]).
 
+#[path = "checkpoint_memory.rs"]
+mod memory;
+
 use super::hparams::{Hparams, HparamsError};
 use super::tensors::{self, official_name, Official};
 use crate::safetensors::{SafetensorsError, SafetensorsModel, StDtype, TensorDtype, TensorInfo};
@@ -188,6 +191,10 @@ pub struct SafetensorsWeights {
     opts: StOptions,
     /// Every tensor handed out so far (converted once, shared by all graphs).
     loaded: HashMap<String, (TensorDesc, WeightData)>,
+    /// The GGUF names of every tensor the model has (for [`Self::converted_bytes`]).
+    names: Vec<String>,
+    /// Bytes of the conversions made so far.
+    owned: u64,
 }
 
 impl std::fmt::Debug for SafetensorsWeights {
@@ -303,7 +310,14 @@ impl SafetensorsWeights {
             n_expert: hp.n_expert,
             opts,
             loaded: HashMap::new(),
+            names: tensors::all(hp).into_iter().map(|s| s.name).collect(),
+            owned: 0,
         })
+    }
+
+    /// Bytes of the conversions made so far (every tensor asked for: [`Self::converted_bytes`]).
+    pub fn owned_bytes(&self) -> u64 {
+        self.owned
     }
 
     /// The checkpoint.
@@ -686,6 +700,7 @@ impl Weights for SafetensorsWeights {
             }
             Data::Owned(o) => {
                 let len = (*o).as_ref().len();
+                self.owned += len as u64;
                 WeightData::new(o, 0, len)
             }
         }

@@ -8,10 +8,11 @@ use super::hparams::Hparams;
 use super::tensors::{self, Role};
 use crate::gguf::GgufFile;
 use crate::model::{
-    slots_of, Architecture, CachePart, GraphKind, GraphSpec, LoadError, LoadOptions, Logits, Model,
-    ModelError, ModelInfo, MoeShape, StateTensor, WeightBytes,
+    slots_of, Architecture, CachePart, ConvertedBytes, GraphKind, GraphSpec, LoadError,
+    LoadOptions, Logits, Model, ModelError, ModelInfo, MoeShape, StateTensor, WeightBytes,
 };
 use crate::tokenizer::Tokenizer;
+use crate::weights::policy::{Fp8Policy, StOptions};
 use crate::weights::{ForwardError, GgufWeights, WeightMemo, Weights};
 use graph::knobs::MoeKnobs;
 use graph::Graph;
@@ -38,6 +39,8 @@ pub struct DeepSeek4 {
     tokenizer: Result<Tokenizer, String>,
     /// The GGUF file the weights come from, and its weight provider's repacks.
     gguf: Option<(Arc<GgufFile>, crate::weights::Repack, quant::simd::CpuLevel)>,
+    /// What the checkpoint's conversions will own (see [`Model::converted_bytes`]).
+    converted: Option<ConvertedBytes>,
 }
 
 impl std::fmt::Debug for DeepSeek4 {
@@ -85,6 +88,7 @@ impl DeepSeek4 {
             weights: WeightMemo::new(Box::new(weights)),
             tokenizer,
             gguf: None,
+            converted: None,
         }
     }
 
@@ -184,7 +188,18 @@ impl DeepSeek4 {
             })?;
         let dir = crate::model::checkpoint_dir(path);
         let tokenizer = Tokenizer::from_dir(dir).map_err(|e| format!("{}: {e}", dir.display()));
-        Ok(DeepSeek4::new(hp, w, tokenizer))
+        let q8 = StOptions {
+            fp8: Fp8Policy::Q8_0,
+            ..opts.checkpoint
+        };
+        let converted = ConvertedBytes {
+            bytes: w.converted_bytes(),
+            with_q8_0: (opts.checkpoint.fp8 != Fp8Policy::Q8_0)
+                .then(|| w.converted_bytes_with(&q8)),
+        };
+        let mut m = DeepSeek4::new(hp, w, tokenizer);
+        m.converted = Some(converted);
+        Ok(m)
     }
 
     /// The hyperparameters.
@@ -196,6 +211,10 @@ impl DeepSeek4 {
 impl Model for DeepSeek4 {
     fn info(&self) -> &ModelInfo {
         &self.info
+    }
+
+    fn converted_bytes(&self) -> Option<ConvertedBytes> {
+        self.converted
     }
 
     fn tokenizer(&self) -> Result<&Tokenizer, ModelError> {

@@ -1,0 +1,81 @@
+//! How much memory a checkpoint's conversions will own ([`SafetensorsWeights::converted_bytes`]),
+//! from the tensor headers alone, before anything is converted: so that a command can refuse a
+//! load that would not fit (with the figures) instead of being killed halfway through it.
+//!
+//! The rules are `decode`'s and `experts`' (which tensors are used in
+//! place from the maps and what each conversion makes); the test
+//! `converted_bytes_are_what_loading_owns` checks the two against each other.
+
+use super::{map_name, Mapped, SafetensorsWeights};
+use crate::safetensors::{StDtype, TensorDtype, TensorInfo};
+use crate::weights::policy::{Fp4Policy, Fp8Policy, HalfPolicy, StOptions};
+
+impl SafetensorsWeights {
+    /// Bytes of memory this provider's conversions own once every tensor of the model has
+    /// been asked for (FP8 expansions, the stacked experts, 1-D half-precision vectors as
+    /// F32, I64 id tables as I32); everything else is used in place from the shards' maps.
+    pub fn converted_bytes(&self) -> u64 {
+        self.converted_bytes_with(&self.opts)
+    }
+
+    /// [`Self::converted_bytes`] under other conversion choices (for messages: what
+    /// `--st-weights q8_0` would take).
+    pub fn converted_bytes_with(&self, opts: &StOptions) -> u64 {
+        self.names
+            .iter()
+            .map(|gguf| match map_name(gguf) {
+                Some(Mapped::Tensor(off)) => self
+                    .model
+                    .tensor(&off)
+                    .map_or(0, |t| owned(gguf, t, opts).unwrap_or(0)),
+                Some(Mapped::Experts { layer, w }) => {
+                    let first = format!("layers.{layer}.ffn.experts.0.{w}.weight");
+                    self.model.tensor(&first).map_or(0, |t| {
+                        decoded(gguf, t, opts).map_or(0, |(b, _)| b) * self.n_expert as u64
+                    })
+                }
+                None => 0,
+            })
+            .sum()
+    }
+}
+
+/// Bytes owned by the conversion of one (non-expert) tensor: its decoded size if it is
+/// converted, 0 if it is used in place.
+fn owned(gguf: &str, t: &TensorInfo, opts: &StOptions) -> Option<u64> {
+    decoded(gguf, t, opts).map(|(b, converted)| if converted { b } else { 0 })
+}
+
+/// Decoded bytes of one tensor and whether they are a conversion (`None`: a dtype or shape
+/// loading refuses; it is reported then).
+fn decoded(gguf: &str, t: &TensorInfo, opts: &StOptions) -> Option<(u64, bool)> {
+    let TensorDtype::Known(dtype) = t.dtype else {
+        return None;
+    };
+    let n: u64 = t.shape.iter().product();
+    if gguf.ends_with("tid2eid.weight") {
+        return Some((4 * n, dtype != StDtype::I32));
+    }
+    let vector = t.shape.len() <= 1;
+    Some(match dtype {
+        StDtype::F32 => (4 * n, false),
+        StDtype::F16 | StDtype::BF16 if vector || opts.half == HalfPolicy::F32 => (4 * n, true),
+        StDtype::F16 | StDtype::BF16 => (2 * n, false),
+        StDtype::F8_E4M3 => {
+            let k = *t.shape.last()?;
+            match opts.fp8 {
+                Fp8Policy::Q8_0 if k % 32 == 0 => (n / 32 * 34, true),
+                _ => (4 * n, true),
+            }
+        }
+        StDtype::I8 | StDtype::U8 | StDtype::F4 => {
+            // packed bytes hold two values each (F4: one per element)
+            let values = if dtype == StDtype::F4 { n } else { 2 * n };
+            match opts.fp4 {
+                Fp4Policy::Mxfp4 => (values / 32 * 17, true),
+                Fp4Policy::F32 => (4 * values, true),
+            }
+        }
+        _ => return None,
+    })
+}
