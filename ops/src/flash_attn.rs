@@ -16,7 +16,7 @@
 //! q to f16 for an f16 K and accumulates V in f16), everything after the K/V load is f32.
 //! Block boundaries do not depend on the thread count, so results are identical at any `nth`.
 //!
-//! With AVX-512F and a head size that is a multiple of 16 (V4: 512), each block is two
+//! With AVX2+FMA or AVX-512F and a head size that is a multiple of 16 (V4: 512), each block is two
 //! register-tiled products instead of per-(head, key) loops: `S = Q·Kᵀ` over the block's
 //! visible keys for the whole head chunk, the softmax update per head, then `acc += P·V`
 //! (`flash_attn_simd`); FMA accumulation, so not the scalar path's bits, but the same per-head
@@ -229,7 +229,7 @@ impl CpuKernel for FlashAttnExt {
                         let krows: [&[f32]; BLK] = std::array::from_fn(|i| row(vis[i.min(nv - 1)]));
                         qrows.clear();
                         qrows.extend(heads.clone().map(|head| q.row_f32(head + h * tt)));
-                        crate::flash_attn_simd::qk(&qrows, &krows[..nv], d, sblk, BLK);
+                        crate::flash_attn_simd::qk(cx.cpu, &qrows, &krows[..nv], d, sblk, BLK);
                         for hi in 0..heads.len() {
                             let srow = &mut sblk[hi * BLK..hi * BLK + nv];
                             let mut bm = f32::NEG_INFINITY;
@@ -257,7 +257,15 @@ impl CpuKernel for FlashAttnExt {
                                 *sv = p;
                             }
                         }
-                        crate::flash_attn_simd::pv(sblk, BLK, &krows[..nv], acc, d, heads.len());
+                        crate::flash_attn_simd::pv(
+                            cx.cpu,
+                            sblk,
+                            BLK,
+                            &krows[..nv],
+                            acc,
+                            d,
+                            heads.len(),
+                        );
                         continue;
                     }
                     for (hi, head) in heads.clone().enumerate() {

@@ -1,5 +1,5 @@
-//! AVX-512 register tiles for FLASH_ATTN_EXT's two products per KV block (used by
-//! `flash_attn.rs` when the CPU has AVX-512F and the head size is a multiple of 16):
+//! Register tiles for FLASH_ATTN_EXT's two products per KV block (used by `flash_attn.rs`
+//! when the CPU has AVX2+FMA or AVX-512F and the head size is a multiple of 16):
 //!
 //! - [`qk`]: `S[h][j] = q_h · k_j` for a chunk of heads against the block's visible keys,
 //!   4 heads × 4 keys per tile: each 16-float step of the head dimension loads four q and four
@@ -10,28 +10,57 @@
 //!   loaded once for the four heads, the probabilities are broadcast.
 //!
 //! Both accumulate in f32 with FMA; the sums are the same as the scalar path's up to
-//! rounding (tested against the f64 reference by test-ops). Without AVX-512 the caller keeps
-//! its scalar loops.
+//! rounding (tested against the f64 reference by test-ops). With AVX2 only (sixteen 256-bit
+//! registers) the tiles are 4 heads × 2 keys for QK and 4 heads × 16 floats for PV
+//! (`avx2`); without either the caller keeps its scalar loops. Decode at depth on an AVX2
+//! host: the CSA layers' top-k keys made attention 10.1 ms of a token at 4096 cached tokens
+//! (iq2 synth file) in the scalar loops.
 
 /// Heads and keys per QK tile, heads per PV tile.
 const TILE: usize = 4;
 /// Floats of the head dimension per PV tile (four 16-float registers).
 const PV_WIDTH: usize = 64;
 
-/// True when the kernels of this file can run at CPU level `cpu` (AVX-512F, part of
-/// [`quant::simd::CpuLevel::Avx512`]; never above the level this CPU has).
+/// True when the kernels of this file can run at CPU level `cpu` (AVX2 and FMA, or
+/// AVX-512F; never above the level this CPU has).
 pub(crate) fn available(cpu: quant::simd::CpuLevel) -> bool {
     cfg!(target_arch = "x86_64")
-        && cpu.min(quant::simd::CpuLevel::detect()) >= quant::simd::CpuLevel::Avx512
+        && cpu.min(quant::simd::CpuLevel::detect()) >= quant::simd::CpuLevel::Avx2
+}
+
+/// Whether the AVX-512 tiles (rather than the AVX2 ones) run at `cpu`.
+fn wide(cpu: quant::simd::CpuLevel) -> bool {
+    cpu.min(quant::simd::CpuLevel::detect()) >= quant::simd::CpuLevel::Avx512
 }
 
 /// `s[h·lds + j] = q[h] · k[j]` for every `h < q.len()`, `j < k.len()`. Every row has length
 /// `d`, a multiple of 16; `k.len() ≤ lds`. Only called when [`available`].
-pub(crate) fn qk(q: &[&[f32]], k: &[&[f32]], d: usize, s: &mut [f32], lds: usize) {
+pub(crate) fn qk(
+    cpu: quant::simd::CpuLevel,
+    q: &[&[f32]],
+    k: &[&[f32]],
+    d: usize,
+    s: &mut [f32],
+    lds: usize,
+) {
     assert!(d.is_multiple_of(16) && k.len() <= lds && s.len() >= q.len() * lds);
     assert!(q.iter().chain(k).all(|r| r.len() >= d));
     #[cfg(target_arch = "x86_64")]
-    if available(quant::simd::CpuLevel::Avx512) {
+    if available(cpu) && !wide(cpu) {
+        for (h0, qc) in q.chunks(avx2::QK_HEADS).enumerate() {
+            for (j0, kc) in k.chunks(avx2::QK_KEYS).enumerate() {
+                // SAFETY: AVX2 and FMA were detected; every row has ≥ d floats (asserted).
+                let t = unsafe { avx2::qk_tile(qc, kc, d) };
+                for (hi, row) in t.iter().enumerate().take(qc.len()) {
+                    let base = (avx2::QK_HEADS * h0 + hi) * lds + avx2::QK_KEYS * j0;
+                    s[base..base + kc.len()].copy_from_slice(&row[..kc.len()]);
+                }
+            }
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if wide(cpu) {
         for (h0, qc) in q.chunks(TILE).enumerate() {
             for (j0, kc) in k.chunks(TILE).enumerate() {
                 // SAFETY: AVX-512F was detected; every row has ≥ d floats (asserted).
@@ -44,7 +73,7 @@ pub(crate) fn qk(q: &[&[f32]], k: &[&[f32]], d: usize, s: &mut [f32], lds: usize
         }
         return;
     }
-    unreachable!("flash_attn_simd::qk called without AVX-512F");
+    unreachable!("flash_attn_simd::qk called without AVX2 or AVX-512F");
 }
 
 /// One QK tile: up to four q rows against up to four k rows (missing ones read as the first
@@ -75,11 +104,40 @@ unsafe fn qk_tile(q: &[&[f32]], k: &[&[f32]], d: usize) -> [[f32; TILE]; TILE] {
 
 /// `acc[h·d + e] += Σ_j p[h·ldp + j]·v[j][e]` for every `h < nh`, `e < d` (a multiple of 16),
 /// `j < v.len() ≤ ldp`. Only called when [`available`].
-pub(crate) fn pv(p: &[f32], ldp: usize, v: &[&[f32]], acc: &mut [f32], d: usize, nh: usize) {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pv(
+    cpu: quant::simd::CpuLevel,
+    p: &[f32],
+    ldp: usize,
+    v: &[&[f32]],
+    acc: &mut [f32],
+    d: usize,
+    nh: usize,
+) {
     assert!(d.is_multiple_of(16) && v.len() <= ldp && p.len() >= nh * ldp && acc.len() >= nh * d);
     assert!(v.iter().all(|r| r.len() >= d));
     #[cfg(target_arch = "x86_64")]
-    if available(quant::simd::CpuLevel::Avx512) {
+    if available(cpu) && !wide(cpu) {
+        for h0 in (0..nh).step_by(avx2::PV_HEADS) {
+            let hn = avx2::PV_HEADS.min(nh - h0);
+            for e0 in (0..d).step_by(16) {
+                let (pt, at) = (&p[h0 * ldp..], &mut acc[h0 * d..]);
+                // SAFETY: AVX2 and FMA were detected; the tile's heads, keys and columns are
+                // in bounds (h0 + hn ≤ nh, e0 + 16 ≤ d, rows ≥ d floats).
+                unsafe {
+                    match hn {
+                        4 => avx2::pv_tile::<4>(pt, ldp, v, at, d, e0),
+                        3 => avx2::pv_tile::<3>(pt, ldp, v, at, d, e0),
+                        2 => avx2::pv_tile::<2>(pt, ldp, v, at, d, e0),
+                        _ => avx2::pv_tile::<1>(pt, ldp, v, at, d, e0),
+                    }
+                }
+            }
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if wide(cpu) {
         for h0 in (0..nh).step_by(TILE) {
             let hn = TILE.min(nh - h0);
             for e0 in (0..d).step_by(PV_WIDTH) {
@@ -100,7 +158,7 @@ pub(crate) fn pv(p: &[f32], ldp: usize, v: &[&[f32]], acc: &mut [f32], d: usize,
         }
         return;
     }
-    unreachable!("flash_attn_simd::pv called without AVX-512F");
+    unreachable!("flash_attn_simd::pv called without AVX2 or AVX-512F");
 }
 
 /// One PV tile: heads `0..HN` of `p`/`acc`, columns `e0..e0 + 16·R`.
@@ -139,6 +197,100 @@ unsafe fn pv_tile<const HN: usize, const R: usize>(
         for (c, a) in a.iter().enumerate() {
             // SAFETY: as for the loads above.
             unsafe { _mm512_storeu_ps(ap.add(h * d + e0 + 16 * c), *a) };
+        }
+    }
+}
+
+/// The AVX2 tiles (sixteen 256-bit registers: smaller tiles than AVX-512's).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// Heads per QK tile (8 accumulators, 4 q and 2 k vectors live).
+    pub(super) const QK_HEADS: usize = 4;
+    /// Keys per QK tile.
+    pub(super) const QK_KEYS: usize = 2;
+    /// Heads per PV tile (16 floats of the head dimension each: 8 accumulators).
+    pub(super) const PV_HEADS: usize = 4;
+
+    /// One QK tile: up to four q rows against up to two k rows (missing ones read as the
+    /// first row and are discarded by the caller).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; every row has at least `d` floats, `d` a multiple of 8.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn qk_tile(
+        q: &[&[f32]],
+        k: &[&[f32]],
+        d: usize,
+    ) -> [[f32; QK_KEYS]; QK_HEADS] {
+        let qp: [*const f32; QK_HEADS] = std::array::from_fn(|i| q[i.min(q.len() - 1)].as_ptr());
+        let kp: [*const f32; QK_KEYS] = std::array::from_fn(|i| k[i.min(k.len() - 1)].as_ptr());
+        let mut acc = [[_mm256_setzero_ps(); QK_KEYS]; QK_HEADS];
+        for e in (0..d).step_by(8) {
+            // SAFETY: e + 8 ≤ d and every row has ≥ d floats (the caller's contract).
+            let (qv, kv): ([__m256; QK_HEADS], [__m256; QK_KEYS]) = unsafe {
+                (
+                    std::array::from_fn(|i| _mm256_loadu_ps(qp[i].add(e))),
+                    std::array::from_fn(|i| _mm256_loadu_ps(kp[i].add(e))),
+                )
+            };
+            for (a, qv) in acc.iter_mut().zip(&qv) {
+                for (a, kv) in a.iter_mut().zip(&kv) {
+                    *a = _mm256_fmadd_ps(*qv, *kv, *a);
+                }
+            }
+        }
+        acc.map(|row| row.map(|a| hsum(a)))
+    }
+
+    /// The sum of a vector's eight lanes.
+    #[target_feature(enable = "avx2,fma")]
+    fn hsum(a: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
+    }
+
+    /// One PV tile: heads `0..HN` of `p`/`acc`, columns `e0..e0 + 16`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `HN` heads of `p` (stride `ldp`, `v.len()` keys) and
+    /// of `acc` (stride `d`) and columns `e0..e0 + 16` of `acc` and of every `v` row exist.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn pv_tile<const HN: usize>(
+        p: &[f32],
+        ldp: usize,
+        v: &[&[f32]],
+        acc: &mut [f32],
+        d: usize,
+        e0: usize,
+    ) {
+        let ap = acc.as_mut_ptr();
+        let mut a = [[_mm256_setzero_ps(); 2]; HN];
+        for (h, a) in a.iter_mut().enumerate() {
+            for (c, a) in a.iter_mut().enumerate() {
+                // SAFETY: h < HN and e0 + 8c + 8 ≤ e0 + 16 ≤ d: inside `acc`.
+                *a = unsafe { _mm256_loadu_ps(ap.add(h * d + e0 + 8 * c)) };
+            }
+        }
+        for (j, row) in v.iter().enumerate() {
+            let rp = row.as_ptr();
+            // SAFETY: e0 + 16 ≤ d ≤ the row's length.
+            let vv: [__m256; 2] =
+                std::array::from_fn(|c| unsafe { _mm256_loadu_ps(rp.add(e0 + 8 * c)) });
+            for (h, a) in a.iter_mut().enumerate() {
+                let pb = _mm256_set1_ps(p[h * ldp + j]);
+                for (a, vv) in a.iter_mut().zip(&vv) {
+                    *a = _mm256_fmadd_ps(pb, *vv, *a);
+                }
+            }
+        }
+        for (h, a) in a.iter().enumerate() {
+            for (c, a) in a.iter().enumerate() {
+                // SAFETY: as for the loads above.
+                unsafe { _mm256_storeu_ps(ap.add(h * d + e0 + 8 * c), *a) };
+            }
         }
     }
 }
