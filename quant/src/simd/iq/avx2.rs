@@ -104,11 +104,11 @@ macro_rules! ls43 {
     }};
 }
 
-/// Group `g` of an IQ2_XXS block as 32 unsigned bytes (signed grid values + [`IQ2_OFFSET`])
-/// and its scale 2·s + 1: the four grid rows and sign masks, `vpsignb`, the offset.
+/// Group `g` of an IQ2_XXS block: its four grid rows, its four ±1 sign masks (the second
+/// operand of `vpsignb`) and its scale 2·s + 1.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn iq2_group(x: &BlockIQ2XXS, g: usize) -> (__m256i, i16) {
+fn iq2_lookup(x: &BlockIQ2XXS, g: usize) -> (__m256i, __m256i, i16) {
     let q = &x.qs[8 * g..8 * g + 8];
     let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
     let grid = rows4!(
@@ -123,11 +123,20 @@ fn iq2_group(x: &BlockIQ2XXS, g: usize) -> (__m256i, i16) {
         SIGN_MASKS[((a1 >> 14) & 127) as usize],
         SIGN_MASKS[((a1 >> 21) & 127) as usize],
     );
+    (grid, signs, (2 * (a1 >> 28) + 1) as i16)
+}
+
+/// Group `g` of an IQ2_XXS block as 32 unsigned bytes (signed grid values + [`IQ2_OFFSET`])
+/// and its scale: [`iq2_lookup`], `vpsignb`, the offset.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn iq2_group(x: &BlockIQ2XXS, g: usize) -> (__m256i, i16) {
+    let (grid, signs, ls) = iq2_lookup(x, g);
     let v = _mm256_add_epi8(
         _mm256_sign_epi8(grid, signs),
         _mm256_set1_epi8(IQ2_OFFSET as i8),
     );
-    (v, (2 * (a1 >> 28) + 1) as i16)
+    (v, ls)
 }
 
 /// IQ2_XXS · Q8_K with AVX2.
@@ -137,21 +146,8 @@ unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     for (x, y) in view::<BlockIQ2XXS>(w).iter().zip(view::<BlockQ8K>(a)) {
         let mut acc = _mm256_setzero_si256();
         for g in 0..8 {
-            let q = &x.qs[8 * g..8 * g + 8];
-            let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
-            let ls = _mm256_set1_epi16((2 * (a1 >> 28) + 1) as i16);
-            let grid = rows4!(
-                IQ2XXS_GRID[q[0] as usize],
-                IQ2XXS_GRID[q[1] as usize],
-                IQ2XXS_GRID[q[2] as usize],
-                IQ2XXS_GRID[q[3] as usize],
-            );
-            let signs = rows4!(
-                SIGN_MASKS[(a1 & 127) as usize],
-                SIGN_MASKS[((a1 >> 7) & 127) as usize],
-                SIGN_MASKS[((a1 >> 14) & 127) as usize],
-                SIGN_MASKS[((a1 >> 21) & 127) as usize],
-            );
+            let (grid, signs, ls) = iq2_lookup(x, g);
+            let ls = _mm256_set1_epi16(ls);
             let sy = _mm256_sign_epi8(y32!(y, g), signs);
             // grid bytes ≤ 43 are unsigned: |pair| ≤ 2·43·127, no i16 overflow
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(grid, sy), ls));

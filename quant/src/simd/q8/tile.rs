@@ -130,14 +130,28 @@ pub(crate) mod x86 {
     use crate::blocks::view;
     use std::arch::x86_64::*;
 
-    /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count.
-    pub(crate) fn tile_entry(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]) {
+    /// The shapes every tile on raw Q8_0 rows checks before its kernel runs (this one and
+    /// the AVX2 one): row and column counts, panel, output and row lengths. Returns the
+    /// block count.
+    pub(crate) fn check_raw(
+        n: usize,
+        rows: &[&[u8]],
+        panel: &[u8],
+        cols: usize,
+        out: &[f32],
+    ) -> usize {
         let nb = n / 32;
         assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
         assert!((1..=TILE_COLS).contains(&cols), "tile columns");
         assert_eq!(panel.len(), super::panel_bytes(n, cols), "panel length");
         assert_eq!(out.len(), rows.len() * cols, "tile output length");
         assert!(rows.iter().all(|r| r.len() == nb * 34), "weight row length");
+        nb
+    }
+
+    /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count.
+    pub(crate) fn tile_entry(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]) {
+        let nb = check_raw(n, rows, panel, cols, out);
         macro_rules! go {
             ($r:literal, $p:literal) => {{
                 let xs: [&[BlockQ8_0]; $r] = std::array::from_fn(|i| view::<BlockQ8_0>(rows[i]));

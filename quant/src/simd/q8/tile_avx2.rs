@@ -18,21 +18,12 @@
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
     use crate::blocks::{view, BlockQ8_0};
-    use crate::simd::q8::tile::{x86::finish, PAIR_BLOCK, TILE_COLS, TILE_ROWS};
+    use crate::simd::q8::tile::{x86::check_raw, x86::finish, PAIR_BLOCK};
     use std::arch::x86_64::*;
 
     /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count.
     pub(crate) fn tile_entry(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]) {
-        let nb = n / 32;
-        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
-        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
-        assert_eq!(
-            panel.len(),
-            super::super::tile::panel_bytes(n, cols),
-            "panel length"
-        );
-        assert_eq!(out.len(), rows.len() * cols, "tile output length");
-        assert!(rows.iter().all(|r| r.len() == nb * 34), "weight row length");
+        let nb = check_raw(n, rows, panel, cols, out);
         macro_rules! go {
             ($r:literal, $p:literal) => {{
                 let xs: [&[BlockQ8_0]; $r] = std::array::from_fn(|i| view::<BlockQ8_0>(rows[i]));
