@@ -1,6 +1,8 @@
 //! Register-tiled GEMM for the float weight types (F32, F16, BF16 against activations of the
 //! same type) for prompt chunks (AVX-512F): four weight rows × four activation columns per
-//! call, sixteen f32 lanes per register.
+//! call, sixteen f32 lanes per register. On AVX2 CPUs the same call runs `avx2`'s kernel:
+//! eight lanes, four rows × two columns per pass (sixteen 256-bit registers), the tail of a
+//! row converted into a zero-padded register; its bound has n/8 for n/16 below.
 //!
 //! Each element pair is converted to f32 exactly (F16 by `vcvtph2ps`, BF16 by a 16-bit
 //! shift) and multiplied-accumulated with one FMA per (row, column, 16 elements); the weight
@@ -24,6 +26,16 @@ pub const TILE_ROWS: usize = 4;
 
 /// Most activation columns in one tile call.
 pub const TILE_COLS: usize = 4;
+
+/// f32 lanes per accumulator of the tile kernels at `level` (16 with AVX-512, 8 with AVX2):
+/// the `L` of the error bound (n/L + 4)·2⁻²⁴·Σ|w·a|.
+pub fn lanes(level: crate::simd::CpuLevel) -> usize {
+    if level >= crate::simd::CpuLevel::Avx512 {
+        16
+    } else {
+        8
+    }
+}
 
 /// A tile kernel: `out[r * cols + c] ≈ dot(n, rows[r], acts[c])` for up to [`TILE_ROWS`]
 /// rows and [`TILE_COLS`] columns of `n` elements (see the module docs for the error bound).
@@ -222,5 +234,127 @@ pub(crate) mod x86 {
             i += 16;
         }
         reduce(&acc)
+    }
+}
+
+/// The AVX2 float tiles (see the module docs).
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2 {
+    use super::{TILE_COLS, TILE_ROWS};
+    use crate::scalar::le_f16;
+    use std::arch::x86_64::*;
+
+    const F32: u8 = 0;
+    const F16: u8 = 1;
+    const BF16: u8 = 2;
+
+    macro_rules! entries {
+        ($($name:ident => $k:expr, $size:expr;)*) => {$(
+            /// Safe entry: checks the shapes, then runs the kernel.
+            pub(crate) fn $name(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+                let cols = acts.len();
+                assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
+                assert!((1..=TILE_COLS).contains(&cols), "tile columns");
+                assert_eq!(out.len(), rows.len() * cols, "tile output length");
+                assert!(
+                    rows.iter().chain(acts).all(|r| r.len() == n * $size),
+                    "row length"
+                );
+                // SAFETY: `table::kernels` hands the entries out only after checking AVX2,
+                // FMA and F16C; every row holds `n` elements (checked above).
+                unsafe { tile::<{ $k }>(n, rows, acts, out) }
+            }
+        )*};
+    }
+    entries! {
+        tile_f32_entry => F32, 4;
+        tile_f16_entry => F16, 2;
+        tile_bf16_entry => BF16, 2;
+    }
+
+    /// Eight elements from element `i` of `b` as f32 (exact); `i + 8 ≤` the row's elements.
+    ///
+    /// # Safety
+    /// The features of [`tile`]; elements `i..i + 8` are inside `b`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn load<const K: u8>(b: &[u8], i: usize) -> __m256 {
+        match K {
+            // SAFETY: 32 bytes at 4i, inside `b` (the caller's contract; unaligned load).
+            F32 => unsafe { _mm256_loadu_ps(b.as_ptr().add(4 * i).cast()) },
+            F16 => {
+                // SAFETY: 16 bytes at 2i, inside `b`.
+                let h = unsafe { _mm_loadu_si128(b.as_ptr().add(2 * i).cast()) };
+                _mm256_cvtph_ps(h)
+            }
+            _ => {
+                // SAFETY: as for F16.
+                let h = unsafe { _mm_loadu_si128(b.as_ptr().add(2 * i).cast()) };
+                _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+            }
+        }
+    }
+
+    /// Element `i` of `b` as f32 (exact).
+    fn scalar<const K: u8>(b: &[u8], i: usize) -> f32 {
+        match K {
+            F32 => f32::from_le_bytes(b[4 * i..4 * i + 4].try_into().expect("4 bytes")),
+            F16 => le_f16([b[2 * i], b[2 * i + 1]]),
+            _ => f32::from_bits(u32::from(u16::from_le_bytes([b[2 * i], b[2 * i + 1]])) << 16),
+        }
+    }
+
+    /// The last `n mod 8` elements of `b` (from element `i`) as f32, zero-padded to eight.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn tail<const K: u8>(b: &[u8], i: usize, n: usize) -> __m256 {
+        let mut t = [0f32; 8];
+        for (k, v) in t.iter_mut().enumerate().take(n - i) {
+            *v = scalar::<K>(b, i + k);
+        }
+        // SAFETY: `t` is 32 readable bytes (unaligned load).
+        unsafe { _mm256_loadu_ps(t.as_ptr()) }
+    }
+
+    /// `out[r·C + c]` for every row and column: four rows × two columns per pass over the
+    /// elements, eight f32 lanes per accumulator, each accumulator's lanes added in f64.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; every row holds `n` elements of format `K`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile<const K: u8>(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+        let (nr, nc) = (rows.len(), acts.len());
+        let whole = n - n % 8;
+        for c0 in (0..nc).step_by(2) {
+            let cs = [acts[c0], acts[(c0 + 1).min(nc - 1)]];
+            let mut acc = [[_mm256_setzero_ps(); 2]; TILE_ROWS];
+            let step =
+                |acc: &mut [[__m256; 2]; TILE_ROWS], w: [__m256; TILE_ROWS], a: [__m256; 2]| {
+                    for (acc, w) in acc.iter_mut().zip(w).take(nr) {
+                        for (acc, a) in acc.iter_mut().zip(a) {
+                            *acc = _mm256_fmadd_ps(w, a, *acc);
+                        }
+                    }
+                };
+            for i in (0..whole).step_by(8) {
+                // SAFETY: i + 8 ≤ n: elements i..i + 8 are inside every row.
+                let w = std::array::from_fn(|r| unsafe { load::<K>(rows[r.min(nr - 1)], i) });
+                // SAFETY: as above.
+                let a = std::array::from_fn(|c| unsafe { load::<K>(cs[c], i) });
+                step(&mut acc, w, a);
+            }
+            if whole < n {
+                let w = std::array::from_fn(|r| tail::<K>(rows[r.min(nr - 1)], whole, n));
+                let a = std::array::from_fn(|c| tail::<K>(cs[c], whole, n));
+                step(&mut acc, w, a);
+            }
+            for (r, acc) in acc.iter().enumerate().take(nr) {
+                for (c, v) in acc.iter().enumerate().take(nc - c0) {
+                    let mut l = [0f32; 8];
+                    // SAFETY: `l` has room for 8 f32.
+                    unsafe { _mm256_storeu_ps(l.as_mut_ptr(), *v) };
+                    out[r * nc + c0 + c] = l.iter().map(|&x| f64::from(x)).sum::<f64>() as f32;
+                }
+            }
+        }
     }
 }
