@@ -322,8 +322,7 @@ static X86: &[Row] = &[
     // float types: f32 accumulation, within the reordering bound of `avx2_float`
     Row::new(DType::F32, Avx2)
         .dot("avx2", f2::dot_f32_avx2_entry)
-        .rows("avx2", f2::dot_f32_avx2_rows_entry)
-        .tile("avx2", Tile::Float(tile_float::avx2::tile_f32_entry)),
+        .rows("avx2", f2::dot_f32_avx2_rows_entry),
     Row::new(DType::F32, Avx512)
         .dot("avx512", f5::dot_f32_avx512_entry)
         .rows("avx512", f5::dot_f32_avx512_rows_entry)
