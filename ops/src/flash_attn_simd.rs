@@ -47,33 +47,37 @@ pub(crate) fn qk(
     assert!(q.iter().chain(k).all(|r| r.len() >= d));
     #[cfg(target_arch = "x86_64")]
     if available(cpu) && !wide(cpu) {
-        for (h0, qc) in q.chunks(avx2::QK_HEADS).enumerate() {
-            for (j0, kc) in k.chunks(avx2::QK_KEYS).enumerate() {
-                // SAFETY: AVX2 and FMA were detected; every row has ≥ d floats (asserted).
-                let t = unsafe { avx2::qk_tile(qc, kc, d) };
-                for (hi, row) in t.iter().enumerate().take(qc.len()) {
-                    let base = (avx2::QK_HEADS * h0 + hi) * lds + avx2::QK_KEYS * j0;
-                    s[base..base + kc.len()].copy_from_slice(&row[..kc.len()]);
-                }
-            }
-        }
+        // SAFETY: AVX2 and FMA were detected; every row has ≥ d floats (asserted).
+        qk_tiles(q, k, s, lds, |qc, kc| unsafe { avx2::qk_tile(qc, kc, d) });
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if wide(cpu) {
-        for (h0, qc) in q.chunks(TILE).enumerate() {
-            for (j0, kc) in k.chunks(TILE).enumerate() {
-                // SAFETY: AVX-512F was detected; every row has ≥ d floats (asserted).
-                let t = unsafe { qk_tile(qc, kc, d) };
-                for (hi, row) in t.iter().enumerate().take(qc.len()) {
-                    let base = (TILE * h0 + hi) * lds + TILE * j0;
-                    s[base..base + kc.len()].copy_from_slice(&row[..kc.len()]);
-                }
-            }
-        }
+        // SAFETY: AVX-512F was detected; every row has ≥ d floats (asserted).
+        qk_tiles(q, k, s, lds, |qc, kc| unsafe { qk_tile(qc, kc, d) });
         return;
     }
     unreachable!("flash_attn_simd::qk called without AVX2 or AVX-512F");
+}
+
+/// `S = Q·Kᵀ` tile by tile: `tile` gives an `H` heads × `K` keys tile (up to `H` q rows and
+/// `K` k rows), whose valid part is copied into `s` (stride `lds`).
+fn qk_tiles<const H: usize, const K: usize>(
+    q: &[&[f32]],
+    k: &[&[f32]],
+    s: &mut [f32],
+    lds: usize,
+    tile: impl Fn(&[&[f32]], &[&[f32]]) -> [[f32; K]; H],
+) {
+    for (h0, qc) in q.chunks(H).enumerate() {
+        for (j0, kc) in k.chunks(K).enumerate() {
+            let t = tile(qc, kc);
+            for (hi, row) in t.iter().enumerate().take(qc.len()) {
+                let base = (H * h0 + hi) * lds + K * j0;
+                s[base..base + kc.len()].copy_from_slice(&row[..kc.len()]);
+            }
+        }
+    }
 }
 
 /// One QK tile: up to four q rows against up to four k rows (missing ones read as the first

@@ -41,13 +41,25 @@ pub fn lanes(level: crate::simd::CpuLevel) -> usize {
     }
 }
 
+/// The shapes every float tile checks before its kernel runs: row and column counts, output
+/// length, and `n` elements of `size` bytes in every row.
+#[cfg(target_arch = "x86_64")]
+fn check(n: usize, size: usize, rows: &[&[u8]], acts: &[&[u8]], out: &[f32]) {
+    assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
+    assert!((1..=TILE_COLS).contains(&acts.len()), "tile columns");
+    assert_eq!(out.len(), rows.len() * acts.len(), "tile output length");
+    assert!(
+        rows.iter().chain(acts).all(|r| r.len() == n * size),
+        "row length"
+    );
+}
+
 /// A tile kernel: `out[r * cols + c] ≈ dot(n, rows[r], acts[c])` for up to [`TILE_ROWS`]
 /// rows and [`TILE_COLS`] columns of `n` elements (see the module docs for the error bound).
 pub type TileFn = fn(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]);
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
-    use super::{TILE_COLS, TILE_ROWS};
     use std::arch::x86_64::*;
 
     /// Element formats (the `K` parameter of the kernel).
@@ -78,14 +90,8 @@ pub(crate) mod x86 {
     const BF16_DP: u8 = 3;
 
     fn run<const K: u8>(n: usize, size: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
+        super::check(n, size, rows, acts, out);
         let cols = acts.len();
-        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
-        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
-        assert_eq!(out.len(), rows.len() * cols, "tile output length");
-        assert!(
-            rows.iter().chain(acts).all(|r| r.len() == n * size),
-            "row length"
-        );
         macro_rules! go {
             ($($r:literal),*) => {
                 match (rows.len(), cols) {
@@ -244,7 +250,7 @@ pub(crate) mod x86 {
 /// The AVX2 float tiles (see the module docs).
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
-    use super::{TILE_COLS, TILE_ROWS};
+    use super::TILE_ROWS;
     use crate::scalar::le_f16;
     use std::arch::x86_64::*;
 
@@ -256,14 +262,7 @@ pub(crate) mod avx2 {
         ($($name:ident => $k:expr, $size:expr;)*) => {$(
             /// Safe entry: checks the shapes, then runs the kernel.
             pub(crate) fn $name(n: usize, rows: &[&[u8]], acts: &[&[u8]], out: &mut [f32]) {
-                let cols = acts.len();
-                assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
-                assert!((1..=TILE_COLS).contains(&cols), "tile columns");
-                assert_eq!(out.len(), rows.len() * cols, "tile output length");
-                assert!(
-                    rows.iter().chain(acts).all(|r| r.len() == n * $size),
-                    "row length"
-                );
+                super::check(n, $size, rows, acts, out);
                 // SAFETY: `table::kernels` hands the entries out only after checking AVX2,
                 // FMA and F16C; every row holds `n` elements (checked above).
                 unsafe { tile::<{ $k }>(n, rows, acts, out) }
