@@ -8,7 +8,7 @@
 use crate::adapt::Adapt;
 use crate::barrier::{Barrier, Gate};
 use crate::profiler::{ProfileOutput, Profiler, ThreadTimes};
-use graph::{Graph, Location, NodeKind, Plan, PlanOptions, TensorDesc, TensorId};
+use graph::{Graph, Location, NodeKind, Op, Plan, PlanOptions, TensorDesc, TensorId};
 use ops::{KernelCx, Scratch, TensorMut, TensorRef};
 use quant::simd::{CpuLevel, Kernels};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -264,6 +264,7 @@ fn run_steps(
         let NodeKind::Op { op, srcs } = &node.kind else {
             continue;
         };
+        let srcs_ids = &srcs[..];
         let view = |id: TensorId| -> TensorRef<'_> {
             let d = graph.desc(id);
             match plan.location(id) {
@@ -311,6 +312,7 @@ fn run_steps(
             scratch,
             kernels: kernels[si].as_ref(),
             cpu: job.cpu,
+            experts: paged_experts(graph, plan, op, srcs_ids),
         };
         if job.reference {
             ops::run_reference(op, &mut cx, &dst, srcs);
@@ -328,6 +330,25 @@ fn run_steps(
     }
     step_barrier.wait();
     let _ = job.profile;
+}
+
+/// The expert source of a MUL_MAT_ID node's weight, when its experts are paged.
+fn paged_experts<'g>(
+    graph: &'g Graph,
+    plan: &Plan,
+    op: &Op,
+    srcs: &[TensorId],
+) -> Option<&'g dyn graph::ExpertSource> {
+    if !matches!(op, Op::MulMatId(_)) {
+        return None;
+    }
+    match plan.location(*srcs.first()?) {
+        Location::Weight { root, .. } => match &graph.node(root).kind {
+            NodeKind::Weight(w) => w.experts(),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 impl Executor {

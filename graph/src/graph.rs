@@ -3,6 +3,7 @@
 //! sources that already exist.
 
 use crate::error::GraphError;
+use crate::experts::ExpertSource;
 use crate::op::Op;
 use crate::tensor::TensorDesc;
 use std::collections::HashMap;
@@ -26,6 +27,8 @@ pub struct WeightData {
     owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
     offset: usize,
     len: usize,
+    /// Where MUL_MAT_ID takes the experts' bytes instead, when they are paged.
+    experts: Option<Arc<dyn ExpertSource>>,
 }
 
 impl std::fmt::Debug for WeightData {
@@ -45,7 +48,12 @@ impl WeightData {
         if end > (*owner).as_ref().len() {
             return None;
         }
-        Some(WeightData { owner, offset, len })
+        Some(WeightData {
+            owner,
+            offset,
+            len,
+            experts: None,
+        })
     }
     /// An owned copy (tests, small tensors).
     pub fn from_vec(v: Vec<u8>) -> WeightData {
@@ -54,7 +62,18 @@ impl WeightData {
             owner: Arc::new(v),
             offset: 0,
             len,
+            experts: None,
         }
+    }
+    /// The same bytes, with routed experts that MUL_MAT_ID reads through `src` (the bytes
+    /// stay valid for everything else but their experts' pages are not touched).
+    pub fn with_experts(mut self, src: Arc<dyn ExpertSource>) -> WeightData {
+        self.experts = Some(src);
+        self
+    }
+    /// The expert source, if the experts are paged.
+    pub fn experts(&self) -> Option<&dyn ExpertSource> {
+        self.experts.as_deref()
     }
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {

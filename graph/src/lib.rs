@@ -16,6 +16,7 @@
 //! The op list is [`for_each_op!`]; `fathom-ops` turns the same list into kernel dispatch.
 
 pub mod error;
+pub mod experts;
 pub mod graph;
 pub mod knobs;
 pub mod op;
@@ -23,6 +24,7 @@ pub mod plan;
 pub mod tensor;
 
 pub use error::GraphError;
+pub use experts::{ExpertBytes, ExpertSource, Pinned};
 pub use graph::{Graph, Node, NodeKind, TensorId, WeightData};
 pub use op::{Access, Op, OpDef, OpKind};
 pub use plan::{Location, Plan, PlanOptions, Step};

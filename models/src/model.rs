@@ -250,6 +250,12 @@ pub trait Model: Send + std::fmt::Debug {
         None
     }
 
+    /// The expert cache its routed experts are read through, if any
+    /// ([`LoadOptions::experts`]). Default: `None`.
+    fn expert_cache(&self) -> Option<&crate::weights::ExpertCache> {
+        None
+    }
+
     /// Reads the weights every token uses into memory (a mapped file is otherwise paged in
     /// by the first tokens), calling `progress(done, total)` as it goes. Default: nothing.
     fn preload(&self, progress: &mut dyn FnMut(u64, u64)) {
@@ -278,6 +284,9 @@ pub struct LoadOptions {
     pub exec: ExecConfig,
     /// Context length (`None`: [`DEFAULT_CTX`], at most the trained context).
     pub ctx: Option<usize>,
+    /// Routed experts read from disk into a RAM-budgeted cache instead of used from the
+    /// memory map (GGUF files; `None`: from the map).
+    pub experts: Option<crate::weights::ExpertCacheConfig>,
 }
 
 impl LoadOptions {

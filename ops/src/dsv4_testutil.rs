@@ -61,6 +61,7 @@ pub(crate) fn run<K: CpuKernel>(
                 scratch: &mut scratch,
                 kernels: None,
                 cpu: quant::simd::CpuLevel::detect(),
+                experts: None,
             };
             if forward {
                 op.forward(&mut cx, &dst, &refs);
@@ -84,6 +85,7 @@ pub(crate) fn run_one<K: CpuKernel>(op: &K, dst: &TensorMut, srcs: &[TensorRef],
         scratch: &mut scratch,
         kernels: None,
         cpu: quant::simd::CpuLevel::detect(),
+        experts: None,
     };
     if forward {
         op.forward(&mut cx, dst, srcs);

@@ -139,6 +139,7 @@ mod tests {
                 scratch: &mut s,
                 kernels: None,
                 cpu: quant::simd::CpuLevel::detect(),
+                experts: None,
             },
             &dst,
             &srcs,

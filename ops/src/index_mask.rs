@@ -66,6 +66,7 @@ mod tests {
                 scratch: &mut s,
                 kernels: None,
                 cpu: quant::simd::CpuLevel::detect(),
+                experts: None,
             },
             &dst,
             &src,

@@ -59,6 +59,7 @@ pub trait CpuKernel: OpDef {
                 scratch: cx.scratch,
                 kernels: cx.kernels,
                 cpu: cx.cpu,
+                experts: cx.experts,
             };
             self.reference(&mut one, dst, srcs);
         }

@@ -136,6 +136,17 @@ impl<'a> WeightRows<'a> {
         }
     }
 
+    /// The matrix of `w`'s layout whose bytes are `bytes` (an expert paged in by an
+    /// [`graph::ExpertSource`]).
+    pub(crate) fn of_bytes(w: &TensorRef, bytes: &'a [u8]) -> WeightRows<'a> {
+        WeightRows {
+            bytes,
+            base: 0,
+            stride: w.desc.nb[1],
+            len: w.desc.row_bytes(),
+        }
+    }
+
     /// The matrix of `w` that activation batch `b` of `x` multiplies (batches broadcast).
     fn of_batch(w: &TensorRef<'a>, x: &TensorRef, b: usize) -> WeightRows<'a> {
         let (b2, b3) = (b % x.desc.ne[2], b / x.desc.ne[2]);

@@ -14,7 +14,7 @@ use crate::case::CaseBuilder;
 use crate::mul_mat::WeightRows;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
-use graph::{TensorDesc, WeightData};
+use graph::{Pinned, TensorDesc, WeightData};
 use quant::simd::iq::{amx as tile_amx, tile as tile_grid};
 use quant::simd::Tile;
 use quant::DType;
@@ -192,7 +192,7 @@ fn group_panels_bytes(s: &Shape, amx: bool) -> usize {
     vnni.max(amx)
 }
 
-/// Output columns `cols` of every output row in `group` (the rows routed to expert `e`) with
+/// Output columns `cols` of every output row in `group` (the rows routed to expert `rows`) with
 /// the AMX grid GEMM: the item's weight rows (at most [`CHUNK`] = [`tile_amx::TILE_ROWS`])
 /// are expanded (`tile_grid`'s expander into `tmp`) and split into their AMX form in `ex`
 /// (or, with a direct expander, written in that form at once), then multiplied against up
@@ -208,8 +208,7 @@ fn expert_tiles_amx(
         tile_grid::ExpandFn,
     ),
     s: &Shape,
-    w: &TensorRef,
-    e: usize,
+    rows: &WeightRows,
     cols: std::ops::Range<usize>,
     group: &[u32],
     panels: &[u8],
@@ -218,7 +217,6 @@ fn expert_tiles_amx(
 ) {
     let ab = tile_amx::amx_bytes(s.k);
     let nr = cols.len();
-    let rows = expert_rows(w, e);
     for (i, buf) in ex.chunks_exact_mut(ab).take(nr).enumerate() {
         let row = rows.row(cols.start + i);
         match direct {
@@ -247,7 +245,7 @@ fn expert_tiles_amx(
 }
 
 /// Output columns `cols` of every output row in `group` (the `(token, slot)` rows routed to
-/// expert `e`) with the tiled grid GEMM (IQ2_XXS, IQ1_S): the item's weight rows (at most
+/// expert `rows`) with the tiled grid GEMM (IQ2_XXS, IQ1_S): the item's weight rows (at most
 /// [`CHUNK`]) are expanded into `ex`, then multiplied four at a time against up to eight
 /// of the group's activations per call, chunk by chunk of the group, whose packed panels
 /// ([`pack_group_panels`]) are in `panels` (the reference's bits).
@@ -255,8 +253,7 @@ fn expert_tiles_amx(
 fn expert_tiles(
     (tile, expand): (tile_grid::TileFn, tile_grid::ExpandFn),
     s: &Shape,
-    w: &TensorRef,
-    e: usize,
+    rows: &WeightRows,
     cols: std::ops::Range<usize>,
     group: &[u32],
     q: &[u8],
@@ -270,7 +267,6 @@ fn expert_tiles(
     // every row of the item is expanded first, then each chunk's panel (32 KiB at K = 4096)
     // stays in L1 while the item's expanded rows stream past it: less L2 traffic than
     // re-reading the panel for every four rows
-    let rows = expert_rows(w, e);
     for (i, buf) in ex.chunks_exact_mut(eb).take(cols.len()).enumerate() {
         expand(rows.row(cols.start + i), buf);
     }
@@ -297,6 +293,15 @@ fn expert_tiles(
             }
             n0 += nr;
         }
+    }
+}
+
+/// NaN in columns `cols` of the output rows of `group`, whose paged expert could not be
+/// read (the source reports why after the run).
+fn unreadable(dst: &TensorMut, group: &[u32], cols: std::ops::Range<usize>) {
+    for &j in group {
+        dst.row_range_f32_mut(j as usize, cols.clone())
+            .fill(f32::NAN);
     }
 }
 
@@ -389,7 +394,18 @@ impl CpuKernel for MulMatId {
                 let Route::Expert(e) = r else { unreachable!() };
                 let qa = act(q, &s, j);
                 let mask = srcs.get(3).map(|m| m.row_f32(j));
-                let rows = expert_rows(w, e);
+                let pin = cx.experts.map(|src| {
+                    src.request(&[e as u32]);
+                    src.pin(e)
+                });
+                let rows = match &pin {
+                    None => expert_rows(w, e),
+                    Some(Some(p)) => WeightRows::of_bytes(w, p.bytes()),
+                    Some(None) => {
+                        dst.row_f32_mut(j).fill(f32::NAN);
+                        continue;
+                    }
+                };
                 for (n, o) in dst.row_f32_mut(j).iter_mut().enumerate() {
                     *o = if mask.is_some_and(|m| m[n] == 0.0) {
                         0.0
@@ -455,7 +471,13 @@ impl CpuKernel for MulMatId {
         if cx.ith == 0 {
             self.evaluated
                 .fetch_add(bk.rows.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            if let Some(src) = cx.experts {
+                src.request(bk.active);
+            }
         }
+        // a paged expert stays pinned while this thread claims items of it (items come
+        // expert by expert)
+        let mut pin: Option<Pinned> = None;
         quantize_all(x, &s, q);
         // one token (decode): four rows per kernel call, in longer chunks for short rows,
         // halved while the active experts would give fewer than four items per thread
@@ -473,7 +495,23 @@ impl CpuKernel for MulMatId {
                 let c = item % nchunks;
                 let cols = c * chunk..((c + 1) * chunk).min(s.n);
                 let group = &bk.rows[bk.start[e] as usize..bk.start[e + 1] as usize];
-                let wrows = expert_rows(w, e);
+                let wrows = match cx.experts {
+                    None => expert_rows(w, e),
+                    Some(src) => {
+                        if pin.as_ref().map(Pinned::expert) != Some(e) {
+                            // the previous expert is released before waiting for this one
+                            drop(pin.take());
+                            pin = src.pin(e);
+                        }
+                        match &pin {
+                            Some(p) => WeightRows::of_bytes(w, p.bytes()),
+                            None => {
+                                unreadable(dst, group, cols);
+                                continue;
+                            }
+                        }
+                    }
+                };
                 // (a group longer than the token count — an expert chosen twice by one token —
                 // would not fit the panel scratch; it takes the multi-column path; the expansion
                 // scratch holds `CHUNK` rows)
@@ -497,8 +535,7 @@ impl CpuKernel for MulMatId {
                             expert_tiles_amx(
                                 (tile, kind, split, direct, vnni.1),
                                 &s,
-                                w,
-                                e,
+                                &wrows,
                                 cols,
                                 group,
                                 panels,
@@ -507,7 +544,7 @@ impl CpuKernel for MulMatId {
                             );
                         }
                         Grid::Amx { vnni, .. } | Grid::Vnni(vnni) => {
-                            expert_tiles(vnni, &s, w, e, cols, group, q, panels, ex, dst)
+                            expert_tiles(vnni, &s, &wrows, cols, group, q, panels, ex, dst)
                         }
                     }
                     continue;

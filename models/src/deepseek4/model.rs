@@ -12,8 +12,11 @@ use crate::model::{
     LoadOptions, Logits, Model, ModelError, ModelInfo, MoeShape, StateTensor, WeightBytes,
 };
 use crate::tokenizer::Tokenizer;
+use crate::weights::experts::ExpertCacheError;
 use crate::weights::policy::{Fp8Policy, StOptions};
-use crate::weights::{ForwardError, GgufWeights, WeightMemo, Weights};
+use crate::weights::{
+    ExpertCache, ExpertCacheConfig, ForwardError, GgufWeights, PagedSources, WeightMemo, Weights,
+};
 use graph::knobs::MoeKnobs;
 use graph::Graph;
 use std::path::Path;
@@ -41,6 +44,8 @@ pub struct DeepSeek4 {
     gguf: Option<(Arc<GgufFile>, crate::weights::Repack, quant::simd::CpuLevel)>,
     /// What the checkpoint's conversions will own (see [`Model::converted_bytes`]).
     converted: Option<ConvertedBytes>,
+    /// The cache the routed experts are read through ([`LoadOptions::experts`]).
+    experts: Option<ExpertCache>,
 }
 
 impl std::fmt::Debug for DeepSeek4 {
@@ -89,6 +94,7 @@ impl DeepSeek4 {
             tokenizer,
             gguf: None,
             converted: None,
+            experts: None,
         }
     }
 
@@ -171,9 +177,19 @@ impl DeepSeek4 {
         }
         let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| e.to_string());
         let level = opts.exec.cpu;
-        let w = GgufWeights::with_repack_at(file.clone(), opts.repack, level);
+        let mut w = GgufWeights::with_repack_at(file.clone(), opts.repack, level);
+        let cache = match opts.experts {
+            Some(cfg) => {
+                let (cache, paged) = page_experts(&file, &hp, opts.repack, level, cfg)
+                    .map_err(|e| fail(e.to_string()))?;
+                w = w.with_paged_experts(paged);
+                Some(cache)
+            }
+            None => None,
+        };
         let mut m = DeepSeek4::new(hp, w, tokenizer);
         m.gguf = Some((file, opts.repack, level));
+        m.experts = cache;
         Ok(m)
     }
 
@@ -208,6 +224,42 @@ impl DeepSeek4 {
     }
 }
 
+/// An expert cache over the routed-expert tensors of `file` (each layer's gate, up and down
+/// stacks one group; tensors `repack` converts stay in memory), and each tensor's source.
+fn page_experts(
+    file: &GgufFile,
+    hp: &Hparams,
+    repack: crate::weights::Repack,
+    level: quant::simd::CpuLevel,
+    cfg: ExpertCacheConfig,
+) -> Result<(ExpertCache, PagedSources), ExpertCacheError> {
+    let cache = ExpertCache::new(cfg);
+    let mut paged = PagedSources::new();
+    let e = hp.n_expert.max(1) as u64;
+    for t in file.tensors() {
+        let Some((kind, Some(layer))) = tensors::parse(&t.name) else {
+            continue;
+        };
+        let row = t.ne.first().copied().unwrap_or(1);
+        if kind.role() != Role::Experts || repack.target_for(t.dtype, row, level).is_some() {
+            continue;
+        }
+        let shard = &file.shards()[t.shard];
+        let len = t.n_bytes / e;
+        let src = cache.add_tensor(
+            &t.name,
+            shard.path(),
+            shard.data_offset() + t.offset,
+            len,
+            len,
+            e as u32,
+            layer as u32,
+        )?;
+        paged.insert(t.name.clone(), src);
+    }
+    Ok((cache, paged))
+}
+
 impl Model for DeepSeek4 {
     fn info(&self) -> &ModelInfo {
         &self.info
@@ -215,6 +267,10 @@ impl Model for DeepSeek4 {
 
     fn converted_bytes(&self) -> Option<ConvertedBytes> {
         self.converted
+    }
+
+    fn expert_cache(&self) -> Option<&ExpertCache> {
+        self.experts.as_ref()
     }
 
     fn tokenizer(&self) -> Result<&Tokenizer, ModelError> {

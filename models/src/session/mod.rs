@@ -613,6 +613,10 @@ impl<M: Model + ?Sized> Session<M> {
             acc.runs += 1;
             acc.tokens += n_new as u64;
         }
+        // an expert that could not be read left NaN in its rows: the read error says why
+        if let Some(e) = self.model.expert_cache().and_then(|c| c.take_error()) {
+            return Err(SessionError::ExpertRead(e));
+        }
         // every step's logits are checked (for a chunk whose logits are not wanted, the last
         // position's, which every graph computes): a NaN anywhere upstream reaches them
         let logits = exec.output_f32(LOGITS)?;

@@ -6,7 +6,7 @@
 
 use super::{ForwardError, Weights};
 use crate::gguf::GgufFile;
-use graph::{Graph, TensorDesc, TensorId, WeightData};
+use graph::{ExpertSource, Graph, TensorDesc, TensorId, WeightData};
 use quant::simd::CpuLevel;
 use quant::DType;
 use std::collections::HashMap;
@@ -142,6 +142,8 @@ pub struct GgufWeights {
     level: CpuLevel,
     /// Repacked tensors by name, converted once and shared by every graph.
     repacked: HashMap<String, (DType, WeightData)>,
+    /// Expert tensors whose experts MUL_MAT_ID reads through an expert cache, by name.
+    paged: HashMap<String, Arc<dyn ExpertSource>>,
 }
 
 impl GgufWeights {
@@ -161,6 +163,7 @@ impl GgufWeights {
             repack: Repack::default(),
             level: CpuLevel::detect(),
             repacked: HashMap::new(),
+            paged: HashMap::new(),
         }
     }
 
@@ -177,6 +180,13 @@ impl GgufWeights {
             level,
             ..GgufWeights::new(file)
         }
+    }
+
+    /// Routes the experts of the tensors named in `paged` through their sources (an
+    /// [`super::ExpertCache`]); a tensor that is also repacked stays in memory instead.
+    pub fn with_paged_experts(mut self, paged: super::PagedSources) -> GgufWeights {
+        self.paged = paged;
+        self
     }
 
     /// The repacks asked for, and the level they are decided at.
@@ -208,6 +218,10 @@ impl Weights for GgufWeights {
         let data = WeightData::new(self.owners[info.shard].clone(), off, info.n_bytes as usize)
             .ok_or_else(|| ForwardError::Missing(format!("{name} (data outside its shard)")))?;
         let Some(to) = self.repack.target_for(info.dtype, info.ne[0], self.level) else {
+            let data = match self.paged.get(name) {
+                Some(src) => data.with_experts(src.clone()),
+                None => data,
+            };
             return Ok(Some(g.weight(name, desc, data)?));
         };
         let (dtype, data) = match self.repacked.get(name) {

@@ -5,10 +5,12 @@
 //! the official layout; [`WeightMemo`] lets one provider serve many graphs (one per chunk
 //! length) without asking it twice.
 
+pub mod experts;
 mod gguf;
 mod memo;
 pub mod policy;
 
+pub use experts::{ExpertCache, ExpertCacheConfig, ExpertCacheStats, PagedSources};
 pub use gguf::{GgufWeights, Repack};
 pub use memo::WeightMemo;
 pub use policy::StOptions;

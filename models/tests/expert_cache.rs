@@ -1,0 +1,138 @@
+//! The RAM-budgeted expert cache (`--ram`): a session whose routed experts are read from the
+//! GGUF file into a cache far smaller than one layer's experts gives the logits of the
+//! session that uses them from the memory map, bit for bit — prompt chunks (several tokens
+//! per expert, the tiled and multi-column kernels) and decode steps alike — and the cache
+//! counts its hits, misses and reads.
+
+use fathom_models::deepseek4::DeepSeek4;
+use fathom_models::gguf::GgufFile;
+use fathom_models::model::{LoadOptions, Model};
+use fathom_models::session::Session;
+use fathom_models::weights::ExpertCacheConfig;
+use std::sync::Arc;
+
+fn file(quant: &str) -> Arc<GgufFile> {
+    let p = format!(
+        "{}/tests/fixtures/dsv4-tiny/dsv4-tiny-{quant}.gguf",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    Arc::new(GgufFile::open(p).unwrap())
+}
+
+fn session(f: &Arc<GgufFile>, experts: Option<ExpertCacheConfig>, threads: usize) -> Session {
+    let opts = LoadOptions {
+        experts,
+        exec: backends::ExecConfig {
+            threads,
+            ..backends::ExecConfig::default()
+        },
+        ..LoadOptions::default()
+    };
+    let m = DeepSeek4::from_gguf(f.clone(), &opts).unwrap();
+    Session::new(Box::new(m) as Box<dyn Model>, opts.exec, 64).unwrap()
+}
+
+/// Greedy continuation: every step's logits as bits.
+fn greedy(s: &mut Session, prompt: &[u32], n: usize) -> Vec<Vec<u32>> {
+    let mut out = vec![s.prefill(prompt).unwrap()];
+    for _ in 0..n {
+        let last = out.last().unwrap();
+        let next = (0..last.len()).fold(0, |b, j| if last[j] > last[b] { j } else { b }) as u32;
+        out.push(s.decode(next).unwrap());
+    }
+    out.into_iter()
+        .map(|l| l.iter().map(|x| x.to_bits()).collect())
+        .collect()
+}
+
+/// Bytes of one layer's routed experts (gate, up and down stacks of layer 0).
+fn layer_expert_bytes(f: &GgufFile) -> u64 {
+    ["gate", "up", "down"]
+        .iter()
+        .map(|m| {
+            f.tensor(&format!("blk.0.ffn_{m}_exps.weight"))
+                .unwrap()
+                .n_bytes
+        })
+        .sum()
+}
+
+fn matches_with_a_small_cache(quant: &str, threads: usize) {
+    let f = file(quant);
+    // 11 tokens: several tokens per expert in the prompt chunk
+    let prompt: Vec<u32> = vec![0, 266, 85, 329, 66, 356, 329, 12, 85, 266, 7];
+    let want = greedy(&mut session(&f, None, threads), &prompt, 6);
+    let layer = layer_expert_bytes(&f);
+    let budget = layer / 4;
+    let cfg = ExpertCacheConfig {
+        budget,
+        io_threads: 2,
+        direct: true,
+    };
+    let mut s = session(&f, Some(cfg), threads);
+    let got = greedy(&mut s, &prompt, 6);
+    assert!(got == want, "{quant}: logits differ from the memory map's");
+    let st = s.model().expert_cache().unwrap().stats();
+    assert!(st.misses > 0, "{quant}: {st:?}");
+    assert!(st.bytes_read > 0, "{quant}: {st:?}");
+    // a budget under one layer's experts: reads far exceed it
+    assert!(st.bytes_read > 4 * budget, "{quant}: {st:?}");
+    // over budget only by what was in use or in flight: the pins of the running node (one
+    // per thread) and the reads in flight (the I/O threads and the compute threads), each
+    // at most one expert's pages
+    let largest = ["gate", "up", "down"]
+        .iter()
+        .map(|m| {
+            f.tensor(&format!("blk.0.ffn_{m}_exps.weight"))
+                .unwrap()
+                .n_bytes
+                / 16
+        })
+        .max()
+        .unwrap();
+    let slack = (2 * threads as u64 + 2) * (largest + 8192);
+    assert!(
+        st.peak <= budget + slack,
+        "{quant}: peak {} {st:?}",
+        st.peak
+    );
+}
+
+#[test]
+fn a_cache_smaller_than_a_layer_gives_the_mapped_logits_q8_0() {
+    matches_with_a_small_cache("Q8_0", 2);
+}
+
+#[test]
+fn a_cache_smaller_than_a_layer_gives_the_mapped_logits_iq2_xxs() {
+    matches_with_a_small_cache("IQ2_XXS", 2);
+}
+
+#[test]
+fn a_cache_smaller_than_a_layer_gives_the_mapped_logits_one_thread() {
+    matches_with_a_small_cache("MIXED", 1);
+}
+
+#[test]
+fn a_cache_holding_every_expert_reads_each_once() {
+    let f = file("Q8_0");
+    let prompt: Vec<u32> = vec![0, 266, 85, 329, 66, 356, 329, 12, 85, 266, 7];
+    let want = greedy(&mut session(&f, None, 2), &prompt, 4);
+    let mut s = session(&f, Some(ExpertCacheConfig::with_budget(1 << 30)), 2);
+    let got = greedy(&mut s, &prompt, 4);
+    assert!(got == want);
+    let st = s.model().expert_cache().unwrap().stats();
+    // 6 layers × 16 experts × 3 tensors at most, each read once
+    let reads = st.misses + st.wasted;
+    assert!(reads <= 6 * 16 * 3, "{st:?}");
+    assert_eq!(st.wasted, 0, "{st:?}");
+    assert!(st.peak <= st.budget);
+    // a second pass over the same prompt reads nothing
+    let before = st.bytes_read;
+    let mut s2 = s;
+    s2.reset();
+    let again = greedy(&mut s2, &prompt, 4);
+    assert!(again == want);
+    let st2 = s2.model().expert_cache().unwrap().stats();
+    assert_eq!(st2.bytes_read, before, "{st2:?}");
+}
