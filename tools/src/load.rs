@@ -46,6 +46,12 @@ pub struct ModelArgs {
     /// `FATHOM_ST_WEIGHTS`, else `default`.
     #[arg(long, value_name = "POLICY")]
     pub st_weights: Option<String>,
+    /// Memory for the model, in GiB: its routed experts are read from the GGUF file into a
+    /// cache that gets what the resident weights, the caches and the working memory leave
+    /// (for a model larger than RAM). `auto`: only where the file does not fit in the memory
+    /// available; `off`: experts paged in from the memory map.
+    #[arg(long, value_name = "GIB", default_value = "auto", value_parser = crate::ram::parse_ram)]
+    pub ram: crate::ram::Ram,
 }
 
 /// `--repack`'s value parser.
@@ -82,6 +88,11 @@ impl ModelArgs {
             checkpoint,
             exec: env.exec_config(self.threads)?,
             ctx: self.ctx,
+            experts: crate::ram::expert_cache(
+                self.ram,
+                self.model.as_deref(),
+                backends::topology::available_memory(),
+            )?,
         })
     }
 
@@ -96,9 +107,20 @@ impl ModelArgs {
 /// A session over `model` with `opts`' executor configuration and a context of `ctx` tokens,
 /// whose caches and working memory may take at most the memory available now: a context
 /// that does not fit is refused here, with the figures, before anything is allocated.
+///
+/// With an expert cache (`--ram`), the figure is shared out first ([`crate::ram::plan`]):
+/// the cache gets what the rest leaves, and the caches and working memory must fit in their
+/// share.
 pub fn session(model: Box<dyn Model>, opts: &LoadOptions, ctx: usize) -> Result<Session> {
+    let mut limit = backends::topology::available_memory();
+    if let (Some(cfg), Some(cache)) = (opts.experts, model.expert_cache()) {
+        let plan = crate::ram::plan(cfg.budget, &*model, ctx, 1)?;
+        cache.set_budget(plan.experts);
+        eprintln!("{plan}");
+        limit = Some(plan.caches + plan.workspace);
+    }
     let mut s = Session::new(model, opts.exec.clone(), ctx)?;
-    s.set_memory_limit(backends::topology::available_memory())
+    s.set_memory_limit(limit)
         .map_err(|e| anyhow::anyhow!("{e}; lower --ctx"))?;
     Ok(s)
 }

@@ -15,6 +15,7 @@ mod env;
 mod fault;
 mod load;
 mod mem;
+mod ram;
 
 /// fathom: a ggml-style runtime for DeepSeek-V4 on CPUs.
 #[derive(Parser, Debug)]

@@ -159,6 +159,21 @@ struct Row {
     n_gen: usize,
     n_depth: usize,
     samples: Vec<f64>,
+    /// What the expert cache did over the measured repetitions (with `--ram`), and the
+    /// tokens and seconds they took.
+    experts: Option<(models::weights::ExpertCacheStats, usize, f64)>,
+}
+
+/// Zeroes the expert cache's counters (before measured repetitions).
+fn reset_cache(session: &models::session::Session) {
+    if let Some(c) = session.model().expert_cache() {
+        c.reset_stats();
+    }
+}
+
+/// The expert cache's counters, with `--ram`.
+fn cache_stats(session: &models::session::Session) -> Option<models::weights::ExpertCacheStats> {
+    session.model().expert_cache().map(|c| c.stats())
 }
 
 fn mean_sd(v: &[f64]) -> (f64, f64) {
@@ -367,11 +382,14 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
             start(&mut session, 0)?;
             session.prefill(&toks)?; // warm-up: builds the chunk graphs, pages weights in
             session.clear_profile(); // with FATHOM_PROFILE_OPS: the measured runs only
+            reset_cache(&session);
             let mut samples = Vec::new();
+            let mut secs = 0.0;
             for _ in 0..args.reps {
                 start(&mut session, 0)?;
                 let t0 = Instant::now();
                 session.prefill(&toks)?;
+                secs += t0.elapsed().as_secs_f64();
                 samples.push(p as f64 / t0.elapsed().as_secs_f64());
             }
             rows.push(Row {
@@ -380,37 +398,36 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
                 n_gen: 0,
                 n_depth: d,
                 samples,
+                experts: cache_stats(&session).map(|c| (c, p * args.reps, secs)),
             });
         }
         for &n in args.gen.iter().filter(|&&n| n > 0) {
             poll_moe(true);
-            let argmax = |l: &[f32]| {
-                l.iter()
-                    .enumerate()
-                    .fold(0, |b, (i, &v)| if v > l[b] { i } else { b }) as u32
-            };
             let mut samples = Vec::new();
+            let mut secs = 0.0;
             for rep in 0..=args.reps {
                 // each slot starts from its own token, so the slots route to different experts
-                let mut logits = Vec::new();
                 for k in 0..par {
                     start(&mut session, k)?;
-                    logits.push(session.prefill(&tokens(1, info.n_vocab, 7 + k as u64))?);
+                    session.prefill(&tokens(1, info.n_vocab, 7 + k as u64))?;
                 }
+                // pseudo-random tokens, as llama-bench feeds: a random-weight model's argmax
+                // repeats one token, whose experts would all be cache hits
+                let feed = tokens(n * par, info.n_vocab, 1000 + rep as u64);
                 let t0 = Instant::now();
-                for _ in 0..n {
-                    let steps: Vec<(usize, u32)> = logits
-                        .iter()
-                        .enumerate()
-                        .map(|(k, l)| (k, argmax(l)))
-                        .collect();
-                    logits = session.decode_slots(&steps)?;
+                for step in feed.chunks(par) {
+                    let steps: Vec<(usize, u32)> = step.iter().copied().enumerate().collect();
+                    session.decode_slots(&steps)?;
                 }
                 if rep > 0 {
                     // rep 0 warms up
+                    secs += t0.elapsed().as_secs_f64();
                     samples.push((n * par) as f64 / t0.elapsed().as_secs_f64());
                 } else {
                     session.clear_profile();
+                }
+                if rep == 0 {
+                    reset_cache(&session);
                 }
             }
             session.select(0)?;
@@ -424,6 +441,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
                 n_gen: n,
                 n_depth: d,
                 samples,
+                experts: cache_stats(&session).map(|c| (c, n * par * args.reps, secs)),
             });
         }
     }
@@ -448,6 +466,15 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
                     "floor_fraction": match (decode, bw) { (true, Some(bw)) => Some(bpt as f64 * avg / 1e9 / bw), _ => None },
                     "loaded_bytes_per_token": if decode && repacked { Some(lbpt) } else { None },
                     "loaded_floor_fraction": match (decode && repacked, bw) { (true, Some(bw)) => Some(lbpt as f64 * avg / 1e9 / bw), _ => None },
+                    "expert_cache": r.experts.as_ref().map(|(c, toks, secs)| serde_json::json!({
+                        "budget": c.budget, "hits": c.hits, "misses": c.misses, "wasted": c.wasted,
+                        "hit_rate": c.hit_rate(), "bytes_read": c.bytes_read,
+                        "bytes_read_per_token": c.bytes_read as f64 / (*toks).max(1) as f64,
+                        "disk_gbs": c.bytes_read as f64 / 1e9 / secs.max(1e-9),
+                        "wait_s_per_token": c.wait_secs / (*toks).max(1) as f64,
+                        "peak_bytes": c.peak, "direct": c.direct,
+                    })),
+                    "peak_rss": crate::mem::rss().peak,
                 })
             })
             .collect();
@@ -494,6 +521,31 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
             size as f64 / (1u64 << 30) as f64,
             r.test
         )?;
+    }
+    if rows.iter().any(|r| r.experts.is_some()) {
+        writeln!(
+            out,
+            "\n| test | expert hits | MiB read/token | disk GB/s | I/O wait ms/token | cache peak GiB |"
+        )?;
+        writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
+        for r in &rows {
+            if let Some((c, toks, secs)) = &r.experts {
+                let toks = (*toks).max(1) as f64;
+                writeln!(
+                    out,
+                    "| {} | {:.1}% | {:.1} | {:.2} | {:.1} | {:.2} |",
+                    r.test,
+                    100.0 * c.hit_rate(),
+                    c.bytes_read as f64 / toks / (1u64 << 20) as f64,
+                    c.bytes_read as f64 / 1e9 / secs.max(1e-9),
+                    1e3 * c.wait_secs / toks,
+                    c.peak as f64 / (1u64 << 30) as f64
+                )?;
+            }
+        }
+    }
+    if let Some(peak) = crate::mem::rss().peak {
+        eprintln!("peak RSS {:.2} GiB", peak as f64 / (1u64 << 30) as f64);
     }
     eprintln!(
         "decode reads {:.1} MiB of the file's weights per token",
