@@ -332,14 +332,15 @@ fn run_steps(
     let _ = job.profile;
 }
 
-/// The expert source of a MUL_MAT_ID node's weight, when its experts are paged.
+/// The expert source of a MUL_MAT_ID or EXPERT_PREFETCH node's weight, when its experts are
+/// paged.
 fn paged_experts<'g>(
     graph: &'g Graph,
     plan: &Plan,
     op: &Op,
     srcs: &[TensorId],
 ) -> Option<&'g dyn graph::ExpertSource> {
-    if !matches!(op, Op::MulMatId(_)) {
+    if !matches!(op, Op::MulMatId(_) | Op::ExpertPrefetch(_)) {
         return None;
     }
     match plan.location(*srcs.first()?) {

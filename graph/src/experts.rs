@@ -15,6 +15,9 @@ pub trait ExpertSource: Send + Sync + std::fmt::Debug {
     /// run, by one thread; a [`ExpertSource::pin`] of an expert not yet requested asks for
     /// it itself.
     fn request(&self, experts: &[u32]);
+    /// A guess (EXPERT_PREFETCH): read `experts` (increasing, distinct) ahead where the
+    /// budget has room, without counting them as used.
+    fn prefetch(&self, experts: &[u32]);
     /// The bytes of expert `e`, waiting until they are resident. `None` when they could not
     /// be read (the source keeps the error for its owner to report after the run; the
     /// kernel writes NaN for those rows).

@@ -48,8 +48,8 @@ pub struct KernelCx<'a> {
     /// The CPU level the plan was built for (ops without a weight type pick their SIMD
     /// paths by it).
     pub cpu: quant::simd::CpuLevel,
-    /// Where a MUL_MAT_ID node's weight takes its experts from when they are paged (the
-    /// weight's [`graph::WeightData::experts`]); `None` for every other node.
+    /// Where a MUL_MAT_ID (or EXPERT_PREFETCH) node's weight takes its experts from when they
+    /// are paged (the weight's [`graph::WeightData::experts`]); `None` for every other node.
     pub experts: Option<&'a dyn graph::ExpertSource>,
 }
 

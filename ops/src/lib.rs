@@ -16,6 +16,7 @@ mod concat;
 mod cpy;
 #[cfg(test)]
 mod dsv4_testutil;
+mod expert_prefetch;
 mod flash_attn;
 mod flash_attn_simd;
 mod get_rows;

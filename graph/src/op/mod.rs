@@ -16,6 +16,7 @@ pub mod binary;
 pub mod compress;
 pub mod concat;
 pub mod cpy;
+pub mod expert_prefetch;
 pub mod flash_attn;
 pub mod get_rows;
 pub mod hadamard;
@@ -109,6 +110,7 @@ macro_rules! for_each_op {
             SoftMax => $crate::op::softmax::SoftMax,
             FlashAttnExt => $crate::op::flash_attn::FlashAttnExt,
             MulMatId => $crate::op::mul_mat_id::MulMatId,
+            ExpertPrefetch => $crate::op::expert_prefetch::ExpertPrefetch,
             Swiglu => $crate::op::swiglu::Swiglu,
             TopK => $crate::op::topk::TopK,
             Argsort => $crate::op::topk::Argsort,

@@ -158,6 +158,9 @@ pub struct Builder<'a, W: Weights> {
     cache: Option<cached::CacheLayout>,
     /// Live MoE settings read by the graph at run time (issue 6); `None`: the model's routing.
     moe_knobs: Option<std::sync::Arc<graph::knobs::MoeKnobs>>,
+    /// Add EXPERT_PREFETCH hints (experts read from disk, `--ram`): each layer guesses the
+    /// next one's experts.
+    prefetch: bool,
 }
 
 pub(crate) mod cached;
@@ -269,6 +272,7 @@ impl<'a, W: Weights> Builder<'a, W> {
             inputs: Default::default(),
             cache,
             moe_knobs: None,
+            prefetch: false,
         })
     }
 
@@ -277,6 +281,41 @@ impl<'a, W: Weights> Builder<'a, W> {
     pub fn with_moe_knobs(mut self, knobs: std::sync::Arc<graph::knobs::MoeKnobs>) -> Self {
         self.moe_knobs = Some(knobs);
         self
+    }
+
+    /// With `on`, the graph hints which experts each layer will use before it runs (for
+    /// experts read from disk; the logits do not change): a hash-routed layer's exact
+    /// choice at the start, the next layer's router applied to this layer's FFN input as
+    /// a guess after this layer's gate projection.
+    pub fn with_prefetch(mut self, on: bool) -> Self {
+        self.prefetch = on;
+        self
+    }
+
+    /// EXPERT_PREFETCH of layer `l`'s experts: on a hash-routed layer its table's choice for
+    /// the chunk's tokens (exact), else its routing of `f` (a guess: `f` is an earlier
+    /// layer's FFN input; without `f`, nothing).
+    fn prefetch_experts(
+        &mut self,
+        l: usize,
+        f: Option<TensorId>,
+        tokens: TensorId,
+    ) -> Result<(), ForwardError> {
+        let hp = self.hp;
+        let (k, t) = (hp.n_expert_used, self.t);
+        let sel = if hp.is_hash_layer(l) {
+            let tid2eid = self.tensor(l, Tensor::FfnGateTid2eid)?;
+            let ids = self.g.get_rows(tid2eid, tokens)?;
+            self.g.reshape(ids, &[k, t])?
+        } else {
+            // the layer's own routing, live MoE control included (experts it drops are not
+            // read)
+            let Some(f) = f else { return Ok(()) };
+            self.route(l, f, tokens)?.0
+        };
+        let w1 = self.tensor(l, Tensor::FfnGateExps)?;
+        self.g.expert_prefetch(w1, sel)?;
+        Ok(())
     }
 
     fn input_i32(&mut self, name: String, n: usize) -> Result<TensorId, ForwardError> {
@@ -538,15 +577,16 @@ impl<'a, W: Weights> Builder<'a, W> {
         })
     }
 
-    /// The MoE block of layer `l` (spec §4.9): `f {D, T}` (ffn_norm output) → `{D, T}`.
-    pub fn moe(
+    /// Layer `l`'s routing (spec §4.9) of `f {D, T}`: the selected experts `{K, T}` (I32, −1
+    /// where live MoE control drops one) and their weights `{K, T}`.
+    fn route(
         &mut self,
         l: usize,
         f: TensorId,
         tokens: TensorId,
-    ) -> Result<TensorId, ForwardError> {
+    ) -> Result<(TensorId, TensorId), ForwardError> {
         let hp = self.hp;
-        let (d, e, k, t) = (hp.n_embd, hp.n_expert, hp.n_expert_used, self.t);
+        let (e, k, t) = (hp.n_expert, hp.n_expert_used, self.t);
         let wg = self.tensor(l, Tensor::FfnGateInp)?;
         let logits = self.g.mul_mat(wg, f)?; // {E, T}
         let s = self.g.softplus(logits)?;
@@ -575,6 +615,19 @@ impl<'a, W: Weights> Builder<'a, W> {
             gw = self.g.moe_route(gw, l, knobs)?;
             sel = self.g.mask_ids(sel, gw)?;
         }
+        Ok((sel, gw))
+    }
+
+    /// The MoE block of layer `l` (spec §4.9): `f {D, T}` (ffn_norm output) → `{D, T}`.
+    pub fn moe(
+        &mut self,
+        l: usize,
+        f: TensorId,
+        tokens: TensorId,
+    ) -> Result<TensorId, ForwardError> {
+        let hp = self.hp;
+        let (d, k, t) = (hp.n_embd, hp.n_expert_used, self.t);
+        let (sel, gw) = self.route(l, f, tokens)?;
         let gw = self.g.reshape(gw, &[1, k, t])?;
 
         let w1 = self.tensor(l, Tensor::FfnGateExps)?;
@@ -582,6 +635,11 @@ impl<'a, W: Weights> Builder<'a, W> {
         let w2 = self.tensor(l, Tensor::FfnDownExps)?;
         let f3 = self.g.reshape(f, &[d, 1, t])?;
         let gate = self.g.mul_mat_id(w1, f3, sel)?; // {I, K, T}
+        if self.prefetch && l + 1 < hp.n_layer {
+            // after this layer's own reads were queued: the next layer's read while the
+            // rest of this layer and the next one's attention compute
+            self.prefetch_experts(l + 1, Some(f), tokens)?;
+        }
         let limit = Some(hp.swiglu_limit[l]);
         let hidden = match self.moe_knobs.clone() {
             // gate-first row skipping (issue 6): rows outside each stratum's keep are not
@@ -643,6 +701,9 @@ impl<'a, W: Weights> Builder<'a, W> {
     ) -> Result<TensorId, ForwardError> {
         let hp = self.hp;
         let d = hp.n_embd;
+        if self.prefetch && l == 0 {
+            self.prefetch_experts(0, None, tokens)?;
+        }
         let p = HcPre {
             eps_norm: hp.rms_eps,
             eps_hc: hp.hc_eps,

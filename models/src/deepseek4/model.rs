@@ -344,6 +344,7 @@ impl Model for DeepSeek4 {
             Some(k) => b.with_moe_knobs(k.clone()),
             None => b,
         };
+        let b = b.with_prefetch(self.experts.is_some());
         match (spec.logits, spec.hidden) {
             (Logits::Last, false) => b.model_last(),
             (Logits::All, hidden) => b.model(hidden),

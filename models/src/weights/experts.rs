@@ -90,6 +90,10 @@ pub struct ExpertCacheStats {
     pub misses: u64,
     /// Reads evicted before any node used them.
     pub wasted: u64,
+    /// Experts (of every tensor of the guessed layers) queued by a guess (EXPERT_PREFETCH).
+    pub guessed: u64,
+    /// Of those, the ones a node then used.
+    pub guess_used: u64,
     /// Bytes read from disk.
     pub bytes_read: u64,
     /// Seconds spent in reads, summed over the threads that made them.
@@ -165,6 +169,8 @@ struct Entry {
     protected: bool,
     /// Read for a use that has not yet been counted as a miss.
     fresh: bool,
+    /// Queued by a guess and not yet used.
+    guessed: bool,
 }
 
 struct State {
@@ -172,7 +178,10 @@ struct State {
     groups: HashMap<u32, Vec<u32>>,
     files: HashMap<PathBuf, Arc<ReadFile>>,
     entries: HashMap<(u32, u32), Entry>,
+    /// Experts nodes asked for, read first.
     queue: VecDeque<(u32, u32)>,
+    /// Experts guessed for later layers, read when `queue` is empty.
+    guesses: VecDeque<(u32, u32)>,
     budget: u64,
     used: u64,
     protected: u64,
@@ -187,6 +196,8 @@ struct Counters {
     hits: AtomicU64,
     misses: AtomicU64,
     wasted: AtomicU64,
+    guessed: AtomicU64,
+    guess_used: AtomicU64,
     bytes_read: AtomicU64,
     read_ns: AtomicU64,
     wait_ns: AtomicU64,
@@ -252,6 +263,7 @@ impl ExpertCache {
                 files: HashMap::new(),
                 entries: HashMap::new(),
                 queue: VecDeque::new(),
+                guesses: VecDeque::new(),
                 budget: cfg.budget,
                 used: 0,
                 protected: 0,
@@ -387,6 +399,8 @@ impl ExpertCache {
             hits: c.hits.load(Ordering::Relaxed),
             misses: c.misses.load(Ordering::Relaxed),
             wasted: c.wasted.load(Ordering::Relaxed),
+            guessed: c.guessed.load(Ordering::Relaxed),
+            guess_used: c.guess_used.load(Ordering::Relaxed),
             bytes_read: c.bytes_read.load(Ordering::Relaxed),
             read_secs: c.read_ns.load(Ordering::Relaxed) as f64 * 1e-9,
             wait_secs: c.wait_ns.load(Ordering::Relaxed) as f64 * 1e-9,
@@ -404,6 +418,8 @@ impl ExpertCache {
             &c.hits,
             &c.misses,
             &c.wasted,
+            &c.guessed,
+            &c.guess_used,
             &c.bytes_read,
             &c.read_ns,
             &c.wait_ns,
@@ -463,23 +479,32 @@ impl std::fmt::Debug for PagedExperts {
     }
 }
 
-impl ExpertSource for PagedExperts {
-    fn request(&self, experts: &[u32]) {
-        let mut st = self.shared.lock();
-        st.tick += 1;
-        let tick = st.tick;
-        let n_experts = st.tensors[self.tensor as usize].experts;
+impl PagedExperts {
+    /// The tensors requested together with this one: itself first, then the other expert
+    /// tensors of its layer in order.
+    fn group_order(&self, st: &State) -> Vec<u32> {
         let group = st.tensors[self.tensor as usize].group;
-        // this tensor's experts first, then the layer's other expert tensors in order
         let mut order = vec![self.tensor];
         if let Some(g) = st.groups.get(&group) {
             order.extend(g.iter().copied().filter(|&t| t != self.tensor));
         }
+        order
+    }
+}
+
+impl ExpertSource for PagedExperts {
+    fn request(&self, experts: &[u32]) {
+        let c = &self.shared.counters;
+        let mut st = self.shared.lock();
+        st.tick += 1;
+        let tick = st.tick;
+        let n_experts = st.tensors[self.tensor as usize].experts;
         let mut queued = false;
-        for (i, &t) in order.iter().enumerate() {
+        for (i, t) in self.group_order(&st).into_iter().enumerate() {
             let own = i == 0;
             for &e in experts.iter().filter(|&&e| e < n_experts) {
-                let protect = match st.entries.get_mut(&(t, e)) {
+                let mut protect = None;
+                match st.entries.get_mut(&(t, e)) {
                     None => {
                         st.entries.insert(
                             (t, e),
@@ -489,28 +514,40 @@ impl ExpertSource for PagedExperts {
                                 tick,
                                 protected: false,
                                 fresh: !own,
+                                guessed: false,
                             },
                         );
                         st.queue.push_back((t, e));
                         queued = true;
                         if own {
-                            self.shared.counters.misses.fetch_add(1, Ordering::Relaxed);
-                        }
-                        None
-                    }
-                    Some(ent) if own => {
-                        ent.tick = tick;
-                        if ent.fresh {
-                            ent.fresh = false;
-                            self.shared.counters.misses.fetch_add(1, Ordering::Relaxed);
-                            None
-                        } else {
-                            self.shared.counters.hits.fetch_add(1, Ordering::Relaxed);
-                            (!ent.protected && ent.bytes > 0).then_some(ent.bytes)
+                            c.misses.fetch_add(1, Ordering::Relaxed);
                         }
                     }
-                    Some(_) => None,
-                };
+                    Some(ent) => {
+                        // a guess still waiting moves ahead of the other guesses
+                        let waiting = matches!(ent.slot, Slot::Queued);
+                        if own {
+                            ent.tick = tick;
+                            if ent.guessed {
+                                ent.guessed = false;
+                                c.guess_used.fetch_add(1, Ordering::Relaxed);
+                            }
+                            if ent.fresh {
+                                ent.fresh = false;
+                                c.misses.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                c.hits.fetch_add(1, Ordering::Relaxed);
+                                if !ent.protected && ent.bytes > 0 {
+                                    protect = Some(ent.bytes);
+                                }
+                            }
+                        }
+                        if waiting {
+                            st.queue.push_back((t, e));
+                            queued = true;
+                        }
+                    }
+                }
                 if let Some(b) = protect {
                     if let Some(ent) = st.entries.get_mut(&(t, e)) {
                         ent.protected = true;
@@ -522,6 +559,34 @@ impl ExpertSource for PagedExperts {
         }
         drop(st);
         if queued {
+            self.shared.work.notify_all();
+        }
+    }
+
+    fn prefetch(&self, experts: &[u32]) {
+        let mut st = self.shared.lock();
+        let n_experts = st.tensors[self.tensor as usize].experts;
+        let tick = st.tick;
+        let mut n = 0;
+        for t in self.group_order(&st) {
+            for &e in experts.iter().filter(|&&e| e < n_experts) {
+                if let std::collections::hash_map::Entry::Vacant(v) = st.entries.entry((t, e)) {
+                    v.insert(Entry {
+                        slot: Slot::Queued,
+                        bytes: 0,
+                        tick,
+                        protected: false,
+                        fresh: true,
+                        guessed: true,
+                    });
+                    st.guesses.push_back((t, e));
+                    n += 1;
+                }
+            }
+        }
+        drop(st);
+        if n > 0 {
+            self.shared.counters.guessed.fetch_add(n, Ordering::Relaxed);
             self.shared.work.notify_all();
         }
     }
@@ -565,6 +630,7 @@ impl ExpertSource for PagedExperts {
                                 tick,
                                 protected: false,
                                 fresh: false,
+                                guessed: false,
                             },
                         );
                         self.shared.counters.misses.fetch_add(1, Ordering::Relaxed);
@@ -781,7 +847,7 @@ fn io_loop(shared: &Shared) {
         if st.shutdown {
             return;
         }
-        let Some(key) = st.queue.pop_front() else {
+        let Some(key) = st.queue.pop_front().or_else(|| st.guesses.pop_front()) else {
             st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
             continue;
         };

@@ -468,6 +468,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
                     "loaded_floor_fraction": match (decode && repacked, bw) { (true, Some(bw)) => Some(lbpt as f64 * avg / 1e9 / bw), _ => None },
                     "expert_cache": r.experts.as_ref().map(|(c, toks, secs)| serde_json::json!({
                         "budget": c.budget, "hits": c.hits, "misses": c.misses, "wasted": c.wasted,
+                        "guessed": c.guessed, "guess_used": c.guess_used,
                         "hit_rate": c.hit_rate(), "bytes_read": c.bytes_read,
                         "bytes_read_per_token": c.bytes_read as f64 / (*toks).max(1) as f64,
                         "disk_gbs": c.bytes_read as f64 / 1e9 / secs.max(1e-9),
@@ -525,20 +526,22 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     if rows.iter().any(|r| r.experts.is_some()) {
         writeln!(
             out,
-            "\n| test | expert hits | MiB read/token | disk GB/s | I/O wait ms/token | cache peak GiB |"
+            "\n| test | expert hits | MiB read/token | disk GB/s | I/O wait ms/token | guesses used | cache peak GiB |"
         )?;
-        writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
+        writeln!(out, "|---|---:|---:|---:|---:|---:|---:|")?;
         for r in &rows {
             if let Some((c, toks, secs)) = &r.experts {
                 let toks = (*toks).max(1) as f64;
                 writeln!(
                     out,
-                    "| {} | {:.1}% | {:.1} | {:.2} | {:.1} | {:.2} |",
+                    "| {} | {:.1}% | {:.1} | {:.2} | {:.1} | {:.0}% of {} | {:.2} |",
                     r.test,
                     100.0 * c.hit_rate(),
                     c.bytes_read as f64 / toks / (1u64 << 20) as f64,
                     c.bytes_read as f64 / 1e9 / secs.max(1e-9),
                     1e3 * c.wait_secs / toks,
+                    100.0 * c.guess_used as f64 / c.guessed.max(1) as f64,
+                    c.guessed,
                     c.peak as f64 / (1u64 << 30) as f64
                 )?;
             }
