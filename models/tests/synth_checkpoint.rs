@@ -15,6 +15,7 @@ fn synth(size: Size, layers: usize, experts: usize) -> Synth {
         size,
         layers,
         experts,
+        hash_layers: fathom_models::synth::HASH_LAYERS,
         recipe: recipe("iq2").unwrap(),
     }
 }

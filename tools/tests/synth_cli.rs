@@ -464,6 +464,11 @@ fn bad_arguments_are_clear_errors() {
     assert!(e.contains("--experts 4"), "{e}");
     let e = synth_fails(&dir, &["--layers", "0"]);
     assert!(e.contains("--layers"), "{e}");
+    let e = synth_fails(&dir, &["--layers", "2", "--hash-layers", "3"]);
+    assert!(
+        e.contains("--hash-layers 3") && e.contains("2 layers"),
+        "{e}"
+    );
     // an output path that cannot be created names the path
     let missing = dir.join("no/such/dir/x.gguf");
     let res = fathom(&[
@@ -476,6 +481,29 @@ fn bad_arguments_are_clear_errors() {
     let e = String::from_utf8_lossy(&res.stderr);
     assert_eq!(res.status.code(), Some(1), "{e}");
     assert!(e.contains("no/such/dir/x.gguf"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--hash-layers` routes that many first layers by a hash table: every layer of a
+/// `--hash-layers 4 --layers 4` file has its `tid2eid` table and no router bias, its metadata
+/// says 4, and it runs.
+#[test]
+fn every_layer_can_be_hash_routed() {
+    let dir = tmp("hash");
+    let p = dir.join("h.gguf");
+    let f = synth(
+        &p,
+        &["--layers", "4", "--hash-layers", "4", "--recipe", "iq2"],
+    );
+    let hp = Hparams::from_gguf(&f).unwrap();
+    assert_eq!(hp.n_hash_layers, 4);
+    for l in 0..4 {
+        assert!(f
+            .tensor(&format!("blk.{l}.ffn_gate_tid2eid.weight"))
+            .is_some());
+        assert!(f.tensor(&format!("blk.{l}.exp_probs_b.bias")).is_none());
+    }
+    assert!(logits(&p, &dir).iter().all(|v| v.is_finite()));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -61,8 +61,8 @@ pub enum SynthError {
 
 /// Experts used per token (`expert_used_count`, and the row length of `ffn_gate_tid2eid`).
 pub const EXPERTS_USED: usize = 6;
-/// Hash-routed layers.
-const HASH_LAYERS: usize = 3;
+/// V4-Flash's hash-routed layers.
+pub const HASH_LAYERS: usize = 3;
 /// Distinct rows of the `ffn_gate_tid2eid` table (tiled over the vocabulary).
 const TID2EID_ROWS: usize = 64;
 
@@ -254,6 +254,11 @@ pub struct Synth {
     pub layers: usize,
     /// Routed experts per layer.
     pub experts: usize,
+    /// The first layers routed by a token-id hash table (V4-Flash: 3; at most `layers`). A
+    /// hash table spreads tokens over the experts evenly, where a random router does not:
+    /// all layers hash-routed is the uniform routing a trained, load-balanced model comes
+    /// close to (the worst case for an expert cache).
+    pub hash_layers: usize,
     /// The types by role.
     pub recipe: Recipe,
 }
@@ -293,7 +298,7 @@ impl Synth {
             expert_ff: dm.i as usize,
             norm_topk: true,
             routed_scale: 1.5,
-            n_hash_layers: HASH_LAYERS.min(self.layers),
+            n_hash_layers: self.hash_layers.min(self.layers),
             swiglu_limit: vec![10.0; self.layers],
             swiglu_limit_shared: vec![10.0; self.layers],
             hc: dm.hc as usize,
@@ -340,7 +345,7 @@ impl Synth {
     pub fn metadata(&self, name: String) -> Vec<(String, Value)> {
         metadata(
             &self.dims(),
-            self.layers,
+            (self.layers, self.hash_layers.min(self.layers)),
             self.experts,
             &compress_ratios(self.layers),
             name,
@@ -441,7 +446,7 @@ impl Prepared {
 /// The metadata, in the script's order.
 fn metadata(
     dm: &Dims,
-    layers: usize,
+    (layers, hash_layers): (usize, usize),
     experts: usize,
     ratios: &[i32],
     name: String,
@@ -487,7 +492,7 @@ fn metadata(
         ("expert_gating_func", u(4)),
         ("expert_weights_norm", Value::Bool(true)),
         ("expert_weights_scale", f(1.5)),
-        ("hash_layer_count", u(HASH_LAYERS as u64)),
+        ("hash_layer_count", u(hash_layers as u64)),
         (
             "swiglu_clamp_exp",
             Value::Array(Array::F32(vec![10.0; layers])),

@@ -98,6 +98,9 @@ pub struct ExpertCacheStats {
     pub bytes_read: u64,
     /// Seconds spent in reads, summed over the threads that made them.
     pub read_secs: f64,
+    /// Wall-clock seconds with at least one read in flight (`bytes_read / busy_secs` is the
+    /// rate the disk delivered while the cache was reading).
+    pub busy_secs: f64,
     /// Seconds compute threads waited for experts (or read them themselves).
     pub wait_secs: f64,
     /// Bytes of expert buffers held now.
@@ -187,6 +190,9 @@ struct State {
     protected: u64,
     peak: u64,
     tick: u64,
+    /// Reads in flight, and since when at least one has been.
+    in_flight: u32,
+    busy_since: Option<Instant>,
     shutdown: bool,
     error: Option<String>,
 }
@@ -200,6 +206,7 @@ struct Counters {
     guess_used: AtomicU64,
     bytes_read: AtomicU64,
     read_ns: AtomicU64,
+    busy_ns: AtomicU64,
     wait_ns: AtomicU64,
 }
 
@@ -269,6 +276,8 @@ impl ExpertCache {
                 protected: 0,
                 peak: 0,
                 tick: 0,
+                in_flight: 0,
+                busy_since: None,
                 shutdown: false,
                 error: None,
             }),
@@ -403,6 +412,7 @@ impl ExpertCache {
             guess_used: c.guess_used.load(Ordering::Relaxed),
             bytes_read: c.bytes_read.load(Ordering::Relaxed),
             read_secs: c.read_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+            busy_secs: c.busy_ns.load(Ordering::Relaxed) as f64 * 1e-9,
             wait_secs: c.wait_ns.load(Ordering::Relaxed) as f64 * 1e-9,
             resident: st.used,
             peak: st.peak,
@@ -422,6 +432,7 @@ impl ExpertCache {
             &c.guess_used,
             &c.bytes_read,
             &c.read_ns,
+            &c.busy_ns,
             &c.wait_ns,
         ] {
             a.store(0, Ordering::Relaxed);
@@ -742,14 +753,27 @@ fn load<'a>(
     }
     st.used += bytes;
     st.peak = st.peak.max(st.used);
-    drop(st);
     let t0 = Instant::now();
+    if st.in_flight == 0 {
+        st.busy_since = Some(t0);
+    }
+    st.in_flight += 1;
+    drop(st);
     let res = read_expert(&file, reuse, pages, pos - at as u64, at + len);
     shared
         .counters
         .read_ns
         .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
     let mut st = shared.lock();
+    st.in_flight -= 1;
+    if st.in_flight == 0 {
+        if let Some(since) = st.busy_since.take() {
+            shared
+                .counters
+                .busy_ns
+                .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
     let slot = match res {
         Ok((buf, n)) => {
             shared.counters.bytes_read.fetch_add(n, Ordering::Relaxed);

@@ -472,6 +472,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
                         "hit_rate": c.hit_rate(), "bytes_read": c.bytes_read,
                         "bytes_read_per_token": c.bytes_read as f64 / (*toks).max(1) as f64,
                         "disk_gbs": c.bytes_read as f64 / 1e9 / secs.max(1e-9),
+                        "busy_gbs": c.bytes_read as f64 / 1e9 / c.busy_secs.max(1e-9),
                         "wait_s_per_token": c.wait_secs / (*toks).max(1) as f64,
                         "peak_bytes": c.peak, "direct": c.direct,
                     })),
@@ -526,19 +527,20 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     if rows.iter().any(|r| r.experts.is_some()) {
         writeln!(
             out,
-            "\n| test | expert hits | MiB read/token | disk GB/s | I/O wait ms/token | guesses used | cache peak GiB |"
+            "\n| test | expert hits | MiB read/token | disk GB/s | GB/s while reading | I/O wait ms/token | guesses used | cache peak GiB |"
         )?;
-        writeln!(out, "|---|---:|---:|---:|---:|---:|---:|")?;
+        writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
         for r in &rows {
             if let Some((c, toks, secs)) = &r.experts {
                 let toks = (*toks).max(1) as f64;
                 writeln!(
                     out,
-                    "| {} | {:.1}% | {:.1} | {:.2} | {:.1} | {:.0}% of {} | {:.2} |",
+                    "| {} | {:.1}% | {:.1} | {:.2} | {:.2} | {:.1} | {:.0}% of {} | {:.2} |",
                     r.test,
                     100.0 * c.hit_rate(),
                     c.bytes_read as f64 / toks / (1u64 << 20) as f64,
                     c.bytes_read as f64 / 1e9 / secs.max(1e-9),
+                    c.bytes_read as f64 / 1e9 / c.busy_secs.max(1e-9),
                     1e3 * c.wait_secs / toks,
                     100.0 * c.guess_used as f64 / c.guessed.max(1) as f64,
                     c.guessed,

@@ -63,6 +63,12 @@ pub struct Args {
     /// Seed of the random weights (the same seed gives the same bytes).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// The first layers routed by a token-id hash table (default: V4-Flash's 3, at most
+    /// `--layers`). `--hash-layers` equal to `--layers` routes every layer uniformly, as a
+    /// load-balanced trained model nearly does: a random router sends most tokens to a few
+    /// experts, which flatters an expert cache.
+    #[arg(long)]
+    pub hash_layers: Option<usize>,
     /// Tests only: tiny dimensions instead of V4-Flash's (same names, keys and recipes).
     #[arg(long, hide = true)]
     pub tiny: bool,
@@ -119,6 +125,13 @@ pub fn run(args: &Args) -> Result<()> {
         );
     };
     ensure!(args.layers >= 1, "--layers must be at least 1");
+    if let Some(h) = args.hash_layers {
+        ensure!(
+            h <= args.layers,
+            "--hash-layers {h} is more than the {} layers",
+            args.layers
+        );
+    }
     ensure!(
         args.experts >= EXPERTS_USED && args.experts <= i32::MAX as usize,
         "--experts {}: need at least {EXPERTS_USED} (the experts used per token)",
@@ -140,6 +153,9 @@ pub fn run(args: &Args) -> Result<()> {
         size: if args.tiny { Size::Tiny } else { Size::Flash },
         layers: args.layers,
         experts: args.experts,
+        hash_layers: args
+            .hash_layers
+            .unwrap_or(models::synth::HASH_LAYERS.min(args.layers)),
         recipe,
     };
     let mut specs = model.plan();
@@ -217,6 +233,9 @@ fn checkpoint(args: &Args, recipe: synth::Recipe) -> Result<()> {
         size: if args.tiny { Size::Tiny } else { Size::Flash },
         layers: args.layers,
         experts: args.experts,
+        hash_layers: args
+            .hash_layers
+            .unwrap_or(models::synth::HASH_LAYERS.min(args.layers)),
         recipe,
     };
     let plan = model.checkpoint_plan();
