@@ -201,17 +201,22 @@ impl<M: Model + ?Sized> Session<M> {
         Ok(())
     }
 
+    /// Bytes the caches and the executors' arenas hold.
+    fn held(&self) -> u64 {
+        self.state.as_ref().map_or(0, |s| s.len() as u64)
+            + self
+                .execs
+                .iter()
+                .map(|(_, e)| e.plan().arena_size() as u64)
+                .sum::<u64>()
+    }
+
     /// Refuse to allocate `bytes` more for `what` beyond the memory limit.
     fn reserve(&self, bytes: u64, what: String) -> Result<(), SessionError> {
         let Some(limit) = self.memory_limit else {
             return Ok(());
         };
-        let held = self.state.as_ref().map_or(0, |s| s.len() as u64)
-            + self
-                .execs
-                .iter()
-                .map(|(_, e)| e.plan().arena_size() as u64)
-                .sum::<u64>();
+        let held = self.held();
         if held.saturating_add(bytes) > limit {
             return Err(SessionError::OutOfMemory {
                 what,
@@ -526,6 +531,18 @@ impl<M: Model + ?Sized> Session<M> {
         if !matches!(spec.kind, GraphKind::Stateless) && self.state.is_none() {
             need += self.state_len() as u64;
             what = format!("the caches for a context of {} tokens and {what}", self.ctx);
+        }
+        // over the limit, the least recently used executors go first (their arenas are
+        // rebuilt when next needed); only what is left over is refused
+        while !self.execs.is_empty()
+            && self
+                .memory_limit
+                .is_some_and(|l| self.held().saturating_add(need) > l)
+        {
+            let (_, mut e) = self.execs.remove(0);
+            if let Some(acc) = self.profile.as_mut() {
+                acc.harvest(&mut e);
+            }
         }
         self.reserve(need, what)?;
         let e = Executor::with_plan(g, plan, self.cfg.clone());

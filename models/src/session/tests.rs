@@ -290,6 +290,28 @@ fn memory_limits_refuse_before_allocating() {
     assert!(s.set_memory_limit(Some(1 << 40)).is_err());
 }
 
+/// A memory limit with room for the caches and about one step's working memory: a prompt
+/// in chunks of two lengths and then decode steps still run, the session dropping the
+/// least recently used executors (their arenas) to build the next; the logits are those of
+/// a session without a limit.
+#[test]
+fn a_tight_memory_limit_drops_old_executors_instead_of_refusing() {
+    let prompt: Vec<u32> = (0..10).map(|i| (i * 37 + 5) % 500).collect();
+    let mut free = session(Mode::Cached, 64);
+    free.set_ubatch(4);
+    let want = (free.prefill(&prompt).unwrap(), free.decode(7).unwrap());
+    let arena = free.stats().peak_arena_bytes as u64;
+    let mut s = session(Mode::Cached, 64);
+    s.set_ubatch(4);
+    s.set_memory_limit(Some(s.cache_bytes() + arena + arena / 2))
+        .unwrap();
+    let got = (s.prefill(&prompt).unwrap(), s.decode(7).unwrap());
+    assert!(got == want);
+    // chunks of 4 and 2 tokens and the 1-token step: three graphs, never all held
+    assert_eq!(s.stats().graphs_built, 3);
+    assert!(s.execs.len() < 3, "{} executors held", s.execs.len());
+}
+
 /// Slots: three sequences in one session, each prefilled and then decoded in batched steps
 /// of changing sets of slots, against three sessions of their own. A slot's prefill runs the
 /// one-sequence graph on its region (bit for bit); a batched step matches the one-token

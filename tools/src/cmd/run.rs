@@ -395,6 +395,25 @@ pub fn run(args: &Args, env: &crate::env::Env) -> Result<()> {
         mb(st.state_bytes as u64),
         mb(st.peak_arena_bytes as u64)
     );
+    if let Some(c) = session.model().expert_cache() {
+        let s = c.stats();
+        let per = |x: f64| x / (ids.len() + decoded).max(1) as f64;
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        eprintln!(
+            "experts (--ram): {:.1}% hits, {:.1} MiB read per token ({:.2} GB/s while reading), \
+             I/O wait {:.1} ms per token, {} of {} guesses used, {:.2} GiB held (peak {:.2}, \
+             budget {:.2})",
+            100.0 * s.hit_rate(),
+            per(s.bytes_read as f64) / (1u64 << 20) as f64,
+            s.bytes_read as f64 / 1e9 / s.busy_secs.max(1e-9),
+            per(1e3 * s.wait_secs),
+            s.guess_used,
+            s.guessed,
+            gib(s.resident),
+            gib(s.peak),
+            gib(s.budget)
+        );
+    }
     if let Some(p) = session.take_profile() {
         match profile_out {
             Some(ProfileOutput::Json(path)) => {
