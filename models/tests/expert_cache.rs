@@ -11,6 +11,9 @@ use fathom_models::session::Session;
 use fathom_models::weights::ExpertCacheConfig;
 use std::sync::Arc;
 
+mod session_support;
+use session_support::greedy;
+
 fn file(quant: &str) -> Arc<GgufFile> {
     let p = format!(
         "{}/tests/fixtures/dsv4-tiny/dsv4-tiny-{quant}.gguf",
@@ -30,19 +33,6 @@ fn session(f: &Arc<GgufFile>, experts: Option<ExpertCacheConfig>, threads: usize
     };
     let m = DeepSeek4::from_gguf(f.clone(), &opts).unwrap();
     Session::new(Box::new(m) as Box<dyn Model>, opts.exec, 64).unwrap()
-}
-
-/// Greedy continuation: every step's logits as bits.
-fn greedy(s: &mut Session, prompt: &[u32], n: usize) -> Vec<Vec<u32>> {
-    let mut out = vec![s.prefill(prompt).unwrap()];
-    for _ in 0..n {
-        let last = out.last().unwrap();
-        let next = (0..last.len()).fold(0, |b, j| if last[j] > last[b] { j } else { b }) as u32;
-        out.push(s.decode(next).unwrap());
-    }
-    out.into_iter()
-        .map(|l| l.iter().map(|x| x.to_bits()).collect())
-        .collect()
 }
 
 /// Bytes of one layer's routed experts (gate, up and down stacks of layer 0).

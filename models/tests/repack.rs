@@ -14,6 +14,9 @@ use graph::Graph;
 use quant::DType;
 use std::sync::Arc;
 
+mod session_support;
+use session_support::greedy;
+
 fn model() -> (Arc<GgufFile>, Hparams) {
     model_of("IQ1_S")
 }
@@ -146,18 +149,6 @@ fn repack_parses_and_converts_only_iq1_s() {
     let mut g2 = Graph::new();
     let id = w.try_get(&mut g2, "blk.0.attn_kv.weight").unwrap().unwrap();
     assert_eq!(g2.node(id).desc.dtype, expected());
-}
-
-fn greedy(s: &mut Session, prompt: &[u32], n: usize) -> Vec<Vec<u32>> {
-    let mut out = vec![s.prefill(prompt).unwrap()];
-    for _ in 0..n {
-        let last = out.last().unwrap();
-        let next = (0..last.len()).fold(0, |b, j| if last[j] > last[b] { j } else { b }) as u32;
-        out.push(s.decode(next).unwrap());
-    }
-    out.into_iter()
-        .map(|l| l.iter().map(|x| x.to_bits()).collect())
-        .collect()
 }
 
 #[test]
