@@ -235,6 +235,27 @@ pub struct Metrics {
     pub batched_steps: AtomicU64,
     /// Tokens evaluated by those steps.
     pub batched_tokens: AtomicU64,
+    /// The expert cache's counters (`--ram`; all 0 without it), copied after every step.
+    pub experts: ExpertMetrics,
+}
+
+/// The expert cache's counters as the engine last saw them (`models::weights::ExpertCacheStats`).
+#[derive(Debug, Default)]
+pub struct ExpertMetrics {
+    /// Whether the model reads its experts through a cache (0 or 1).
+    pub enabled: AtomicU64,
+    /// Experts asked for that were resident.
+    pub hits: AtomicU64,
+    /// Experts asked for that needed a read.
+    pub misses: AtomicU64,
+    /// Bytes read from disk.
+    pub read_bytes: AtomicU64,
+    /// Nanoseconds compute threads waited for experts.
+    pub wait_ns: AtomicU64,
+    /// Bytes of experts held (a gauge).
+    pub resident_bytes: AtomicU64,
+    /// The cache's budget (a gauge).
+    pub budget_bytes: AtomicU64,
 }
 
 /// A handle to the engine thread.

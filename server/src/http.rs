@@ -415,6 +415,54 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         "Tokens evaluated by batched decode steps.",
         g(&m.batched_tokens).to_string(),
     );
+    let x = &m.experts;
+    let wait = format!("{:.6}", g(&x.wait_ns) as f64 * 1e-9);
+    for (name, kind, help, v) in [
+        (
+            "expert_cache_enabled",
+            "gauge",
+            "1 when routed experts are read from disk into a cache (--ram).",
+            g(&x.enabled).to_string(),
+        ),
+        (
+            "expert_cache_hits_total",
+            "counter",
+            "Experts a layer asked for that were resident.",
+            g(&x.hits).to_string(),
+        ),
+        (
+            "expert_cache_misses_total",
+            "counter",
+            "Experts a layer asked for that needed a read.",
+            g(&x.misses).to_string(),
+        ),
+        (
+            "expert_cache_read_bytes_total",
+            "counter",
+            "Bytes of experts read from disk.",
+            g(&x.read_bytes).to_string(),
+        ),
+        (
+            "expert_cache_wait_seconds_total",
+            "counter",
+            "Seconds compute threads waited for expert reads.",
+            wait,
+        ),
+        (
+            "expert_cache_resident_bytes",
+            "gauge",
+            "Bytes of experts held in the cache.",
+            g(&x.resident_bytes).to_string(),
+        ),
+        (
+            "expert_cache_budget_bytes",
+            "gauge",
+            "The expert cache's budget.",
+            g(&x.budget_bytes).to_string(),
+        ),
+    ] {
+        put(name, kind, help, v);
+    }
     put(
         "prefix_snapshots",
         "gauge",

@@ -107,6 +107,27 @@ impl Worker {
                 .store(busy as u64, Ordering::Relaxed);
             self.prefill_step();
             self.decode_step();
+            self.publish_experts();
+        }
+    }
+
+    /// Copies the expert cache's counters into the metrics (nothing without `--ram`).
+    fn publish_experts(&self) {
+        let Some(c) = self.session.model().expert_cache() else {
+            return;
+        };
+        let s = c.stats();
+        let m = &self.metrics.experts;
+        for (a, v) in [
+            (&m.enabled, 1),
+            (&m.hits, s.hits),
+            (&m.misses, s.misses),
+            (&m.read_bytes, s.bytes_read),
+            (&m.wait_ns, (s.wait_secs * 1e9) as u64),
+            (&m.resident_bytes, s.resident),
+            (&m.budget_bytes, s.budget),
+        ] {
+            a.store(v, Ordering::Relaxed);
         }
     }
 

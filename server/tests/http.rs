@@ -524,3 +524,38 @@ async fn control_tokens_are_not_reply_text() {
         .collect();
     assert!(toks.contains(&"<｜begin▁of▁sentence｜>"), "{toks:?}");
 }
+
+/// With routed experts read through a cache (`--ram`), `/metrics` reports it: enabled, the
+/// reads a reply needed, hits and the budget; without one it reports 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_report_the_expert_cache() {
+    let metric = |text: &str, name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("fathom_{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    let lo = models::model::LoadOptions {
+        experts: Some(models::weights::ExpertCacheConfig::with_budget(256 << 10)),
+        ..Default::default()
+    };
+    let a = state_from_path(512, lo);
+    let body = greedy(json!([{"role": "user", "content": "Hello"}]), 8);
+    let (s, v) = call(&a, "POST", "/v1/chat/completions", body).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, _, b) = call_raw(&a, "GET", "/metrics", String::new(), &[]).await;
+    let text = String::from_utf8(b).unwrap();
+    assert_eq!(metric(&text, "expert_cache_enabled"), 1.0);
+    assert!(metric(&text, "expert_cache_misses_total") > 0.0, "{text}");
+    assert!(
+        metric(&text, "expert_cache_read_bytes_total") > 0.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "expert_cache_budget_bytes"),
+        (256 << 10) as f64
+    );
+    let (_, _, b) = call_raw(&default_state(), "GET", "/metrics", String::new(), &[]).await;
+    let text = String::from_utf8(b).unwrap();
+    assert_eq!(metric(&text, "expert_cache_enabled"), 0.0);
+}

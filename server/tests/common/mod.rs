@@ -28,6 +28,20 @@ pub fn state(ctx: usize, opts: EngineOptions, config: ServerConfig) -> AppState 
     AppState::new(Engine::start(session, tok, opts).unwrap(), template, config)
 }
 
+/// A server whose model is opened from `MODEL`'s path with `lo` (e.g. an expert cache).
+pub fn state_from_path(ctx: usize, lo: LoadOptions) -> AppState {
+    let file = Arc::new(models::gguf::GgufFile::open(MODEL).unwrap());
+    let model = open_gguf(file, &lo).unwrap();
+    let tok = model.tokenizer().unwrap().clone();
+    let template = model.chat_template().unwrap();
+    let session = Session::new(model, lo.exec.clone(), ctx).unwrap();
+    AppState::new(
+        Engine::start(session, tok, EngineOptions::default()).unwrap(),
+        template,
+        ServerConfig::default(),
+    )
+}
+
 pub fn default_state() -> AppState {
     state(512, EngineOptions::default(), ServerConfig::default())
 }
