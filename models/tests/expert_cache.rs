@@ -23,8 +23,18 @@ fn file(quant: &str) -> Arc<GgufFile> {
 }
 
 fn session(f: &Arc<GgufFile>, experts: Option<ExpertCacheConfig>, threads: usize) -> Session {
+    session_with(f, experts, threads, Default::default())
+}
+
+fn session_with(
+    f: &Arc<GgufFile>,
+    experts: Option<ExpertCacheConfig>,
+    threads: usize,
+    repack: fathom_models::weights::Repack,
+) -> Session {
     let opts = LoadOptions {
         experts,
+        repack,
         exec: backends::ExecConfig {
             threads,
             ..backends::ExecConfig::default()
@@ -173,4 +183,27 @@ fn fewer_experts_per_token_read_fewer_bytes() {
         st6.bytes_read
     );
     assert!(st2.misses < st6.misses, "{st2:?} {st6:?}");
+}
+
+/// `--repack` with `--ram`: the paged experts stay in the file's layout (the cache reads
+/// them as they are, nothing is copied into memory at load), the rest is repacked, and the
+/// logits are the plain session's.
+#[test]
+fn repacking_leaves_paged_experts_in_the_files_layout() {
+    let f = file("IQ2_XXS");
+    let prompt: Vec<u32> = vec![0, 266, 85, 329, 66, 356, 329, 12, 85, 266, 7];
+    let want = greedy(&mut session(&f, None, 2), &prompt, 3);
+    let all = fathom_models::weights::Repack::parse("all").unwrap();
+    let cfg = ExpertCacheConfig::with_budget(1 << 20);
+    let mut s = session_with(&f, Some(cfg), 2, all);
+    let got = greedy(&mut s, &prompt, 3);
+    assert!(got == want);
+    let st = s.model().expert_cache().unwrap().stats();
+    // every expert of the tiny file is IQ2_XXS and paged: the cache read them
+    let experts: u64 = (0..6)
+        .flat_map(|l| ["gate", "up", "down"].map(|m| format!("blk.{l}.ffn_{m}_exps.weight")))
+        .map(|n| f.tensor(&n).unwrap().n_bytes)
+        .sum();
+    assert_eq!(s.model().expert_cache().unwrap().paged_bytes(), experts);
+    assert!(st.bytes_read > 0, "{st:?}");
 }

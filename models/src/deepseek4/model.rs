@@ -180,8 +180,8 @@ impl DeepSeek4 {
         let mut w = GgufWeights::with_repack_at(file.clone(), opts.repack, level);
         let cache = match opts.experts {
             Some(cfg) => {
-                let (cache, paged) = page_experts(&file, &hp, opts.repack, level, cfg)
-                    .map_err(|e| fail(e.to_string()))?;
+                let (cache, paged) =
+                    page_experts(&file, &hp, cfg).map_err(|e| fail(e.to_string()))?;
                 w = w.with_paged_experts(paged);
                 Some(cache)
             }
@@ -225,12 +225,11 @@ impl DeepSeek4 {
 }
 
 /// An expert cache over the routed-expert tensors of `file` (each layer's gate, up and down
-/// stacks one group; tensors `repack` converts stay in memory), and each tensor's source.
+/// stacks one group; they are read in the file's layout, not repacked), and each tensor's
+/// source.
 fn page_experts(
     file: &GgufFile,
     hp: &Hparams,
-    repack: crate::weights::Repack,
-    level: quant::simd::CpuLevel,
     cfg: ExpertCacheConfig,
 ) -> Result<(ExpertCache, PagedSources), ExpertCacheError> {
     let cache = ExpertCache::new(cfg);
@@ -240,8 +239,7 @@ fn page_experts(
         let Some((kind, Some(layer))) = tensors::parse(&t.name) else {
             continue;
         };
-        let row = t.ne.first().copied().unwrap_or(1);
-        if kind.role() != Role::Experts || repack.target_for(t.dtype, row, level).is_some() {
+        if kind.role() != Role::Experts {
             continue;
         }
         let shard = &file.shards()[t.shard];
@@ -396,8 +394,14 @@ impl Model for DeepSeek4 {
         };
         for t in file.tensors() {
             let row = t.ne.first().copied().unwrap_or(1);
-            let loaded = repack.loaded_bytes(t.dtype, row, t.n_bytes, *level);
-            let share = |n: u64| match tensors::parse(&t.name).map(|p| p.0.role()) {
+            let role = tensors::parse(&t.name).map(|p| p.0.role());
+            // experts read through a cache stay in the file's layout
+            let loaded = if self.experts.is_some() && role == Some(Role::Experts) {
+                t.n_bytes
+            } else {
+                repack.loaded_bytes(t.dtype, row, t.n_bytes, *level)
+            };
+            let share = |n: u64| match role {
                 Some(Role::Experts) => n / e * k,
                 Some(Role::Embedding) => n / t.ne.get(1).copied().unwrap_or(1).max(1),
                 _ => n,

@@ -183,7 +183,7 @@ impl GgufWeights {
     }
 
     /// Routes the experts of the tensors named in `paged` through their sources (an
-    /// [`super::ExpertCache`]); a tensor that is also repacked stays in memory instead.
+    /// [`super::ExpertCache`]); those tensors are not repacked.
     pub fn with_paged_experts(mut self, paged: super::PagedSources) -> GgufWeights {
         self.paged = paged;
         self
@@ -217,11 +217,15 @@ impl Weights for GgufWeights {
         let off = (shard.data_offset() + info.offset) as usize;
         let data = WeightData::new(self.owners[info.shard].clone(), off, info.n_bytes as usize)
             .ok_or_else(|| ForwardError::Missing(format!("{name} (data outside its shard)")))?;
+        // paged experts stay in the file's layout (the cache reads them as they are)
+        if let Some(src) = self.paged.get(name) {
+            return Ok(Some(g.weight(
+                name,
+                desc,
+                data.with_experts(src.clone()),
+            )?));
+        }
         let Some(to) = self.repack.target_for(info.dtype, info.ne[0], self.level) else {
-            let data = match self.paged.get(name) {
-                Some(src) => data.with_experts(src.clone()),
-                None => data,
-            };
             return Ok(Some(g.weight(name, desc, data)?));
         };
         let (dtype, data) = match self.repacked.get(name) {
