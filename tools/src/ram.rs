@@ -93,7 +93,19 @@ pub fn expert_cache(
             }
             return Ok(None);
         }
-        (Ram::Bytes(b), Some(_)) => b,
+        (Ram::Bytes(b), Some(_)) => {
+            if let Some(avail) = available.filter(|&a| b > a) {
+                let g = |x: u64| x as f64 / (1u64 << 30) as f64;
+                bail!(
+                    "--ram {:.1} GiB is more than the {:.1} GiB of memory available now: the \
+                     cache would be killed or push other programs out; give at most {:.1}",
+                    g(b),
+                    g(avail),
+                    g(avail)
+                );
+            }
+            b
+        }
         (Ram::Auto, Some(p)) => {
             let (Some(size), Some(avail)) = (file_bytes(p), available) else {
                 return Ok(None);
@@ -211,6 +223,11 @@ mod tests {
                 .unwrap()
                 .budget,
             5 << 30
+        );
+        let e = expert_cache(Ram::Bytes(5 << 30), Some(p), Some(4 << 30)).unwrap_err();
+        assert!(
+            e.to_string().contains("5.0 GiB") && e.to_string().contains("4.0 GiB"),
+            "{e}"
         );
         let e = expert_cache(Ram::Bytes(5 << 30), None, None).unwrap_err();
         assert!(e.to_string().contains("-m"), "{e}");

@@ -234,3 +234,45 @@ fn matvec_names_the_kernel_of_the_table() {
         assert_eq!(v[0]["kernel"].as_str(), Some(want.as_str()), "{v}");
     }
 }
+
+/// `--ram`: a figure that leaves the experts room runs with the cache and reports it in
+/// `--json`; one too small for the resident weights, caches and working memory is refused
+/// with the figures; one that is not a number names the flag.
+#[test]
+fn ram_plans_an_expert_cache_or_refuses_with_the_figures() {
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/tests/fixtures/dsv4-tiny/dsv4-tiny-Q8_0.gguf"
+    );
+    let v = json_of(&[
+        "bench", "-m", model, "-p", "8", "-n", "3", "-t", "2", "-r", "1", "--json", "--ram", "1.25",
+    ]);
+    for r in v.as_array().unwrap() {
+        let c = &r["expert_cache"];
+        assert!(c.is_object(), "no expert_cache in {r}");
+        // 1.25 GiB less 1 GiB of working memory and the tiny model's few MiB
+        let budget = c["budget"].as_u64().unwrap();
+        assert!(budget > 200 << 20 && budget < 256 << 20, "{budget}");
+        assert!(c["hits"].as_u64().unwrap() > 0, "{c}");
+        assert!(r["peak_rss"].as_u64().is_some(), "{r}");
+    }
+    let out = fathom()
+        .args(["bench", "-m", model, "-p", "8", "-n", "0", "--ram", "0.5"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("--ram 0.5 GiB is too little") && e.contains("working memory 1.00"),
+        "{e}"
+    );
+    let out = fathom()
+        .args(["bench", "-m", model, "--ram", "lots"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && e.contains("--ram") && e.contains("GiB"),
+        "{e}"
+    );
+}
