@@ -207,3 +207,34 @@ fn repacking_leaves_paged_experts_in_the_files_layout() {
     assert_eq!(s.model().expert_cache().unwrap().paged_bytes(), experts);
     assert!(st.bytes_read > 0, "{st:?}");
 }
+
+/// The per-op profile (`FATHOM_PROFILE_OPS`) carries what the expert cache did over the
+/// profiled runs: after `clear_profile` only the runs since count.
+#[test]
+fn the_profile_reports_the_expert_cache() {
+    let f = file("Q8_0");
+    let cfg = ExpertCacheConfig::with_budget(64 << 10);
+    let mut s = session(&f, Some(cfg), 2);
+    s.set_profile(true);
+    s.prefill(&[0, 266, 85, 329]).unwrap();
+    s.clear_profile();
+    s.decode(7).unwrap();
+    s.decode(9).unwrap();
+    let p = s.take_profile().unwrap();
+    let x = p.experts.expect("the profile has the cache's counters");
+    let all = s.model().expert_cache().unwrap().stats();
+    assert!(x.misses > 0 && x.misses < all.misses, "{x:?} {all:?}");
+    assert!(x.bytes_read < all.bytes_read, "{x:?} {all:?}");
+    let t = p.table();
+    assert!(
+        t.contains("expert cache:") && t.contains("MiB read per token"),
+        "{t}"
+    );
+    assert!(p.to_json()["expert_cache"]["misses"].as_u64() == Some(x.misses));
+    // without a cache, no line
+    let mut plain = session(&f, None, 2);
+    plain.set_profile(true);
+    plain.decode(7).unwrap();
+    let p = plain.take_profile().unwrap();
+    assert!(p.experts.is_none() && !p.table().contains("expert cache"));
+}

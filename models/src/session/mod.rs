@@ -291,7 +291,10 @@ impl<M: Model + ?Sized> Session<M> {
             self.cfg.profile = on.then_some(ProfileOutput::Table);
         }
         if on && self.profile.is_none() && folds(&self.cfg) {
-            self.profile = Some(ProfileAcc::default());
+            self.profile = Some(ProfileAcc {
+                experts_start: self.expert_stats(),
+                ..ProfileAcc::default()
+            });
         }
     }
 
@@ -467,7 +470,14 @@ impl<M: Model + ?Sized> Session<M> {
             acc.harvest(e);
         }
         self.profile_taken = true;
-        Some(acc.summary(threads))
+        let now = self.model.expert_cache().map(|c| c.stats());
+        let acc = self.profile.as_ref()?;
+        Some(acc.summary(threads, now))
+    }
+
+    /// The model's expert cache counters now, if it has a cache.
+    fn expert_stats(&self) -> Option<crate::weights::ExpertCacheStats> {
+        self.model.expert_cache().map(|c| c.stats())
     }
 
     /// Discard the per-op timings gathered so far, keeping the profiler on: a benchmark's
@@ -484,6 +494,7 @@ impl<M: Model + ?Sized> Session<M> {
         }
         *acc = ProfileAcc {
             graphs: acc.graphs,
+            experts_start: self.model.expert_cache().map(|c| c.stats()),
             ..ProfileAcc::default()
         };
     }

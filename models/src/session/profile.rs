@@ -20,6 +20,8 @@ pub struct ProfileSummary {
     pub threads: usize,
     /// Graphs (executors) the rows come from.
     pub graphs: u64,
+    /// What the expert cache did over the same runs (`--ram`), if the model has one.
+    pub experts: Option<crate::weights::ExpertCacheStats>,
 }
 
 impl ProfileSummary {
@@ -29,15 +31,38 @@ impl ProfileSummary {
             "fathom op profile: {} runs, {} tokens, {} threads, {} graphs",
             self.runs, self.tokens, self.threads, self.graphs
         );
-        backends::profiler::render_table(&head, &self.rows, self.tokens as f64)
+        let mut t = backends::profiler::render_table(&head, &self.rows, self.tokens as f64);
+        if let Some(x) = &self.experts {
+            let per = |v: f64| v / self.tokens.max(1) as f64;
+            t.push_str(&format!(
+                "\nexpert cache: {:.1}% hits ({} hits, {} misses), {:.1} MiB read per token, \
+                 {:.2} GB/s while reading, I/O wait {:.2} ms per token, {} of {} guesses used\n",
+                100.0 * x.hit_rate(),
+                x.hits,
+                x.misses,
+                per(x.bytes_read as f64) / (1u64 << 20) as f64,
+                x.bytes_read as f64 / 1e9 / x.busy_secs.max(1e-9),
+                per(1e3 * x.wait_secs),
+                x.guess_used,
+                x.guessed
+            ));
+        }
+        t
     }
 
     /// The rows as JSON (the shape of `FATHOM_PROFILE_OPS=json:PATH`).
     pub fn to_json(&self) -> serde_json::Value {
         let rows = backends::profiler::rows_json(&self.rows, self.tokens as f64);
+        let experts = self.experts.as_ref().map(|x| {
+            serde_json::json!({
+                "hits": x.hits, "misses": x.misses, "wasted": x.wasted,
+                "bytes_read": x.bytes_read, "busy_secs": x.busy_secs, "wait_secs": x.wait_secs,
+                "guessed": x.guessed, "guess_used": x.guess_used,
+            })
+        });
         serde_json::json!({
             "runs": self.runs, "tokens": self.tokens, "threads": self.threads,
-            "graphs": self.graphs, "ops": rows,
+            "graphs": self.graphs, "ops": rows, "expert_cache": experts,
         })
     }
 }
@@ -48,6 +73,8 @@ pub(super) struct ProfileAcc {
     pub(super) runs: u64,
     pub(super) tokens: u64,
     pub(super) graphs: u64,
+    /// The expert cache's counters when the profile (re)started.
+    pub(super) experts_start: Option<crate::weights::ExpertCacheStats>,
 }
 
 impl ProfileAcc {
@@ -76,7 +103,12 @@ impl ProfileAcc {
         p.reset();
     }
 
-    pub(super) fn summary(&self, threads: usize) -> ProfileSummary {
+    /// The summary; `experts_now`: the expert cache's counters now (if the model has one).
+    pub(super) fn summary(
+        &self,
+        threads: usize,
+        experts_now: Option<crate::weights::ExpertCacheStats>,
+    ) -> ProfileSummary {
         let mut rows: Vec<ProfileEntry> = self.rows.values().cloned().collect();
         rows.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.op.cmp(&b.op)));
         ProfileSummary {
@@ -85,6 +117,10 @@ impl ProfileAcc {
             tokens: self.tokens,
             threads,
             graphs: self.graphs,
+            experts: experts_now.map(|now| match &self.experts_start {
+                Some(start) => now.since(start),
+                None => now,
+            }),
         }
     }
 }

@@ -114,6 +114,23 @@ pub struct ExpertCacheStats {
 }
 
 impl ExpertCacheStats {
+    /// What happened since `earlier` (a snapshot of the same cache): the counters' differences,
+    /// the gauges (resident, peak, budget) as they are now.
+    pub fn since(&self, earlier: &ExpertCacheStats) -> ExpertCacheStats {
+        ExpertCacheStats {
+            hits: self.hits.saturating_sub(earlier.hits),
+            misses: self.misses.saturating_sub(earlier.misses),
+            wasted: self.wasted.saturating_sub(earlier.wasted),
+            guessed: self.guessed.saturating_sub(earlier.guessed),
+            guess_used: self.guess_used.saturating_sub(earlier.guess_used),
+            bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
+            read_secs: (self.read_secs - earlier.read_secs).max(0.0),
+            busy_secs: (self.busy_secs - earlier.busy_secs).max(0.0),
+            wait_secs: (self.wait_secs - earlier.wait_secs).max(0.0),
+            ..*self
+        }
+    }
+
     /// Hits over experts asked for (0 when none was).
     pub fn hit_rate(&self) -> f64 {
         let n = self.hits + self.misses;

@@ -164,11 +164,14 @@ struct Row {
     experts: Option<(models::weights::ExpertCacheStats, usize, f64)>,
 }
 
-/// Zeroes the expert cache's counters (before measured repetitions).
-fn reset_cache(session: &models::session::Session) {
-    if let Some(c) = session.model().expert_cache() {
-        c.reset_stats();
-    }
+/// What the expert cache did since the snapshot `x0` (the measured repetitions).
+fn since(
+    session: &models::session::Session,
+    x0: Option<models::weights::ExpertCacheStats>,
+) -> Option<models::weights::ExpertCacheStats> {
+    cache_stats(session)
+        .zip(x0)
+        .map(|(now, start)| now.since(&start))
 }
 
 /// The expert cache's counters, with `--ram`.
@@ -382,7 +385,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
             start(&mut session, 0)?;
             session.prefill(&toks)?; // warm-up: builds the chunk graphs, pages weights in
             session.clear_profile(); // with FATHOM_PROFILE_OPS: the measured runs only
-            reset_cache(&session);
+            let x0 = cache_stats(&session);
             let mut samples = Vec::new();
             let mut secs = 0.0;
             for _ in 0..args.reps {
@@ -398,13 +401,14 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
                 n_gen: 0,
                 n_depth: d,
                 samples,
-                experts: cache_stats(&session).map(|c| (c, p * args.reps, secs)),
+                experts: since(&session, x0).map(|c| (c, p * args.reps, secs)),
             });
         }
         for &n in args.gen.iter().filter(|&&n| n > 0) {
             poll_moe(true);
             let mut samples = Vec::new();
             let mut secs = 0.0;
+            let mut x0 = None;
             for rep in 0..=args.reps {
                 // each slot starts from its own token, so the slots route to different experts
                 for k in 0..par {
@@ -427,7 +431,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
                     session.clear_profile();
                 }
                 if rep == 0 {
-                    reset_cache(&session);
+                    x0 = cache_stats(&session);
                 }
             }
             session.select(0)?;
@@ -441,7 +445,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
                 n_gen: n,
                 n_depth: d,
                 samples,
-                experts: cache_stats(&session).map(|c| (c, n * par * args.reps, secs)),
+                experts: since(&session, x0).map(|c| (c, n * par * args.reps, secs)),
             });
         }
     }
