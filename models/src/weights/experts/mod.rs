@@ -78,7 +78,8 @@ impl ExpertCacheConfig {
     }
 }
 
-/// What the cache has done since it was made (or since [`ExpertCache::reset_stats`]).
+/// What the cache has done since it was made (counters; [`ExpertCacheStats::since`] gives
+/// the difference between two snapshots) and holds now (gauges).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ExpertCacheStats {
     /// Experts asked for that were resident.
@@ -445,26 +446,6 @@ impl ExpertCache {
             budget: st.budget,
             direct: self.shared.direct && direct,
         }
-    }
-
-    /// Zeroes the counters (the peak restarts from what is resident now).
-    pub fn reset_stats(&self) {
-        let c = &self.shared.counters;
-        for a in [
-            &c.hits,
-            &c.misses,
-            &c.wasted,
-            &c.guessed,
-            &c.guess_used,
-            &c.bytes_read,
-            &c.read_ns,
-            &c.busy_ns,
-            &c.wait_ns,
-        ] {
-            a.store(0, Ordering::Relaxed);
-        }
-        let mut st = self.shared.lock();
-        st.peak = st.used;
     }
 
     /// The first read error since the last call, if any (the run that met it produced NaN
