@@ -6,12 +6,12 @@
 //! elision): the oracle every test compares against.
 
 use crate::adapt::Adapt;
-use crate::barrier::{Barrier, Gate};
+use crate::barrier::{Barrier, Start};
 use crate::profiler::{ProfileOutput, Profiler, ThreadTimes};
 use graph::{Graph, Location, NodeKind, Op, Plan, PlanOptions, TensorDesc, TensorId};
 use ops::{KernelCx, Scratch, TensorMut, TensorRef};
 use quant::simd::{CpuLevel, Kernels};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -187,8 +187,6 @@ struct Job {
     reference: bool,
     profile: bool,
     t0: Instant,
-    /// The start generation of this run ([`Gate`]).
-    gen: usize,
     /// Threads taking part (workers `1..active` and the caller).
     active: usize,
 }
@@ -201,10 +199,8 @@ unsafe impl Send for Job {}
 unsafe impl Sync for Job {}
 
 struct Shared {
-    start: Gate,
-    quit: AtomicBool,
+    start: Start<Job>,
     step: Barrier,
-    job: Mutex<Option<Arc<Job>>>,
     times: Vec<Mutex<ThreadTimes>>,
 }
 
@@ -412,10 +408,8 @@ impl Executor {
     fn build_with(graph: Graph, plan: Plan, cfg: ExecConfig, reference: bool) -> Executor {
         let nth = cfg.threads.max(1);
         let shared = Arc::new(Shared {
-            start: Gate::new(cfg.spin),
-            quit: AtomicBool::new(false),
+            start: Start::new(cfg.spin),
             step: Barrier::new(nth, cfg.spin),
-            job: Mutex::new(None),
             times: (0..nth)
                 .map(|_| Mutex::new(ThreadTimes::default()))
                 .collect(),
@@ -446,20 +440,7 @@ impl Executor {
                 }
                 let mut scratch = Scratch::default();
                 let mut seen = 0;
-                loop {
-                    sh.start.wait_past(seen);
-                    if sh.quit.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    // the generation before the job: a job published later carries a later one
-                    let g = sh.start.generation();
-                    let job = sh.job.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    seen = job.as_ref().map_or(g, |j| j.gen.max(g));
-                    // a run this worker takes no part in is not waited for (it may already
-                    // be over: then there is no job)
-                    let Some(job) = job.filter(|j| ith < j.active) else {
-                        continue;
-                    };
+                while let Some(job) = sh.start.next(ith, &mut seen) {
                     let times = job.profile.then(|| &sh.times[ith]);
                     run_steps(&job, ith, job.active, &mut scratch, &sh.step, times);
                 }
@@ -645,15 +626,11 @@ impl Executor {
             reference: self.reference,
             profile,
             t0: Instant::now(),
-            gen: self.shared.start.generation() + 1,
             active,
         });
         self.shared.step.set_n(active);
-        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.clone());
         // a run of the caller alone leaves the workers asleep
-        if active > 1 {
-            self.shared.start.open();
-        }
+        self.shared.start.post(job.clone(), active);
         let times = profile.then(|| &self.shared.times[0]);
         // the last step barrier returns once every active thread is done
         run_steps(
@@ -664,7 +641,7 @@ impl Executor {
             &self.shared.step,
             times,
         );
-        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.shared.start.clear();
         if let (Some(a), None) = (self.adapt.as_mut(), self.forced) {
             a.record(t_run.elapsed().as_nanos() as u64);
         }
@@ -753,11 +730,7 @@ impl Executor {
 
 impl Drop for Executor {
     fn drop(&mut self) {
-        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        self.shared.quit.store(true, Ordering::SeqCst);
-        if !self.workers.is_empty() {
-            self.shared.start.open();
-        }
+        self.shared.start.quit();
         for w in self.workers.drain(..) {
             let _ = w.join();
         }

@@ -357,3 +357,47 @@ fn any_number_of_active_threads_gives_the_reference_bits() {
         assert_eq!(out, want);
     }
 }
+
+#[test]
+fn a_worker_left_out_of_a_run_is_never_lost_to_the_next() {
+    // a worker woken by a run it takes no part in may read the job only after that run and
+    // a later caller-alone run (which opens no gate) have been published; it must still
+    // wake for the run after them. Oversubscribed pools (6 threads on any number of cores)
+    // deschedule workers inside that window; a lost worker would deadlock the next run, so
+    // the runs go on a thread of their own and a stall fails the test instead of hanging it
+    let (g, xs, ws, gs) = chain();
+    let (_, want) = run(Executor::reference(g.clone()), &xs, &ws, &gs);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut e = Executor::new(
+            g,
+            ExecConfig {
+                spin: 0,
+                ..cfg(6, true, false)
+            },
+        );
+        for i in 0..3000 {
+            for n in [2 + i % 4, 1, 6] {
+                e.set_active_threads(Some(n));
+                let out;
+                (e, out) = run(e, &xs, &ws, &gs);
+                assert_eq!(out, want, "run {i} with {n} threads");
+            }
+            if tx.send(i).is_err() {
+                return;
+            }
+        }
+    });
+    let mut done = 0;
+    while done < 2999 {
+        match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok(i) => done = i,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("the runs stalled after round {done}: a worker missed its start")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("the runs' thread failed after round {done}")
+            }
+        }
+    }
+}
