@@ -209,6 +209,19 @@ pub fn map_readonly(file: &File, path: &Path) -> Result<Mapping, Error> {
     Ok(Mapping { map, slot })
 }
 
+/// Address space for `len` bytes that read as zeros and take no memory: the stand-in bytes
+/// of a weight whose contents only ever come through its expert source (an official
+/// checkpoint's routed experts paged by the expert cache: they exist in the file as one
+/// tensor per expert, never as the stack the graph declares). Read-only and reserved without
+/// swap accounting, so a stack larger than RAM costs page tables only if something reads it.
+pub fn zero_reservation(len: usize) -> Result<Mmap, Error> {
+    memmap2::MmapOptions::new()
+        .len(len.max(1))
+        .no_reserve_swap()
+        .map_anon()?
+        .make_read_only()
+}
+
 /// The path of the mapped file holding address `addr`, as a NUL-terminated C string, for a
 /// signal handler (lock-free and allocation-free; null when no mapping holds it).
 pub fn mapped_file_at(addr: usize) -> *const libc::c_char {

@@ -10,7 +10,9 @@ mod gguf;
 mod memo;
 pub mod policy;
 
-pub use experts::{ExpertCache, ExpertCacheConfig, ExpertCacheStats, PagedSources};
+pub use experts::{
+    ExpertCache, ExpertCacheConfig, ExpertCacheStats, ExpertConvert, ExpertPart, PagedSources,
+};
 pub use gguf::{GgufWeights, Repack};
 pub use memo::WeightMemo;
 pub use policy::StOptions;

@@ -2,9 +2,12 @@
 //! the pages dropped afterwards), the I/O threads that work the queues, and eviction to make
 //! room.
 
-use super::{in_page, ReadFile, Shared, Slot, State, ALIGN};
+use super::{
+    in_page, ExpertConvert, ExpertPart, Layout, ReadFile, Shared, Slot, State, TensorSpec, ALIGN,
+};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
@@ -58,13 +61,8 @@ pub(super) fn load<'a>(
     key: (u32, u32),
     demand: bool,
 ) -> MutexGuard<'a, State> {
-    let t = &st.tensors[key.0 as usize];
-    let file = t.file.clone();
-    let name = t.name.clone();
-    let at = in_page(t, key.1);
-    let pos = t.offset + u64::from(key.1) * t.stride;
-    let len = t.len as usize;
-    let pages = (at + len).div_ceil(ALIGN);
+    let read = ReadPlan::of(&st.tensors[key.0 as usize], key.1);
+    let pages = read.pages();
     let bytes = (pages * ALIGN) as u64;
     // room first: evict until the buffer fits (or nothing more can go)
     let mut reuse = None;
@@ -91,7 +89,7 @@ pub(super) fn load<'a>(
     }
     st.in_flight += 1;
     drop(st);
-    let res = read_expert(&file, reuse, pages, pos - at as u64, at + len);
+    let res = read.run(reuse);
     shared
         .counters
         .read_ns
@@ -111,12 +109,13 @@ pub(super) fn load<'a>(
             shared.counters.bytes_read.fetch_add(n, Ordering::Relaxed);
             Slot::Ready(Arc::new(buf))
         }
-        Err(e) => {
+        Err((path, e)) => {
             st.error.get_or_insert_with(|| {
                 format!(
-                    "{}: reading expert {} of '{name}': {e}",
-                    file.path.display(),
-                    key.1
+                    "{}: reading expert {} of '{}': {e}",
+                    path.display(),
+                    key.1,
+                    read.name
                 )
             });
             Slot::Failed
@@ -131,29 +130,139 @@ pub(super) fn load<'a>(
     st
 }
 
-/// Reads `need` bytes from `start` (page-aligned) of `file` into a buffer of `pages` pages
-/// (`reuse`, or a new one); returns it and the bytes read.
+/// What one expert's read needs, taken from its tensor's spec so that the read runs
+/// without the cache's lock.
+struct ReadPlan {
+    name: String,
+    /// Bytes nodes use.
+    len: usize,
+    how: How,
+}
+
+enum How {
+    /// The pages around `len` bytes at `pos` of `file`, the expert at `at` of them.
+    Strided {
+        file: Arc<ReadFile>,
+        pos: u64,
+        at: usize,
+    },
+    /// Parts read in order, then converted into the buffer.
+    Parts {
+        e: usize,
+        parts: Vec<(Arc<ReadFile>, ExpertPart)>,
+        convert: ExpertConvert,
+    },
+}
+
+impl ReadPlan {
+    fn of(t: &TensorSpec, e: u32) -> ReadPlan {
+        let how = match &t.layout {
+            Layout::Strided {
+                file,
+                offset,
+                stride,
+            } => How::Strided {
+                file: file.clone(),
+                pos: offset + u64::from(e) * stride,
+                at: in_page(t, e),
+            },
+            Layout::Parts { experts, convert } => How::Parts {
+                e: e as usize,
+                parts: experts.get(e as usize).cloned().unwrap_or_default(),
+                convert: convert.clone(),
+            },
+        };
+        ReadPlan {
+            name: t.name.clone(),
+            len: t.len as usize,
+            how,
+        }
+    }
+
+    /// Pages of the expert's buffer.
+    fn pages(&self) -> usize {
+        match &self.how {
+            How::Strided { at, .. } => (at + self.len).div_ceil(ALIGN),
+            How::Parts { .. } => self.len.div_ceil(ALIGN),
+        }
+    }
+
+    /// Reads the expert into `reuse` (a buffer of [`ReadPlan::pages`] pages) or a new buffer;
+    /// returns it and the bytes read, or the file that failed and why.
+    fn run(&self, reuse: Option<Buf>) -> Result<(Buf, u64), (PathBuf, std::io::Error)> {
+        match &self.how {
+            How::Strided { file, pos, at } => {
+                let buf = Buf::zeroed(reuse, self.pages()).map_err(|e| (file.path.clone(), e))?;
+                read_expert(file, buf, pos - *at as u64, at + self.len)
+                    .map_err(|e| (file.path.clone(), e))
+            }
+            How::Parts { e, parts, convert } => {
+                let mut read = Vec::with_capacity(parts.len());
+                let mut n = 0;
+                for (file, part) in parts {
+                    let at = (part.offset % ALIGN as u64) as usize;
+                    let need = at + part.len as usize;
+                    let fail = |e| (file.path.clone(), e);
+                    let buf = Buf::zeroed(None, need.div_ceil(ALIGN)).map_err(fail)?;
+                    let (buf, got) =
+                        read_expert(file, buf, part.offset - at as u64, need).map_err(fail)?;
+                    n += got;
+                    read.push((buf, at, part.len as usize));
+                }
+                let views: Vec<&[u8]> = read
+                    .iter()
+                    .map(|(b, at, len)| &b.as_ref()[*at..at + len])
+                    .collect();
+                let mut out =
+                    Buf::zeroed(reuse, self.pages()).map_err(|e| (self.first_path(), e))?;
+                // a reused buffer holds another expert
+                let dst = &mut bytemuck::cast_slice_mut(&mut out.0)[..self.len];
+                dst.fill(0);
+                convert(*e, &views, dst).map_err(|why| {
+                    (
+                        self.first_path(),
+                        std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+                    )
+                })?;
+                Ok((out, n))
+            }
+        }
+    }
+
+    fn first_path(&self) -> PathBuf {
+        match &self.how {
+            How::Strided { file, .. } => file.path.clone(),
+            How::Parts { parts, .. } => parts.first().map(|p| p.0.path.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+impl Buf {
+    /// `reuse`, or a new zeroed buffer of `pages` pages.
+    fn zeroed(reuse: Option<Buf>, pages: usize) -> std::io::Result<Buf> {
+        if let Some(b) = reuse {
+            return Ok(b);
+        }
+        let mut v = Vec::new();
+        v.try_reserve_exact(pages).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!("no memory for a {} KiB expert buffer", pages * 4),
+            )
+        })?;
+        v.resize(pages, Page([0; ALIGN]));
+        Ok(Buf(v))
+    }
+}
+
+/// Reads `need` bytes from `start` (page-aligned) of `file` into `buf`; returns it and the
+/// bytes read.
 fn read_expert(
     file: &ReadFile,
-    reuse: Option<Buf>,
-    pages: usize,
+    mut buf: Buf,
     start: u64,
     need: usize,
 ) -> std::io::Result<(Buf, u64)> {
-    let mut buf = match reuse {
-        Some(b) => b,
-        None => {
-            let mut v = Vec::new();
-            v.try_reserve_exact(pages).map_err(|_| {
-                std::io::Error::new(
-                    std::io::ErrorKind::OutOfMemory,
-                    format!("no memory for a {} KiB expert buffer", pages * 4),
-                )
-            })?;
-            v.resize(pages, Page([0; ALIGN]));
-            Buf(v)
-        }
-    };
     let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut buf.0);
     if let (Some(f), true) = (&file.direct, file.direct_ok.load(Ordering::Relaxed)) {
         let mut done = 0usize;

@@ -148,18 +148,49 @@ struct ReadFile {
     direct: Option<File>,
     /// Cleared when the file system refuses an `O_DIRECT` read.
     direct_ok: AtomicBool,
+    /// Its length when opened.
+    len: u64,
+}
+
+/// A piece of a file that an expert is assembled from (the official checkpoint keeps each
+/// expert's values and scales in tensors of their own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpertPart {
+    /// The file.
+    pub path: PathBuf,
+    /// Its first byte.
+    pub offset: u64,
+    /// Its length.
+    pub len: u64,
+}
+
+/// Turns expert `e`'s parts, read in order, into the bytes nodes use (`out`: the expert's
+/// length, zeroed); an error says what is wrong with the parts' bytes.
+pub type ExpertConvert =
+    Arc<dyn Fn(usize, &[&[u8]], &mut [u8]) -> Result<(), String> + Send + Sync>;
+
+/// Where a paged tensor's experts are in its files.
+enum Layout {
+    /// `stride` apart from `offset` of one file, used as read (a GGUF stack).
+    Strided {
+        file: Arc<ReadFile>,
+        /// File offset of expert 0.
+        offset: u64,
+        /// Bytes between experts (`nb[2]`).
+        stride: u64,
+    },
+    /// Each expert assembled from its parts and converted (an official checkpoint).
+    Parts {
+        experts: Vec<Vec<(Arc<ReadFile>, ExpertPart)>>,
+        convert: ExpertConvert,
+    },
 }
 
 /// One paged expert tensor.
-#[derive(Debug)]
 struct TensorSpec {
     name: String,
-    file: Arc<ReadFile>,
-    /// File offset of expert 0.
-    offset: u64,
-    /// Bytes between experts (`nb[2]`).
-    stride: u64,
-    /// Bytes of one expert.
+    layout: Layout,
+    /// Bytes of one expert as nodes use it.
     len: u64,
     experts: u32,
     /// The layer whose tensors are requested together.
@@ -340,67 +371,114 @@ impl ExpertCache {
         group: u32,
     ) -> Result<Arc<PagedExperts>, ExpertCacheError> {
         let mut st = self.shared.lock();
-        let file = match st.files.get(path) {
-            Some(f) => f.clone(),
-            None => {
-                let open_err = |source| ExpertCacheError::Open {
-                    path: path.to_path_buf(),
-                    source,
-                };
-                let buffered = File::open(path).map_err(open_err)?;
-                let direct = if self.shared.direct {
-                    std::fs::OpenOptions::new()
-                        .read(true)
-                        .custom_flags(libc::O_DIRECT)
-                        .open(path)
-                        .ok()
-                } else {
-                    None
-                };
-                let f = Arc::new(ReadFile {
-                    path: path.to_path_buf(),
-                    direct_ok: AtomicBool::new(direct.is_some()),
-                    buffered,
-                    direct,
-                });
-                st.files.insert(path.to_path_buf(), f.clone());
-                f
-            }
-        };
-        let file_len = file
-            .buffered
-            .metadata()
-            .map_err(|source| ExpertCacheError::Open {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .len();
+        let file = self.open_file(&mut st, path)?;
         let end = u64::from(experts.max(1) - 1)
             .checked_mul(stride)
             .and_then(|x| x.checked_add(offset))
             .and_then(|x| x.checked_add(len));
-        if end.is_none_or(|e| e > file_len) || len > stride.max(len) {
+        if end.is_none_or(|e| e > file.len) || len > stride.max(len) {
             return Err(ExpertCacheError::Outside {
                 path: path.to_path_buf(),
                 name: name.to_string(),
             });
         }
-        let id = st.tensors.len() as u32;
-        st.tensors.push(TensorSpec {
-            name: name.to_string(),
+        let layout = Layout::Strided {
             file,
             offset,
             stride,
+        };
+        Ok(self.push(&mut st, name, layout, len, experts, group))
+    }
+
+    /// Pages the experts of the tensor `name`, expert `e` assembled from `parts[e]` (read
+    /// in order) by `convert` into `len` bytes; `group` as for [`ExpertCache::add_tensor`].
+    pub fn add_tensor_parts(
+        &self,
+        name: &str,
+        parts: Vec<Vec<ExpertPart>>,
+        len: u64,
+        convert: ExpertConvert,
+        group: u32,
+    ) -> Result<Arc<PagedExperts>, ExpertCacheError> {
+        let mut st = self.shared.lock();
+        let mut experts = Vec::with_capacity(parts.len());
+        for expert in parts {
+            let mut v = Vec::with_capacity(expert.len());
+            for part in expert {
+                let file = self.open_file(&mut st, &part.path)?;
+                if part
+                    .offset
+                    .checked_add(part.len)
+                    .is_none_or(|e| e > file.len)
+                {
+                    return Err(ExpertCacheError::Outside {
+                        path: part.path.clone(),
+                        name: name.to_string(),
+                    });
+                }
+                v.push((file, part));
+            }
+            experts.push(v);
+        }
+        let n = u32::try_from(experts.len()).unwrap_or(u32::MAX);
+        let layout = Layout::Parts { experts, convert };
+        Ok(self.push(&mut st, name, layout, len, n, group))
+    }
+
+    /// The file at `path`, opened once for every tensor that reads it.
+    fn open_file(&self, st: &mut State, path: &Path) -> Result<Arc<ReadFile>, ExpertCacheError> {
+        if let Some(f) = st.files.get(path) {
+            return Ok(f.clone());
+        }
+        let open_err = |source| ExpertCacheError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let buffered = File::open(path).map_err(open_err)?;
+        let len = buffered.metadata().map_err(open_err)?.len();
+        let direct = if self.shared.direct {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(path)
+                .ok()
+        } else {
+            None
+        };
+        let f = Arc::new(ReadFile {
+            path: path.to_path_buf(),
+            direct_ok: AtomicBool::new(direct.is_some()),
+            buffered,
+            direct,
+            len,
+        });
+        st.files.insert(path.to_path_buf(), f.clone());
+        Ok(f)
+    }
+
+    fn push(
+        &self,
+        st: &mut State,
+        name: &str,
+        layout: Layout,
+        len: u64,
+        experts: u32,
+        group: u32,
+    ) -> Arc<PagedExperts> {
+        let id = st.tensors.len() as u32;
+        st.tensors.push(TensorSpec {
+            name: name.to_string(),
+            layout,
             len,
             experts,
             group,
         });
         st.groups.entry(group).or_default().push(id);
-        Ok(Arc::new(PagedExperts {
+        Arc::new(PagedExperts {
             shared: self.shared.clone(),
             tensor: id,
             len: len as usize,
-        }))
+        })
     }
 
     /// Bytes of every paged expert (what the memory map would otherwise page in).
@@ -479,7 +557,13 @@ impl Drop for ExpertCache {
     }
 }
 
-/// Where expert `e` starts in its page-aligned buffer.
+/// Where expert `e` starts in its page-aligned buffer (a strided expert is read with the
+/// pages around it; an assembled one is written from the start).
 fn in_page(t: &TensorSpec, e: u32) -> usize {
-    ((t.offset + u64::from(e) * t.stride) % ALIGN as u64) as usize
+    match &t.layout {
+        Layout::Strided { offset, stride, .. } => {
+            ((offset + u64::from(e) * stride) % ALIGN as u64) as usize
+        }
+        Layout::Parts { .. } => 0,
+    }
 }
