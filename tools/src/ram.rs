@@ -54,11 +54,15 @@ pub fn parse_ram(s: &str) -> std::result::Result<Ram, String> {
     }
 }
 
-/// Bytes of the model's files: every shard of a split GGUF, `None` where unreadable (the
-/// load that follows reports why).
+/// Bytes of the model's files: every shard of a split GGUF or of a checkpoint, `None` where
+/// unreadable (the load that follows reports why).
 fn file_bytes(path: &Path) -> Option<u64> {
-    let f = models::gguf::GgufFile::open(path).ok()?;
-    Some(f.shards().iter().map(|s| s.bytes().len() as u64).sum())
+    if is_gguf(path) {
+        let f = models::gguf::GgufFile::open(path).ok()?;
+        return Some(f.shards().iter().map(|s| s.bytes().len() as u64).sum());
+    }
+    let m = models::safetensors::SafetensorsModel::open(path).ok()?;
+    Some(m.shards().iter().map(|s| s.file_len()).sum())
 }
 
 fn is_gguf(path: &Path) -> bool {
@@ -82,16 +86,6 @@ pub fn expert_cache(
         (Ram::Off, _) | (Ram::Auto, None) => return Ok(None),
         (Ram::Bytes(_), None) => {
             bail!("--ram: the built-in model is held in memory; give a model file with -m")
-        }
-        (ram, Some(p)) if !is_gguf(p) => {
-            if matches!(ram, Ram::Bytes(_)) {
-                bail!(
-                    "--ram {}: a budgeted expert cache reads GGUF files; an official checkpoint's \
-                     experts are converted into memory at load",
-                    p.display()
-                );
-            }
-            return Ok(None);
         }
         (Ram::Bytes(b), Some(_)) => {
             if let Some(avail) = available.filter(|&a| b > a) {
@@ -231,7 +225,24 @@ mod tests {
         );
         let e = expert_cache(Ram::Bytes(5 << 30), None, None).unwrap_err();
         assert!(e.to_string().contains("-m"), "{e}");
-        let e = expert_cache(Ram::Bytes(5 << 30), Some(Path::new("/")), None).unwrap_err();
-        assert!(e.to_string().contains("GGUF"), "{e}");
+        // an official checkpoint: its shards together are the size
+        let ckpt = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../models/tests/fixtures/dsv4-tiny-fp8"
+        ));
+        let shards: u64 = std::fs::read_dir(ckpt)
+            .unwrap()
+            .map(|f| f.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum();
+        assert_eq!(file_bytes(ckpt), Some(shards));
+        assert!(expert_cache(Ram::Auto, Some(ckpt), Some(shards / 2))
+            .unwrap()
+            .is_some());
+        assert_eq!(
+            expert_cache(Ram::Auto, Some(ckpt), Some(shards * 2)).unwrap(),
+            None
+        );
     }
 }

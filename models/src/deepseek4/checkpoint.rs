@@ -53,14 +53,17 @@
 
 #[path = "checkpoint_memory.rs"]
 mod memory;
+#[path = "checkpoint_paged.rs"]
+mod paged;
+#[path = "checkpoint_recipe.rs"]
+mod recipe;
 
 use super::hparams::{Hparams, HparamsError};
 use super::tensors::{self, official_name, Official};
 use crate::safetensors::{SafetensorsError, SafetensorsModel, StDtype, TensorDtype, TensorInfo};
-use crate::weights::policy::{Fp4Policy, Fp8Policy, HalfPolicy, StOptions};
+use crate::weights::policy::{HalfPolicy, StOptions};
 use crate::weights::{ForwardError, Weights};
 use graph::{Graph, NodeKind, TensorDesc, TensorId, WeightData};
-use quant::fp8::{dequant_fp4_ds, dequant_fp8_blocked, fp4_ds_to_mxfp4, Fp8Scale};
 use quant::DType;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -148,9 +151,6 @@ impl Aligned {
         a.bytes_mut().copy_from_slice(b);
         a
     }
-    fn from_f32(v: &[f32]) -> Aligned {
-        Aligned::from_bytes(bytemuck::cast_slice(v))
-    }
 }
 
 impl AsRef<[u8]> for Aligned {
@@ -171,6 +171,8 @@ enum Data {
     },
     /// Converted into an owned buffer.
     Owned(Owner),
+    /// Routed experts read through the expert cache (see `checkpoint_paged.rs`).
+    Paged(Arc<dyn graph::ExpertSource>),
 }
 
 /// A checkpoint tensor in the GGUF layout.
@@ -195,6 +197,8 @@ pub struct SafetensorsWeights {
     names: Vec<String>,
     /// Bytes of the conversions made so far.
     owned: u64,
+    /// Expert stacks read through the expert cache, by GGUF name.
+    paged: HashMap<String, paged::PagedStack>,
 }
 
 impl std::fmt::Debug for SafetensorsWeights {
@@ -312,6 +316,7 @@ impl SafetensorsWeights {
             loaded: HashMap::new(),
             names: tensors::all(hp).into_iter().map(|s| s.name).collect(),
             owned: 0,
+            paged: HashMap::new(),
         })
     }
 
@@ -355,6 +360,7 @@ impl SafetensorsWeights {
         match &d.data {
             Data::Mapped { shard, offset, len } => &self.maps[*shard][*offset..offset + len],
             Data::Owned(o) => (**o).as_ref(),
+            Data::Paged(_) => &[],
         }
     }
 
@@ -382,14 +388,6 @@ impl SafetensorsWeights {
             Data::Owned(Arc::new(Aligned::from_bytes(self.bytes(t))))
         };
         Decoded { dtype, ne, data }
-    }
-
-    fn owned_f32(ne: Vec<usize>, v: &[f32]) -> Decoded {
-        Decoded {
-            dtype: DType::F32,
-            ne,
-            data: Data::Owned(Arc::new(Aligned::from_f32(v))),
-        }
     }
 
     /// Check a hash-routing table and return it as I32 (in place when it already is).
@@ -445,136 +443,19 @@ impl SafetensorsWeights {
         Ok(())
     }
 
-    /// E8M0 scale bytes (F8_E8M0 or raw U8), rejecting the NaN byte 0xFF.
-    fn e8m0_bytes<'s>(&'s self, gguf: &str, s: &'s TensorInfo) -> Result<&'s [u8], ForwardError> {
-        let b = self.bytes(s);
-        if let Some(i) = b.iter().position(|&x| x == 0xFF) {
-            return Err(unsupported(
-                gguf,
-                &s.name,
-                format_args!("scale entry {i} is the E8M0 NaN byte 0xFF"),
-            ));
-        }
-        Ok(b)
-    }
-
-    /// FP8 E4M3 `[n, k]` + 128×128 tile scales → F32 or Q8_0 `{k, n}`.
-    fn fp8(&self, gguf: &str, t: &TensorInfo) -> Result<Decoded, ForwardError> {
-        let [n, k] = t.shape[..] else {
-            return Err(unsupported(
-                gguf,
-                &t.name,
-                format_args!(
-                    "F8_E4M3 tensor of rank {} (only 2-D block-scaled weights)",
-                    t.shape.len()
-                ),
-            ));
-        };
-        let (n, k) = (n as usize, k as usize);
-        let s = self
-            .scale_of(&t.name, &["scale", "weight_scale_inv"])
-            .ok_or_else(|| {
-                ForwardError::Missing(format!(
-                    "{}.scale (block scales of FP8 weight '{}' for '{gguf}')",
-                    t.name.strip_suffix(".weight").unwrap_or(&t.name),
-                    t.name
-                ))
-            })?;
-        Self::check_scale_shape(gguf, s, [n.div_ceil(128), k.div_ceil(128)])?;
-        let scale = match Self::known_dtype(gguf, s)? {
-            StDtype::F8_E8M0 | StDtype::U8 => Fp8Scale::E8M0(self.e8m0_bytes(gguf, s)?),
-            StDtype::F32 => Fp8Scale::F32(self.bytes(s)),
-            d => {
-                return Err(unsupported(
-                    gguf,
-                    &s.name,
-                    format_args!("FP8 scale dtype {d} (expected F8_E8M0, U8 or F32)"),
-                ))
-            }
-        };
-        let mut f = vec![0f32; n * k];
-        dequant_fp8_blocked(self.bytes(t), scale, n, k, &mut f)
+    /// A converted tensor (FP8, FP4, half-precision vectors or upcasts) in an owned buffer.
+    fn converted(&self, gguf: &str, t: &TensorInfo) -> Result<Decoded, ForwardError> {
+        let (r, parts) = self.recipe(gguf, t)?;
+        let len = r.out_len().map_err(|e| unsupported(gguf, &t.name, e))?;
+        let mut out = Aligned::zeroed(len);
+        let bytes: Vec<&[u8]> = parts.iter().map(|p| self.bytes(p)).collect();
+        r.convert(&bytes, out.bytes_mut())
             .map_err(|e| unsupported(gguf, &t.name, e))?;
-        if self.opts.fp8 == Fp8Policy::Q8_0 && k % 32 == 0 {
-            let mut q = vec![
-                0u8;
-                quant::bytes_for(DType::Q8_0, n * k)
-                    .map_err(|e| unsupported(gguf, &t.name, e))?
-            ];
-            quant::quantize_row(DType::Q8_0, &f, &mut q)
-                .map_err(|e| unsupported(gguf, &t.name, e))?;
-            return Ok(Decoded {
-                dtype: DType::Q8_0,
-                ne: vec![k, n],
-                data: Data::Owned(Arc::new(q)),
-            });
-        }
-        Ok(Self::owned_f32(vec![k, n], &f))
-    }
-
-    /// FP4 e2m1 `[n, k]` (I8/U8 `[n, k/2]` or F4 `[n, k]`) + E8M0 `[n, k/32]` → MXFP4 or F32
-    /// `{k, n}`.
-    fn fp4(&self, gguf: &str, t: &TensorInfo, dtype: StDtype) -> Result<Decoded, ForwardError> {
-        let [n, w] = t.shape[..] else {
-            return Err(unsupported(
-                gguf,
-                &t.name,
-                format_args!(
-                    "{dtype} tensor of rank {} (only 2-D FP4 weights)",
-                    t.shape.len()
-                ),
-            ));
-        };
-        let (n, k) = if dtype == StDtype::F4 {
-            (n as usize, w as usize)
-        } else {
-            (n as usize, 2 * w as usize)
-        };
-        let s = self.scale_of(&t.name, &["scale"]).ok_or_else(|| {
-            unsupported(
-                gguf,
-                &t.name,
-                format_args!(
-                    "{dtype} tensor without a '.scale' (only packed FP4 weights with E8M0 scales are supported)"
-                ),
-            )
-        })?;
-        if k % 32 != 0 {
-            return Err(unsupported(
-                gguf,
-                &t.name,
-                format_args!("FP4 row of {k} values is not a whole number of 32-blocks"),
-            ));
-        }
-        Self::check_scale_shape(gguf, s, [n, k / 32])?;
-        let scale = match Self::known_dtype(gguf, s)? {
-            StDtype::F8_E8M0 | StDtype::U8 => self.e8m0_bytes(gguf, s)?,
-            d => {
-                return Err(unsupported(
-                    gguf,
-                    &s.name,
-                    format_args!("FP4 scale dtype {d} (expected F8_E8M0 or U8)"),
-                ))
-            }
-        };
-        let packed = self.bytes(t);
-        match self.opts.fp4 {
-            Fp4Policy::Mxfp4 => {
-                let b = fp4_ds_to_mxfp4(packed, scale, n, k)
-                    .map_err(|e| unsupported(gguf, &t.name, e))?;
-                Ok(Decoded {
-                    dtype: DType::MXFP4,
-                    ne: vec![k, n],
-                    data: Data::Owned(Arc::new(b)),
-                })
-            }
-            Fp4Policy::F32 => {
-                let mut f = vec![0f32; n * k];
-                dequant_fp4_ds(packed, scale, n, k, &mut f)
-                    .map_err(|e| unsupported(gguf, &t.name, e))?;
-                Ok(Self::owned_f32(vec![k, n], &f))
-            }
-        }
+        Ok(Decoded {
+            dtype: r.dtype,
+            ne: r.ne,
+            data: Data::Owned(Arc::new(out)),
+        })
     }
 
     /// One checkpoint tensor in the GGUF layout.
@@ -593,34 +474,25 @@ impl SafetensorsWeights {
         let vector = t.shape.len() <= 1;
         match dtype {
             StDtype::F32 => Ok(self.in_place(t, DType::F32, 4)),
-            StDtype::F16 | StDtype::BF16 => {
-                let dt = if dtype == StDtype::F16 {
-                    DType::F16
-                } else {
-                    DType::BF16
-                };
-                if vector || self.opts.half == HalfPolicy::F32 {
-                    let b = self.bytes(t);
-                    let mut f = vec![0f32; b.len() / 2];
-                    quant::dequantize_row(dt, b, &mut f)
-                        .map_err(|e| unsupported(gguf, &t.name, e))?;
-                    Ok(Self::owned_f32(reversed(&t.shape), &f))
-                } else {
-                    Ok(self.in_place(t, dt, 2))
-                }
+            StDtype::F16 if !vector && self.opts.half == HalfPolicy::ZeroCopy => {
+                Ok(self.in_place(t, DType::F16, 2))
             }
-            StDtype::F8_E4M3 => self.fp8(gguf, t),
-            StDtype::I8 | StDtype::U8 | StDtype::F4 => self.fp4(gguf, t, dtype),
-            d => Err(unsupported(
-                gguf,
-                &t.name,
-                format_args!("dtype {d} is not a weight type this model uses"),
-            )),
+            StDtype::BF16 if !vector && self.opts.half == HalfPolicy::ZeroCopy => {
+                Ok(self.in_place(t, DType::BF16, 2))
+            }
+            _ => self.converted(gguf, t),
         }
     }
 
     /// The stacked routed experts `{in, out, E}` of one layer (the one copy).
     fn experts(&self, gguf: &str, layer: usize, w: &str) -> Result<Option<Decoded>, ForwardError> {
+        if let Some(p) = self.paged.get(gguf) {
+            return Ok(Some(Decoded {
+                dtype: p.dtype,
+                ne: p.ne.clone(),
+                data: Data::Paged(p.src.clone()),
+            }));
+        }
         let name = |e: usize| format!("layers.{layer}.ffn.experts.{e}.{w}.weight");
         let Some(t0) = self.model.tensor(&name(0)) else {
             return Ok(None);
@@ -702,6 +574,15 @@ impl Weights for SafetensorsWeights {
                 let len = (*o).as_ref().len();
                 self.owned += len as u64;
                 WeightData::new(o, 0, len)
+            }
+            Data::Paged(src) => {
+                let len = desc.nbytes();
+                let zeros = crate::files::zero_reservation(len).map_err(|e| {
+                    ForwardError::Unsupported(format!(
+                        "'{name}': no address space for the paged expert stack: {e}"
+                    ))
+                })?;
+                WeightData::new(Arc::new(zeros) as Owner, 0, len).map(|d| d.with_experts(src))
             }
         }
         .ok_or_else(|| ForwardError::Missing(format!("{name} (data outside its shard)")))?;

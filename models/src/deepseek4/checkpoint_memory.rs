@@ -6,9 +6,11 @@
 //! place from the maps and what each conversion makes); the test
 //! `converted_bytes_are_what_loading_owns` checks the two against each other.
 
-use super::{map_name, Mapped, SafetensorsWeights};
+use super::{map_name, tensors, Mapped, SafetensorsWeights};
+use crate::model::WeightBytes;
 use crate::safetensors::{StDtype, TensorDtype, TensorInfo};
 use crate::weights::policy::{Fp4Policy, Fp8Policy, HalfPolicy, StOptions};
+use tensors::Role;
 
 impl SafetensorsWeights {
     /// Bytes of memory this provider's conversions own once every tensor of the model has
@@ -28,6 +30,8 @@ impl SafetensorsWeights {
                     .model
                     .tensor(&off)
                     .map_or(0, |t| owned(gguf, t, opts).unwrap_or(0)),
+                // paged experts live in the expert cache's budget
+                Some(Mapped::Experts { .. }) if self.paged.contains_key(gguf) => 0,
                 Some(Mapped::Experts { layer, w }) => {
                     let first = format!("layers.{layer}.ffn.experts.0.{w}.weight");
                     self.model.tensor(&first).map_or(0, |t| {
@@ -78,4 +82,47 @@ fn decoded(gguf: &str, t: &TensorInfo, opts: &StOptions) -> Option<(u64, bool)> 
         }
         _ => return None,
     })
+}
+
+impl SafetensorsWeights {
+    /// Every weight's bytes as the graph uses them (in place, converted, or paged at their
+    /// converted size): in all, and per decode token (`n_used` of each expert stack's
+    /// experts, one row of the token embedding). A checkpoint's bytes on disk differ (FP4
+    /// nibbles and scales apart, FP8 before its expansion); these are what memory holds.
+    pub fn weight_bytes(&self, n_used: usize) -> WeightBytes {
+        let e = self.n_expert.max(1) as u64;
+        let mut b = WeightBytes {
+            total: 0,
+            per_token: 0,
+            per_token_loaded: 0,
+        };
+        for gguf in &self.names {
+            let role = tensors::parse(gguf).map(|p| p.0.role());
+            let bytes = match map_name(gguf) {
+                Some(Mapped::Tensor(off)) => self.model.tensor(&off).map_or(0, |t| {
+                    let rows = t.shape.first().copied().unwrap_or(1).max(1);
+                    let n = decoded(gguf, t, &self.opts).map_or(0, |(b, _)| b);
+                    if role == Some(Role::Embedding) {
+                        b.per_token += n / rows;
+                    } else {
+                        b.per_token += n;
+                    }
+                    n
+                }),
+                Some(Mapped::Experts { layer, w }) => {
+                    let first = format!("layers.{layer}.ffn.experts.0.{w}.weight");
+                    let one = self
+                        .model
+                        .tensor(&first)
+                        .map_or(0, |t| decoded(gguf, t, &self.opts).map_or(0, |(b, _)| b));
+                    b.per_token += one * n_used as u64;
+                    one * e
+                }
+                None => 0,
+            };
+            b.total += bytes;
+        }
+        b.per_token_loaded = b.per_token;
+        b
+    }
 }

@@ -46,6 +46,8 @@ pub struct DeepSeek4 {
     converted: Option<ConvertedBytes>,
     /// The cache the routed experts are read through ([`LoadOptions::experts`]).
     experts: Option<ExpertCache>,
+    /// A checkpoint's weight bytes as loaded (a GGUF's come from its tensor table).
+    checkpoint_bytes: Option<WeightBytes>,
 }
 
 impl std::fmt::Debug for DeepSeek4 {
@@ -95,6 +97,7 @@ impl DeepSeek4 {
             gguf: None,
             converted: None,
             experts: None,
+            checkpoint_bytes: None,
         }
     }
 
@@ -197,11 +200,23 @@ impl DeepSeek4 {
     /// `.safetensors`; `config.json` and, for the tokenizer, `tokenizer.json` beside it),
     /// its weights stored as `opts.checkpoint` says.
     pub fn from_checkpoint(path: &Path, opts: &LoadOptions) -> Result<DeepSeek4, LoadError> {
-        let (w, hp) =
-            SafetensorsWeights::open_with(path, opts.checkpoint).map_err(|e| LoadError::Model {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
+        let fail = |message: String| LoadError::Model {
+            path: path.to_path_buf(),
+            message,
+        };
+        let (mut w, hp) = SafetensorsWeights::open_with(path, opts.checkpoint)
+            .map_err(|e| fail(e.to_string()))?;
+        // routed experts through the cache: read from their own tensors when used, never
+        // stacked in memory
+        let cache = match opts.experts {
+            Some(cfg) => {
+                let cache = ExpertCache::new(cfg);
+                w.page_experts(&cache).map_err(|e| fail(e.to_string()))?;
+                Some(cache)
+            }
+            None => None,
+        };
+        let wb = w.weight_bytes(hp.n_expert_used);
         let dir = crate::model::checkpoint_dir(path);
         let tokenizer = Tokenizer::from_dir(dir).map_err(|e| format!("{}: {e}", dir.display()));
         let q8 = StOptions {
@@ -215,6 +230,8 @@ impl DeepSeek4 {
         };
         let mut m = DeepSeek4::new(hp, w, tokenizer);
         m.converted = Some(converted);
+        m.experts = cache;
+        m.checkpoint_bytes = Some(wb);
         Ok(m)
     }
 
@@ -384,7 +401,11 @@ impl Model for DeepSeek4 {
 
     /// From the GGUF file's tensor table: every dense tensor, one row of the token
     /// embedding, `n_expert_used / n_expert` of each expert stack.
+    /// For a checkpoint: every tensor as loaded ([`SafetensorsWeights::weight_bytes`]).
     fn weight_bytes(&self) -> Option<WeightBytes> {
+        if let Some(b) = self.checkpoint_bytes {
+            return Some(b);
+        }
         let (file, repack, level) = self.gguf.as_ref()?;
         let (e, k) = (self.hp.n_expert.max(1) as u64, self.hp.n_expert_used as u64);
         let mut b = WeightBytes {
