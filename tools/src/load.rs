@@ -169,8 +169,8 @@ fn check_converted(path: &Path, c: models::model::ConvertedBytes, avail: u64) ->
     };
     bail!(
         "{}: loading this checkpoint converts its weights into {:.1} GiB of memory (FP8 \
-         expansions and the stacked experts), and {:.1} GiB is available{q8}. A GGUF \
-         quantization of the model is read in place from its file instead",
+         expansions and the stacked experts), and {:.1} GiB is available{q8}. With --ram GIB \
+         its routed experts are read from disk into a cache of that budget instead",
         path.display(),
         gib(c.bytes),
         gib(avail)
@@ -256,6 +256,7 @@ mod tests {
             "22.0 GiB",
             "--st-weights q8_0",
             "144.0 GiB",
+            "--ram",
         ] {
             assert!(e.contains(want), "{want}: {e}");
         }
