@@ -58,6 +58,17 @@ pub fn dot_bf16(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     dot_half(w, a, bf16_to_f32)
 }
 
+/// FP8 E4M3 · F32 (each code exactly in f32, products accumulated in f64; block scales are
+/// applied to the activations by the caller).
+pub fn dot_f8_e4m3(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut s = 0f64;
+    for (&wc, ac) in w.iter().zip(a.chunks_exact(4)).take(n) {
+        let av = f32::from_le_bytes([ac[0], ac[1], ac[2], ac[3]]);
+        s += (crate::fp8::e4m3_to_f32(wc) * av) as f64;
+    }
+    s as f32
+}
+
 /// ggml's `hsum_float_8`: `(l0+l4 + l2+l6) + (l1+l5 + l3+l7)` in that association.
 #[inline]
 pub fn hsum8(a: &[f32; 8]) -> f32 {

@@ -177,6 +177,9 @@ type_table! {
     Q2_0_X = 1022, "q2_0_x", 512, 144, dot: Q8_0,
         deq: Some(codec::repack::dequant_q2_0_x), q: None, qa: None,
         vd: Some(dot::dot_q2_0_x);
+    F8_E4M3 = 1030, "f8_e4m3", 1, 1, dot: Some(DType::F32),
+        deq: Some(codec::float::dequant_e4m3), q: Some(codec::float::quant_e4m3), qa: None,
+        vd: Some(dot::dot_f8_e4m3);
 }
 
 impl DType {

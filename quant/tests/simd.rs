@@ -344,3 +344,50 @@ fn float_kernels_match_the_reference_within_reordering() {
     }
     tally.assert_all(Column::Dot, &[DType::F32, DType::F16, DType::BF16]);
 }
+
+/// FP8 E4M3 codes for the kernel tests: every finite code (subnormals, ±448, ±0) at random,
+/// never the NaN codes (a checkpoint holding one is refused at load).
+fn e4m3_codes(r: &mut impl FnMut() -> u64, n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|_| loop {
+            let b = r() as u8;
+            if b & 0x7F != 0x7F {
+                break b;
+            }
+        })
+        .collect()
+}
+
+/// The FP8 kernels against the reference (F32 activations): within the float family's
+/// reordering bound 1e-6·Σ|w·a| for every length and tail, bit for bit below eight elements.
+#[test]
+fn f8_kernels_match_the_reference_within_reordering() {
+    let mut tally = Tally::default();
+    let mut r = rng(0xf8e4);
+    let wt = DType::F8_E4M3;
+    for n in (1..=70).chain([255, 256, 257, 4096, 4099]) {
+        let w = e4m3_codes(&mut r, n);
+        let x = activations(&mut r, n, 3.0);
+        let mut a = vec![0u8; bytes_for(DType::F32, n).unwrap()];
+        quantize_activation(DType::F32, &x, &mut a).unwrap();
+        let want = wt.info().vec_dot.unwrap()(n, &w, &a);
+        let mag: f32 = w
+            .iter()
+            .zip(&x)
+            .map(|(&c, b)| (quant::fp8::e4m3_to_f32(c) * b).abs())
+            .sum();
+        for (level, k) in kernels_of(wt, |r| r.dot) {
+            let got = (k.f)(n, &w, &a);
+            if n < 8 {
+                assert_eq!(got.to_bits(), want.to_bits(), "{} n={n}", k.name);
+            }
+            assert!(
+                (got - want).abs() <= 1e-6 * mag,
+                "{}@{level} n={n}: {got} vs reference {want}",
+                k.name
+            );
+            tally.ran(wt, Column::Dot, level, &k);
+        }
+    }
+    tally.assert_all(Column::Dot, &[wt]);
+}

@@ -188,3 +188,35 @@ fn float_multi_row_kernels_match_the_one_row_kernel_bit_for_bit() {
     }
     tally.assert_all(Column::Rows, &[DType::F32, DType::F16, DType::BF16]);
 }
+
+/// The FP8 multi-row kernel gives each row the bits of the one-row kernel of its level, for
+/// every row count 1..=9 and every eight-element tail (F32 activations).
+#[test]
+fn f8_multi_row_kernel_matches_the_one_row_kernel_bit_for_bit() {
+    let mut tally = Tally::default();
+    let mut r = rng(0xf8b8);
+    let wt = DType::F8_E4M3;
+    let ones = kernels_of(wt, |r| r.dot);
+    for n in [1usize, 7, 8, 9, 15, 16, 17, 31, 64, 257, 4099] {
+        let x = activations(&mut r, n, 3.0);
+        let mut a = vec![0u8; bytes_for(DType::F32, n).unwrap()];
+        quantize_activation(DType::F32, &x, &mut a).unwrap();
+        for rows in 1..=9usize {
+            let ws: Vec<Vec<u8>> = (0..rows)
+                .map(|_| (0..n).map(|_| (r() as u8) & 0xF7).collect())
+                .collect();
+            let refs: Vec<&[u8]> = ws.iter().map(|w| w.as_slice()).collect();
+            for (level, kernel) in kernels_of(wt, |r| r.rows) {
+                let one = ones.iter().find(|o| o.0 == level).expect("one-row kernel");
+                let mut out = vec![f32::NAN; ws.len()];
+                (kernel.f)(n, &refs, &a, &mut out);
+                for (i, w) in ws.iter().enumerate() {
+                    let want = (one.1.f)(n, w, &a);
+                    assert_eq!(out[i].to_bits(), want.to_bits(), "{level} n={n} row {i}");
+                }
+                tally.ran(wt, Column::Rows, level, &kernel);
+            }
+        }
+    }
+    tally.assert_all(Column::Rows, &[wt]);
+}

@@ -66,7 +66,8 @@ fn every_gguf_id_0_to_42() {
             Err(e) => panic!("id {id}: {e}"),
         }
     }
-    // the internal (repacked) types are the only ones outside ggml's table
+    // the internal types (repacked layouts, and the checkpoint's FP8 E4M3 used in place)
+    // are the only ones outside ggml's table
     let internal: Vec<DType> = DType::ALL
         .iter()
         .copied()
@@ -78,7 +79,8 @@ fn every_gguf_id_0_to_42() {
             DType::IQ1_S_X,
             DType::IQ2_XXS_X,
             DType::IQ1_M_X,
-            DType::Q2_0_X
+            DType::Q2_0_X,
+            DType::F8_E4M3
         ]
     );
     assert_eq!(DType::ALL.len(), GGML.len() + internal.len());

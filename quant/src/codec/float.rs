@@ -38,3 +38,17 @@ pub fn quant_bf16(src: &[f32], dst: &mut [u8]) {
         c.copy_from_slice(&f32_to_bf16(*s).to_le_bytes());
     }
 }
+
+/// FP8 E4M3 bytes → f32 (exact; the NaN codes give NaN). A block-scaled weight's scales are
+/// not applied: they live in a tensor of their own.
+pub fn dequant_e4m3(src: &[u8], dst: &mut [f32]) {
+    for (d, &b) in dst.iter_mut().zip(src) {
+        *d = crate::fp8::e4m3_to_f32(b);
+    }
+}
+/// f32 → FP8 E4M3 bytes (round to nearest even after clamping to ±448).
+pub fn quant_e4m3(src: &[f32], dst: &mut [u8]) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d = crate::fp8::f32_to_e4m3(v);
+    }
+}

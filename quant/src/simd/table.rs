@@ -280,8 +280,9 @@ fn table() -> &'static [Row] {
 
 #[cfg(target_arch = "x86_64")]
 use super::{
-    float::avx2 as f2, float::avx512 as f5, iq::avx2 as i2, iq::avx512 as i5, kquants::avx2 as k2,
-    kquants::avx512 as k5, kquants::q6_k, q8::avx2 as q2, q8::mxfp4 as m5, q8::q2_0, q8::q8_0,
+    float::avx2 as f2, float::avx512 as f5, float::f8, iq::avx2 as i2, iq::avx512 as i5,
+    kquants::avx2 as k2, kquants::avx512 as k5, kquants::q6_k, q8::avx2 as q2, q8::mxfp4 as m5,
+    q8::q2_0, q8::q8_0,
 };
 #[cfg(target_arch = "x86_64")]
 use CpuLevel::{Amx, Avx2, Avx512, Avx512Bf16, Avx512Vnni};
@@ -347,6 +348,12 @@ static X86: &[Row] = &[
         "avx512-bf16",
         Tile::Float(tile_float::x86::tile_bf16_dp_entry),
     ),
+    // FP8 E4M3 · F32 (the checkpoint's block-scaled dense weights, in place); AVX-512 CPUs
+    // run these too
+    Row::new(DType::F8_E4M3, Avx2)
+        .dot("avx2", f8::dot_f8_avx2_entry)
+        .rows("avx2", f8::dot_f8_avx2_rows_entry)
+        .multi("avx2", f8::dot_f8_avx2_multi_entry),
     // · Q8_0 activations
     Row::new(DType::Q8_0, Avx2)
         .dot("avx2", q2::dot_q8_0_avx2_entry)
