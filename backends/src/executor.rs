@@ -309,6 +309,7 @@ fn run_steps(
             kernels: kernels[si].as_ref(),
             cpu: job.cpu,
             experts: paged_experts(graph, plan, op, srcs_ids),
+            block_scales: block_scales(graph, plan, op, srcs_ids),
         };
         if job.reference {
             ops::run_reference(op, &mut cx, &dst, srcs);
@@ -342,6 +343,25 @@ fn paged_experts<'g>(
     match plan.location(*srcs.first()?) {
         Location::Weight { root, .. } => match &graph.node(root).kind {
             NodeKind::Weight(w) => w.experts(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The tile scales of a MUL_MAT node's block-scaled weight.
+fn block_scales<'g>(
+    graph: &'g Graph,
+    plan: &Plan,
+    op: &Op,
+    srcs: &[TensorId],
+) -> Option<&'g graph::BlockScales> {
+    if !matches!(op, Op::MulMat(_)) {
+        return None;
+    }
+    match plan.location(*srcs.first()?) {
+        Location::Weight { root, .. } => match &graph.node(root).kind {
+            NodeKind::Weight(w) => w.block_scales(),
             _ => None,
         },
         _ => None,

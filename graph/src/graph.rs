@@ -20,6 +20,40 @@ impl TensorId {
     }
 }
 
+/// The per-tile scales of a block-scaled weight (an official checkpoint's FP8 E4M3 matrix
+/// `{K, N}` used in place, 128×128 tiles): the weight's value at column `k` of row `n` is
+/// `code(k, n) · scale of tile (n / rows, k / cols)`. Only MUL_MAT applies them (to the
+/// activations, per tile row); [`Graph::op`] refuses such a weight anywhere else.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockScales {
+    /// Weight rows (N) per tile.
+    pub rows: usize,
+    /// Weight columns (K) per tile.
+    pub cols: usize,
+    /// Tiles across a row: `ceil(K / cols)`.
+    pub per_row: usize,
+    /// The scales, one tile row after another (`ceil(N / rows)` × `per_row`).
+    pub values: Vec<f32>,
+}
+
+impl BlockScales {
+    /// The scales of the tile row holding weight row `n`.
+    pub fn of_row(&self, n: usize) -> &[f32] {
+        let start = n / self.rows * self.per_row;
+        &self.values[start..start + self.per_row]
+    }
+    /// Whether the grid covers a `{K, N}` matrix (and nothing more).
+    pub fn fits(&self, desc: &TensorDesc) -> bool {
+        let (k, n) = (desc.ne[0], desc.ne[1]);
+        self.rows > 0
+            && self.cols > 0
+            && desc.ne[2] == 1
+            && desc.ne[3] == 1
+            && self.per_row == k.div_ceil(self.cols)
+            && self.values.len() == n.div_ceil(self.rows) * self.per_row
+    }
+}
+
 /// Bytes of a weight, borrowed zero-copy from an owner that keeps them alive (a memory map,
 /// a `Vec<u8>`, …).
 #[derive(Clone)]
@@ -29,6 +63,8 @@ pub struct WeightData {
     len: usize,
     /// Where MUL_MAT_ID takes the experts' bytes instead, when they are paged.
     experts: Option<Arc<dyn ExpertSource>>,
+    /// The tile scales of a block-scaled weight.
+    scales: Option<Arc<BlockScales>>,
 }
 
 impl std::fmt::Debug for WeightData {
@@ -53,6 +89,7 @@ impl WeightData {
             offset,
             len,
             experts: None,
+            scales: None,
         })
     }
     /// An owned copy (tests, small tensors).
@@ -63,6 +100,7 @@ impl WeightData {
             offset: 0,
             len,
             experts: None,
+            scales: None,
         }
     }
     /// The same bytes, with routed experts that MUL_MAT_ID reads through `src` (the bytes
@@ -75,10 +113,49 @@ impl WeightData {
     pub fn experts(&self) -> Option<&dyn ExpertSource> {
         self.experts.as_deref()
     }
+    /// The same bytes, block-scaled by `scales` (see [`BlockScales`]).
+    pub fn with_block_scales(mut self, scales: Arc<BlockScales>) -> WeightData {
+        self.scales = Some(scales);
+        self
+    }
+    /// The tile scales, if the weight is block-scaled.
+    pub fn block_scales(&self) -> Option<&BlockScales> {
+        self.scales.as_deref()
+    }
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
         &(*self.owner).as_ref()[self.offset..self.offset + self.len]
     }
+}
+
+/// A block-scaled weight (or any FP8 E4M3 tensor, whose codes mean nothing without their
+/// scales) may only be the weight of a MUL_MAT, with a scale grid that fits it: every other
+/// use would read the codes unscaled.
+fn block_scaled_ok(op: &Op, i: usize, n: &Node) -> Result<(), GraphError> {
+    let scales = match &n.kind {
+        NodeKind::Weight(w) => w.block_scales(),
+        _ => None,
+    };
+    if scales.is_none() && n.desc.dtype != quant::DType::F8_E4M3 {
+        return Ok(());
+    }
+    let name = n.name.as_deref().unwrap_or("?");
+    if !(i == 0 && matches!(op, Op::MulMat(_))) {
+        return Err(crate::error::shape_err(
+            op.name(),
+            format!("'{name}' is a block-scaled FP8 weight: only MUL_MAT applies its scales"),
+        ));
+    }
+    if !scales.is_some_and(|s| s.fits(&n.desc)) {
+        return Err(crate::error::shape_err(
+            op.name(),
+            format!(
+                "'{name}' {}: FP8 codes without a scale grid that covers them",
+                n.desc.shape_str()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// What a node is.
@@ -190,11 +267,12 @@ impl Graph {
     pub fn op(&mut self, op: impl Into<Op>, srcs: &[TensorId]) -> Result<TensorId, GraphError> {
         let op = op.into();
         let mut descs = Vec::with_capacity(srcs.len());
-        for s in srcs {
+        for (i, s) in srcs.iter().enumerate() {
             let n = self.nodes.get(s.idx()).ok_or(GraphError::BadSource {
                 op: op.name(),
                 id: s.0,
             })?;
+            block_scaled_ok(&op, i, n)?;
             descs.push(&n.desc);
         }
         let desc = op.infer(&descs)?;

@@ -25,7 +25,7 @@ pub mod tensor;
 
 pub use error::GraphError;
 pub use experts::{ExpertBytes, ExpertSource, Pinned};
-pub use graph::{Graph, Node, NodeKind, TensorId, WeightData};
+pub use graph::{BlockScales, Graph, Node, NodeKind, TensorId, WeightData};
 pub use op::{Access, Op, OpDef, OpKind};
 pub use plan::{Location, Plan, PlanOptions, Step};
 pub use quant::DType;

@@ -145,6 +145,32 @@ impl CaseBuilder {
         }
         self.g.weight(name, d, WeightData::from_vec(bytes))
     }
+    /// A block-scaled FP8 E4M3 weight `{K, N}` (random codes of values in ±`scale`) with
+    /// `tile`×`tile` power-of-two scales 2⁻³…2³ (an official checkpoint's dense matrix).
+    pub fn weight_block_scaled(
+        &mut self,
+        name: &str,
+        ne: [usize; 2],
+        tile: usize,
+        scale: f32,
+    ) -> Result<TensorId, GraphError> {
+        let d = TensorDesc::new(DType::F8_E4M3, &ne)?;
+        let x = self.rng.f32s(d.nelements(), scale);
+        let mut bytes = vec![0u8; d.nbytes()];
+        quant::codec::float::quant_e4m3(&x, &mut bytes);
+        let per_row = ne[0].div_ceil(tile);
+        let values = (0..ne[1].div_ceil(tile) * per_row)
+            .map(|_| 2f32.powi((self.rng.next_u64() % 7) as i32 - 3))
+            .collect();
+        let bs = graph::BlockScales {
+            rows: tile,
+            cols: tile,
+            per_row,
+            values,
+        };
+        let data = WeightData::from_vec(bytes).with_block_scales(std::sync::Arc::new(bs));
+        self.g.weight(name, d, data)
+    }
     /// Finish with output `out`.
     pub fn finish(
         mut self,

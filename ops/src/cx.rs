@@ -51,6 +51,9 @@ pub struct KernelCx<'a> {
     /// Where a MUL_MAT_ID (or EXPERT_PREFETCH) node's weight takes its experts from when they
     /// are paged (the weight's [`graph::WeightData::experts`]); `None` for every other node.
     pub experts: Option<&'a dyn graph::ExpertSource>,
+    /// The tile scales of a MUL_MAT node's block-scaled weight (the weight's
+    /// [`graph::WeightData::block_scales`]); `None` for every other node.
+    pub block_scales: Option<&'a graph::BlockScales>,
 }
 
 impl KernelCx<'_> {

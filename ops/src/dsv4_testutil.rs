@@ -62,6 +62,7 @@ pub(crate) fn run<K: CpuKernel>(
                 kernels: None,
                 cpu: quant::simd::CpuLevel::detect(),
                 experts: None,
+                block_scales: None,
             };
             if forward {
                 op.forward(&mut cx, &dst, &refs);
@@ -86,6 +87,7 @@ pub(crate) fn run_one<K: CpuKernel>(op: &K, dst: &TensorMut, srcs: &[TensorRef],
         kernels: None,
         cpu: quant::simd::CpuLevel::detect(),
         experts: None,
+        block_scales: None,
     };
     if forward {
         op.forward(&mut cx, dst, srcs);

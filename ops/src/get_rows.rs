@@ -140,6 +140,7 @@ mod tests {
                 kernels: None,
                 cpu: quant::simd::CpuLevel::detect(),
                 experts: None,
+                block_scales: None,
             },
             &dst,
             &srcs,

@@ -67,6 +67,7 @@ mod tests {
                 kernels: None,
                 cpu: quant::simd::CpuLevel::detect(),
                 experts: None,
+                block_scales: None,
             },
             &dst,
             &src,

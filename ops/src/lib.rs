@@ -27,6 +27,7 @@ mod mhc;
 mod moe_route;
 mod mul_mat;
 mod mul_mat_id;
+mod mul_mat_scaled;
 mod norm;
 mod quantize;
 mod rope;
@@ -61,6 +62,7 @@ pub trait CpuKernel: OpDef {
                 kernels: cx.kernels,
                 cpu: cx.cpu,
                 experts: cx.experts,
+                block_scales: cx.block_scales,
             };
             self.reference(&mut one, dst, srcs);
         }

@@ -25,7 +25,7 @@ use quant::simd::{Tile, DOT_BATCH, DOT_ROWS};
 use quant::DType;
 
 /// Most weight rows per claimed chunk (see [`chunk_rows`]).
-const CHUNK: usize = 16;
+pub(crate) const CHUNK: usize = 16;
 
 /// Weight rows per claimed chunk for `n` rows, `batches` batches and `t` columns on `nth`
 /// threads, starting from `c` ([`CHUNK`], or [`matvec_chunk`] for the multi-row kernels);
@@ -35,7 +35,7 @@ const CHUNK: usize = 16;
 /// iq2 decode in alternating runs: each chunk restarts a DRAM stream), and small chunks for
 /// prompt chunks (the float tile re-reads every column per chunk: MUL_MAT f32 0.48 →
 /// 0.56–0.60 ms per prefill token).
-fn chunk_rows(n: usize, batches: usize, t: usize, nth: usize, mut c: usize) -> usize {
+pub(crate) fn chunk_rows(n: usize, batches: usize, t: usize, nth: usize, mut c: usize) -> usize {
     while t == 1 && c > 4 && n.div_ceil(c) * batches < 4 * nth {
         c /= 2;
     }
@@ -81,16 +81,16 @@ struct Tiles {
     expand: Option<(ExpandFn, usize)>,
 }
 
-struct Shape {
-    k: usize,
-    n: usize,
-    t: usize,
-    batches: usize,
-    qrow: usize,
-    dot: DType,
+pub(crate) struct Shape {
+    pub(crate) k: usize,
+    pub(crate) n: usize,
+    pub(crate) t: usize,
+    pub(crate) batches: usize,
+    pub(crate) qrow: usize,
+    pub(crate) dot: DType,
 }
 
-fn shape(w: &TensorRef, x: &TensorRef) -> Shape {
+pub(crate) fn shape(w: &TensorRef, x: &TensorRef) -> Shape {
     let dot = w
         .desc
         .dtype
@@ -109,7 +109,7 @@ fn shape(w: &TensorRef, x: &TensorRef) -> Shape {
 }
 
 /// Quantize every activation row into `buf` (row `j` = flat activation row `j`).
-fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
+pub(crate) fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
     crate::quantize::activations_to(x, s.dot, s.t * s.batches, s.qrow, buf);
 }
 
@@ -167,7 +167,7 @@ impl<'a> WeightRows<'a> {
 
 /// The dot kernels of a MUL_MAT's row path: single row and column, several columns (prompt
 /// chunks), several rows (matvecs).
-type Kernels = (
+pub(crate) type Kernels = (
     quant::DotFn,
     Option<quant::simd::MultiDotFn>,
     Option<quant::simd::RowsDotFn>,
@@ -237,7 +237,7 @@ pub(crate) fn dot_rows<'w>(
 /// With a multi-column kernel each weight row is unpacked once for up to eight columns; with
 /// a multi-row kernel (and one column at a time) four weight rows are streamed side by side;
 /// either way every output element has the single-column kernel's bits.
-fn compute(
+pub(crate) fn compute(
     srcs: &[TensorRef],
     (dot, multi, rows_dot): Kernels,
     s: &Shape,
@@ -492,6 +492,9 @@ pub(crate) fn reference_dot(w: &TensorRef) -> quant::DotFn {
 
 impl CpuKernel for MulMat {
     fn reference(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        if let Some(bs) = cx.block_scales {
+            return crate::mul_mat_scaled::run(cx, dst, srcs, bs, true);
+        }
         let (w, x) = (&srcs[0], &srcs[1]);
         let s = shape(w, x);
         let q = cx.scratch.bytes(s.qrow * s.t * s.batches);
@@ -509,6 +512,9 @@ impl CpuKernel for MulMat {
         }
     }
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
+        if let Some(bs) = cx.block_scales {
+            return crate::mul_mat_scaled::run(cx, dst, srcs, bs, false);
+        }
         let (w, x) = (&srcs[0], &srcs[1]);
         let s = shape(w, x);
         let kernels = crate::kernels_for(cx, w.desc.dtype);
@@ -656,6 +662,7 @@ impl CpuKernel for MulMat {
             )
             .expect("case"),
         );
+        v.extend(crate::mul_mat_scaled::cases());
         v
     }
 }
