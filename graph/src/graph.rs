@@ -128,10 +128,18 @@ impl WeightData {
     }
 }
 
-/// A block-scaled weight (or any FP8 E4M3 tensor, whose codes mean nothing without their
-/// scales) may only be the weight of a MUL_MAT, with a scale grid that fits it: every other
-/// use would read the codes unscaled.
-fn block_scaled_ok(op: &Op, i: usize, n: &Node) -> Result<(), GraphError> {
+/// The checks on a block-scaled weight (or any FP8 E4M3 tensor, whose codes mean nothing
+/// without their scales): it may be the weight of a MUL_MAT, whose scales must cover its
+/// root weight, or be reshaped whole (offset 0, the same rows in the same order: a VIEW
+/// whose rows are the root's rows, as the grouped output projection does); nothing else
+/// reads it, so no op sees the codes unscaled. `out` is the new node's layout.
+fn block_scaled_ok(
+    g: &Graph,
+    op: &Op,
+    i: usize,
+    n: &Node,
+    out: &TensorDesc,
+) -> Result<(), GraphError> {
     let scales = match &n.kind {
         NodeKind::Weight(w) => w.block_scales(),
         _ => None,
@@ -140,22 +148,28 @@ fn block_scaled_ok(op: &Op, i: usize, n: &Node) -> Result<(), GraphError> {
         return Ok(());
     }
     let name = n.name.as_deref().unwrap_or("?");
-    if !(i == 0 && matches!(op, Op::MulMat(_))) {
-        return Err(crate::error::shape_err(
-            op.name(),
-            format!("'{name}' is a block-scaled FP8 weight: only MUL_MAT applies its scales"),
-        ));
-    }
-    if !scales.is_some_and(|s| s.fits(&n.desc)) {
-        return Err(crate::error::shape_err(
-            op.name(),
-            format!(
+    let err = |msg: String| Err(crate::error::shape_err(op.name(), msg));
+    match op {
+        Op::MulMat(_) if i == 0 => match g.scaled_root(n) {
+            Some((root, bs)) if bs.fits(&root.desc) => Ok(()),
+            _ => err(format!(
                 "'{name}' {}: FP8 codes without a scale grid that covers them",
                 n.desc.shape_str()
-            ),
-        ));
+            )),
+        },
+        Op::View(v)
+            if v.offset == 0
+                && out.is_contiguous()
+                && n.desc.is_contiguous()
+                && out.ne[0] == n.desc.ne[0]
+                && out.nelements() == n.desc.nelements() =>
+        {
+            Ok(())
+        }
+        _ => err(format!(
+            "'{name}' is a block-scaled FP8 weight: only MUL_MAT applies its scales"
+        )),
     }
-    Ok(())
 }
 
 /// What a node is.
@@ -267,15 +281,17 @@ impl Graph {
     pub fn op(&mut self, op: impl Into<Op>, srcs: &[TensorId]) -> Result<TensorId, GraphError> {
         let op = op.into();
         let mut descs = Vec::with_capacity(srcs.len());
-        for (i, s) in srcs.iter().enumerate() {
+        for s in srcs {
             let n = self.nodes.get(s.idx()).ok_or(GraphError::BadSource {
                 op: op.name(),
                 id: s.0,
             })?;
-            block_scaled_ok(&op, i, n)?;
             descs.push(&n.desc);
         }
         let desc = op.infer(&descs)?;
+        for (i, s) in srcs.iter().enumerate() {
+            block_scaled_ok(self, &op, i, &self.nodes[s.idx()], &desc)?;
+        }
         self.push(Node {
             desc,
             kind: NodeKind::Op {
@@ -284,6 +300,21 @@ impl Graph {
             },
             name: None,
         })
+    }
+
+    /// The weight node under `n` through whole reshapes (VIEWs), and its tile scales, when
+    /// it is block-scaled.
+    pub fn scaled_root<'g>(&'g self, mut n: &'g Node) -> Option<(&'g Node, &'g BlockScales)> {
+        loop {
+            match &n.kind {
+                NodeKind::Weight(w) => return w.block_scales().map(|b| (n, b)),
+                NodeKind::Op {
+                    op: Op::View(_),
+                    srcs,
+                } => n = self.nodes.get(srcs.first()?.idx())?,
+                _ => return None,
+            }
+        }
     }
 
     /// Name a node (for the profiler and for [`Graph::find`]).

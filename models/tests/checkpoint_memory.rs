@@ -18,8 +18,12 @@ fn converted_bytes_are_what_loading_owns() {
         fp8: Fp8Policy::Q8_0,
         ..StOptions::default()
     };
+    let f32_dense = StOptions {
+        fp8: Fp8Policy::F32,
+        ..StOptions::default()
+    };
     for path in ["dsv4-tiny-fp8", "dsv4-tiny/model.safetensors"] {
-        for opts in [StOptions::default(), q8, StOptions::fp32()] {
+        for opts in [StOptions::default(), q8, f32_dense, StOptions::fp32()] {
             let (mut w, hp) = SafetensorsWeights::open_with(fx(path), opts).unwrap();
             let want = w.converted_bytes();
             assert_eq!(w.owned_bytes(), 0);
@@ -31,7 +35,9 @@ fn converted_bytes_are_what_loading_owns() {
             assert!(want > 0, "{path} {opts:?}");
         }
     }
-    // Q8_0 dense takes less than F32 dense, and the estimate under another policy says so
+    // FP8 in place (the default) owns less than Q8_0 dense, which owns less than F32 dense,
+    // and the estimates under other policies say so
     let (w, _) = SafetensorsWeights::open(fx("dsv4-tiny-fp8")).unwrap();
-    assert!(w.converted_bytes_with(&q8) < w.converted_bytes());
+    assert!(w.converted_bytes() < w.converted_bytes_with(&q8));
+    assert!(w.converted_bytes_with(&q8) < w.converted_bytes_with(&f32_dense));
 }

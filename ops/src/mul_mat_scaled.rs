@@ -7,7 +7,9 @@
 //! product's rounding (barring values under 2⁻¹²⁶).
 //!
 //! Rows are claimed in chunks as MUL_MAT's are; a chunk is split where tile rows change,
-//! and each thread rescales only when the tile row it works on changes.
+//! and each thread rescales only when the tile row it works on changes. A batched weight
+//! (a whole reshape of the scaled matrix: the grouped attention output projection) takes
+//! the tile rows of its rows' places in the matrix.
 
 use crate::case::CaseBuilder;
 use crate::mul_mat::{
@@ -68,16 +70,25 @@ pub(crate) fn run(
         chunk_rows(s.n, s.batches, s.t, cx.nth, first)
     };
     let nchunks = s.n.div_ceil(chunk.max(1));
+    // a batched weight (a whole reshape of the scaled matrix) is the root's rows, batch
+    // after batch: weight batch (w2, w3) of activation batch `b` starts at this flat row
+    let (xd, wd) = (&x.desc, &w.desc);
+    let base_row = |b: usize| {
+        let (b2, b3) = (b % xd.ne[2], b / xd.ne[2]);
+        let (w2, w3) = (b2 / (xd.ne[2] / wd.ne[2]), b3 / (xd.ne[3] / wd.ne[3]));
+        (w2 * wd.nb[2] + w3 * wd.nb[3]) / wd.nb[1]
+    };
     let mut current = usize::MAX;
     let mut work = |item: usize, scaled: &mut [f32]| {
         let (b, c) = (item / nchunks, item % nchunks);
+        let base = base_row(b);
         let mut r0 = c * chunk;
         let end = ((c + 1) * chunk).min(s.n);
         while r0 < end {
-            let tile_row = r0 / bs.rows;
-            let r1 = ((tile_row + 1) * bs.rows).min(end);
+            let tile_row = (base + r0) / bs.rows;
+            let r1 = ((tile_row + 1) * bs.rows - base).min(end);
             if tile_row != current {
-                scale(plain, scaled, bs.of_row(r0), bs.cols, s.k);
+                scale(plain, scaled, bs.of_row(base + r0), bs.cols, s.k);
                 current = tile_row;
             }
             compute(

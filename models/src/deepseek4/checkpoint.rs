@@ -61,7 +61,7 @@ mod recipe;
 use super::hparams::{Hparams, HparamsError};
 use super::tensors::{self, official_name, Official};
 use crate::safetensors::{SafetensorsError, SafetensorsModel, StDtype, TensorDtype, TensorInfo};
-use crate::weights::policy::{HalfPolicy, StOptions};
+use crate::weights::policy::{Fp8Policy, HalfPolicy, StOptions};
 use crate::weights::{ForwardError, Weights};
 use graph::{Graph, NodeKind, TensorDesc, TensorId, WeightData};
 use quant::DType;
@@ -181,6 +181,8 @@ struct Decoded {
     /// GGUF order.
     ne: Vec<usize>,
     data: Data,
+    /// The tile scales of FP8 codes used in place.
+    scales: Option<Arc<graph::BlockScales>>,
 }
 
 /// The tensors of an official DeepSeek-V4 checkpoint (single file, shards + index, or a
@@ -387,7 +389,12 @@ impl SafetensorsWeights {
         } else {
             Data::Owned(Arc::new(Aligned::from_bytes(self.bytes(t))))
         };
-        Decoded { dtype, ne, data }
+        Decoded {
+            dtype,
+            ne,
+            data,
+            scales: None,
+        }
     }
 
     /// Check a hash-routing table and return it as I32 (in place when it already is).
@@ -420,6 +427,7 @@ impl SafetensorsWeights {
             dtype: DType::I32,
             ne: reversed(&t.shape),
             data: Data::Owned(Arc::new(Aligned::from_bytes(bytemuck::cast_slice(&v)))),
+            scales: None,
         })
     }
 
@@ -455,6 +463,7 @@ impl SafetensorsWeights {
             dtype: r.dtype,
             ne: r.ne,
             data: Data::Owned(Arc::new(out)),
+            scales: None,
         })
     }
 
@@ -480,7 +489,17 @@ impl SafetensorsWeights {
             StDtype::BF16 if !vector && self.opts.half == HalfPolicy::ZeroCopy => {
                 Ok(self.in_place(t, DType::BF16, 2))
             }
+            StDtype::F8_E4M3 if self.opts.fp8 == Fp8Policy::InPlace => self.fp8_in_place(gguf, t),
             _ => self.converted(gguf, t),
+        }
+    }
+
+    /// One expert matrix for a stack: as [`Self::decode`], but FP8 is always converted (a
+    /// stack has no tile scales of its own).
+    fn decode_expert(&self, gguf: &str, t: &TensorInfo) -> Result<Decoded, ForwardError> {
+        match Self::known_dtype(gguf, t)? {
+            StDtype::F8_E4M3 => self.converted(gguf, t),
+            _ => self.decode(gguf, t),
         }
     }
 
@@ -491,13 +510,14 @@ impl SafetensorsWeights {
                 dtype: p.dtype,
                 ne: p.ne.clone(),
                 data: Data::Paged(p.src.clone()),
+                scales: None,
             }));
         }
         let name = |e: usize| format!("layers.{layer}.ffn.experts.{e}.{w}.weight");
         let Some(t0) = self.model.tensor(&name(0)) else {
             return Ok(None);
         };
-        let first = self.decode(gguf, t0)?;
+        let first = self.decode_expert(gguf, t0)?;
         if first.ne.len() != 2 {
             return Err(unsupported(
                 gguf,
@@ -519,7 +539,7 @@ impl SafetensorsWeights {
                 .model
                 .tensor(&n)
                 .ok_or_else(|| ForwardError::Missing(format!("{n} (expert {e} of '{gguf}')")))?;
-            let d = self.decode(gguf, t)?;
+            let d = self.decode_expert(gguf, t)?;
             if d.dtype != first.dtype || d.ne != first.ne {
                 return Err(ForwardError::Shape {
                     name: format!("{n} ({} in '{gguf}', expert 0 is {})", d.dtype, first.dtype),
@@ -535,6 +555,7 @@ impl SafetensorsWeights {
             dtype: first.dtype,
             ne,
             data: Data::Owned(Arc::new(stack)),
+            scales: None,
         }))
     }
 }
@@ -566,6 +587,7 @@ impl Weights for SafetensorsWeights {
             },
         };
         let desc = TensorDesc::new(decoded.dtype, &decoded.ne)?;
+        let scales = decoded.scales;
         let data = match decoded.data {
             Data::Mapped { shard, offset, len } => {
                 WeightData::new(self.maps[shard].clone() as Owner, offset, len)
@@ -586,6 +608,13 @@ impl Weights for SafetensorsWeights {
             }
         }
         .ok_or_else(|| ForwardError::Missing(format!("{name} (data outside its shard)")))?;
+        let data = match scales {
+            Some(s) => {
+                self.owned += 4 * s.values.len() as u64;
+                data.with_block_scales(s)
+            }
+            None => data,
+        };
         if data.bytes().len() != desc.nbytes() {
             return Err(unsupported(
                 name,

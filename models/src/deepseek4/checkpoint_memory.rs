@@ -35,7 +35,7 @@ impl SafetensorsWeights {
                 Some(Mapped::Experts { layer, w }) => {
                     let first = format!("layers.{layer}.ffn.experts.0.{w}.weight");
                     self.model.tensor(&first).map_or(0, |t| {
-                        decoded(gguf, t, opts).map_or(0, |(b, _)| b) * self.n_expert as u64
+                        decoded_as(gguf, t, opts, true).map_or(0, |(b, _)| b) * self.n_expert as u64
                     })
                 }
                 None => 0,
@@ -47,12 +47,23 @@ impl SafetensorsWeights {
 /// Bytes owned by the conversion of one (non-expert) tensor: its decoded size if it is
 /// converted, 0 if it is used in place.
 fn owned(gguf: &str, t: &TensorInfo, opts: &StOptions) -> Option<u64> {
+    if t.dtype == TensorDtype::Known(StDtype::F8_E4M3) && opts.fp8 == Fp8Policy::InPlace {
+        // FP8 codes from the map: only their tile scales, as f32
+        let tiles: u64 = t.shape.iter().map(|&d| d.div_ceil(128)).product();
+        return Some(4 * tiles);
+    }
     decoded(gguf, t, opts).map(|(b, converted)| if converted { b } else { 0 })
 }
 
 /// Decoded bytes of one tensor and whether they are a conversion (`None`: a dtype or shape
 /// loading refuses; it is reported then).
 fn decoded(gguf: &str, t: &TensorInfo, opts: &StOptions) -> Option<(u64, bool)> {
+    decoded_as(gguf, t, opts, false)
+}
+
+/// [`decoded`] for one matrix of an expert stack (`stacked`: FP8 is converted, never used
+/// in place).
+fn decoded_as(gguf: &str, t: &TensorInfo, opts: &StOptions, stacked: bool) -> Option<(u64, bool)> {
     let TensorDtype::Known(dtype) = t.dtype else {
         return None;
     };
@@ -69,6 +80,8 @@ fn decoded(gguf: &str, t: &TensorInfo, opts: &StOptions) -> Option<(u64, bool)> 
             let k = *t.shape.last()?;
             match opts.fp8 {
                 Fp8Policy::Q8_0 if k % 32 == 0 => (n / 32 * 34, true),
+                // the codes from the map; their f32 tile scales are a few KB
+                Fp8Policy::InPlace if !stacked => (n, false),
                 _ => (4 * n, true),
             }
         }

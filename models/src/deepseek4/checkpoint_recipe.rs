@@ -5,7 +5,7 @@
 //! the expert cache's reads of a paged expert). One conversion for both paths, so a paged
 //! expert is bit for bit the expert that loading into memory makes.
 
-use super::{reversed, unsupported, SafetensorsWeights};
+use super::{reversed, unsupported, Data, Decoded, SafetensorsWeights};
 use crate::safetensors::{StDtype, TensorInfo};
 use crate::weights::policy::{Fp4Policy, Fp8Policy, HalfPolicy};
 use crate::weights::ForwardError;
@@ -162,6 +162,60 @@ impl SafetensorsWeights {
                 format_args!("dtype {d} is not a weight type this model uses"),
             )),
         }
+    }
+
+    /// FP8 E4M3 `[n, k]` used in place (`{k, n}` codes from the map) with its tile scales
+    /// as f32 ([`Fp8Policy::InPlace`]). The codes are checked once for the NaN code
+    /// (S.1111.111), which the kernels do not decode, and the scales for NaN.
+    pub(super) fn fp8_in_place(&self, gguf: &str, t: &TensorInfo) -> Result<Decoded, ForwardError> {
+        let (r, parts) = self.fp8_recipe(gguf, t)?;
+        let Kind::Fp8 {
+            n, k, scale_f32, ..
+        } = r.kind
+        else {
+            unreachable!("an FP8 recipe")
+        };
+        let codes = self.bytes(t);
+        if let Some(i) = codes.iter().position(|&b| b & 0x7F == 0x7F) {
+            return Err(unsupported(
+                gguf,
+                &t.name,
+                format_args!("element {i} is the FP8 E4M3 NaN code 0x{:02X}", codes[i]),
+            ));
+        }
+        let s = self.bytes(parts[1]);
+        let values: Vec<f32> = if scale_f32 {
+            s.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        } else {
+            let s = r.e8m0(s).map_err(|e| unsupported(gguf, &t.name, e))?;
+            s.iter().map(|&b| quant::fp8::e8m0_to_f32(b)).collect()
+        };
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(unsupported(
+                gguf,
+                &parts[1].name,
+                format_args!("scale entry {i} is not finite"),
+            ));
+        }
+        let scales = graph::BlockScales {
+            rows: 128,
+            cols: 128,
+            per_row: k.div_ceil(128),
+            values,
+        };
+        debug_assert_eq!(scales.values.len(), n.div_ceil(128) * scales.per_row);
+        Ok(Decoded {
+            dtype: DType::F8_E4M3,
+            ne: vec![k, n],
+            data: Data::Mapped {
+                shard: t.shard,
+                offset: t.file_offset as usize,
+                len: t.byte_len() as usize,
+            },
+            scales: Some(std::sync::Arc::new(scales)),
+        })
     }
 
     /// FP8 E4M3 `[n, k]` + 128×128 tile scales → F32 or Q8_0 `{k, n}`.

@@ -5,8 +5,13 @@
 /// How FP8 (E4M3 + block scale) dense weights are stored in the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Fp8Policy {
-    /// Exact dequantization to F32 (default; 4 bytes per weight).
+    /// Used in place from the memory map (default; 1 byte per weight): MUL_MAT scales the
+    /// activations by the 128×128 tile scales and runs the FP8 kernels against F32
+    /// activations (exact products, as [`Fp8Policy::F32`] computes them). FP8 routed experts
+    /// (not V4's, which are FP4) are stacked as F32.
     #[default]
+    InPlace,
+    /// Exact dequantization to F32 (4 bytes per weight).
     F32,
     /// Dequantize, then ggml's reference Q8_0 quantizer (what llama.cpp's converter does; the
     /// memory-sane choice for the real model, lossy). Falls back to F32 for a matrix whose

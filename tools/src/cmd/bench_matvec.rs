@@ -43,6 +43,7 @@ pub const ALL: &[DType] = &[
     DType::IQ1_S_X,
     DType::IQ1_M,
     DType::IQ1_M_X,
+    DType::F8_E4M3,
 ];
 
 /// Parses `--matvec`'s list (type names as GGUF spells them, or `all`).
@@ -73,6 +74,23 @@ fn weights(t: DType, k: usize, rows: usize) -> Result<Vec<u8>> {
             .ok_or_else(|| anyhow!("--matvec: cannot generate {t} weights"))
     };
     let bytes = |t: DType| quant::bytes_for(t, rows * k).context("--matvec: weight size");
+    if t == DType::F8_E4M3 {
+        // random codes, never the NaN code (the loader refuses it)
+        let mut s = 0x5eed_u64;
+        return Ok((0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                let b = (s >> 32) as u8;
+                if b & 0x7F == 0x7F {
+                    b ^ 1
+                } else {
+                    b
+                }
+            })
+            .collect());
+    }
     // a repacked layout: its source type's random weights, converted
     Ok(match quant::codec::repack::repack_source(t) {
         Some((from, convert)) => {
@@ -88,7 +106,19 @@ fn weights(t: DType, k: usize, rows: usize) -> Result<Vec<u8>> {
 fn executor(t: DType, k: usize, rows: usize, exec: &ExecConfig) -> Result<Executor> {
     let mut g = Graph::new();
     let desc = TensorDesc::new(t, &[k, rows])?;
-    let w = g.weight("w", desc, WeightData::from_vec(weights(t, k, rows)?))?;
+    let mut data = WeightData::from_vec(weights(t, k, rows)?);
+    if t == DType::F8_E4M3 {
+        // an official checkpoint's 128×128 tile scales (MUL_MAT applies them)
+        let per_row = k.div_ceil(128);
+        let bs = graph::BlockScales {
+            rows: 128,
+            cols: 128,
+            per_row,
+            values: vec![1.0 / 256.0; rows.div_ceil(128) * per_row],
+        };
+        data = data.with_block_scales(std::sync::Arc::new(bs));
+    }
+    let w = g.weight("w", desc, data)?;
     let x = g.input("x", TensorDesc::f32(&[k, 1])?)?;
     let y = g.mul_mat(w, x)?;
     g.output("y", y)?;

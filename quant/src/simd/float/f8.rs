@@ -4,17 +4,20 @@
 //! business: MUL_MAT multiplies the activations by them first (they are powers of two, so
 //! that is exact).
 //!
-//! An E4M3 code widens to f16 exactly: sign to bit 15, the seven exponent-and-mantissa bits
-//! to bits 13…7 give an f16 of value `v / 256` (subnormal codes included: both formats'
-//! subnormals scale the same way), which `vcvtph2ps` turns into f32. The products
-//! `(v / 256) · a` are the reference's `v · a` divided by 256 exactly (but where they would
-//! fall below 2⁻¹²⁶), are accumulated in f64 over eight lanes as the other float kernels do,
-//! and the sum is multiplied back by 256. The NaN codes (S.1111.111) widen to 480 here, not
-//! NaN: a checkpoint holding one is refused at load, so no kernel meets it.
+//! An E4M3 code widens to f16 exactly in three integer operations on 16-bit lanes: the code
+//! shifted to the high byte (sign at bit 15), an arithmetic shift right by one (exponent and
+//! mantissa to bits 13…7, the sign copied into bit 14) and a mask clearing bit 14 give an f16
+//! of value `v / 256` (subnormal codes included: both formats' subnormals scale alike), which
+//! `vcvtph2ps` turns into f32. The NaN codes (S.1111.111) widen to 480 here, not NaN: a
+//! checkpoint holding one is refused at load, so no kernel meets it.
 //!
-//! The f64 sums are taken in another order than the reference's: results are within
-//! 1e-6·Σ|w·a| of it (the float family's bound); the multi-row and multi-column kernels give
-//! each output the one-row kernel's bits.
+//! Sums: each of eight f32 lanes accumulates `(v / 256) · a` by FMA over 64-element blocks
+//! (eight terms per lane), each block's lanes are added into f64 accumulators, and the total
+//! is multiplied back by 256 (exact). Against the reference (each product rounded to f32,
+//! summed in f64) that is within about 9·2⁻²⁴·Σ|w·a| — under the float family's test bound
+//! of 1e-6·Σ|w·a| — at a third of the f64-per-product kernels' instructions (a 1-byte weight
+//! has half a 2-byte one's DRAM time to be computed in). The multi-row and multi-column
+//! kernels give each output the one-row kernel's bits.
 
 use crate::fp8::e4m3_to_f32;
 use crate::simd::entry;
@@ -24,16 +27,24 @@ entry!(dot_f8_avx2_entry => dot_f8_avx2);
 entry!(rows dot_f8_avx2_rows_entry => dot_f8_avx2_rows);
 entry!(multi dot_f8_avx2_multi_entry => dot_f8_avx2_multi);
 
-/// Eight codes at element `i` of `p` as eight f32 of value `v / 256`.
+/// Elements per f32 block before its lanes go into the f64 sums.
+const BLOCK: usize = 64;
+
+/// Sixteen codes at element `i` of `p` as two registers of eight f32 of value `v / 256`.
 #[inline(always)]
-fn widen8(p: *const u8, i: usize) -> __m256 {
-    // SAFETY: callers pass i + 8 ≤ the slice's length (an unaligned 8-byte load); the
+fn widen16(p: *const u8, i: usize) -> (__m256, __m256) {
+    // SAFETY: callers pass i + 16 ≤ the slice's length (an unaligned 16-byte load); the
     // intrinsics need AVX2 and F16C, which every kernel inlining this is compiled with.
     unsafe {
-        let x = _mm_cvtepu8_epi16(_mm_loadl_epi64(p.add(i).cast()));
-        let mag = _mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x7F)), 7);
-        let sign = _mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x80)), 8);
-        _mm256_cvtph_ps(_mm_or_si128(mag, sign))
+        let u = _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(i).cast()));
+        let h = _mm256_and_si256(
+            _mm256_srai_epi16(_mm256_slli_epi16(u, 8), 1),
+            _mm256_set1_epi16(0xBF80u16 as i16),
+        );
+        (
+            _mm256_cvtph_ps(_mm256_castsi256_si128(h)),
+            _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)),
+        )
     }
 }
 
@@ -50,29 +61,65 @@ fn act1(a: &[u8], j: usize) -> f32 {
     f32::from_le_bytes([a[4 * j], a[4 * j + 1], a[4 * j + 2], a[4 * j + 3]])
 }
 
-/// Adds the eight products `p` to the two f64 lane accumulators.
-#[inline(always)]
-fn add8(lo: &mut __m256d, hi: &mut __m256d, p: __m256) {
-    // SAFETY: AVX only; inlined into AVX2 kernels.
-    unsafe {
-        *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
-        *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
-    }
+/// One output's sums: two f32 block accumulators (elements `i..i+8` and `i+8..i+16` of each
+/// 16), and the f64 lanes the blocks are added into.
+#[derive(Clone, Copy)]
+struct Acc {
+    f0: __m256,
+    f1: __m256,
+    lo: __m256d,
+    hi: __m256d,
 }
 
-/// The lanes' sum times 256, then the tail `w[j]·a[j]` for `j` in `full..n`.
-#[inline(always)]
-fn finish(lo: __m256d, hi: __m256d, w: &[u8], a: &[u8], full: usize, n: usize) -> f32 {
-    // SAFETY: AVX only; inlined into AVX2 kernels.
-    let mut s = unsafe {
-        let v = _mm256_add_pd(lo, hi);
-        let h = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-        _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)))
-    } * 256.0;
-    for j in full..n {
-        s += (e4m3_to_f32(w[j]) * act1(a, j)) as f64;
+impl Acc {
+    #[inline(always)]
+    fn new() -> Acc {
+        // SAFETY: AVX only; inlined into AVX2 kernels.
+        unsafe {
+            Acc {
+                f0: _mm256_setzero_ps(),
+                f1: _mm256_setzero_ps(),
+                lo: _mm256_setzero_pd(),
+                hi: _mm256_setzero_pd(),
+            }
+        }
     }
-    s as f32
+    /// Sixteen products, weights `w` times the activation at element `i` of `a`.
+    #[inline(always)]
+    fn fma16(&mut self, w: (__m256, __m256), a: &[u8], i: usize) {
+        // SAFETY: FMA; inlined into kernels compiled with it.
+        unsafe {
+            self.f0 = _mm256_fmadd_ps(w.0, act8(a, i), self.f0);
+            self.f1 = _mm256_fmadd_ps(w.1, act8(a, i + 8), self.f1);
+        }
+    }
+    /// Adds the block's lanes into the f64 sums and starts a new block.
+    #[inline(always)]
+    fn flush(&mut self) {
+        // SAFETY: AVX only; inlined into AVX2 kernels.
+        unsafe {
+            let f = _mm256_add_ps(self.f0, self.f1);
+            self.lo = _mm256_add_pd(self.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+            self.hi = _mm256_add_pd(self.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+            self.f0 = _mm256_setzero_ps();
+            self.f1 = _mm256_setzero_ps();
+        }
+    }
+    /// The total: the f64 lanes times 256, then the tail `w[j]·a[j]` for `j` in `full..n`.
+    #[inline(always)]
+    fn finish(mut self, w: &[u8], a: &[u8], full: usize, n: usize) -> f32 {
+        self.flush();
+        // SAFETY: AVX only; inlined into AVX2 kernels.
+        let mut s = unsafe {
+            let v = _mm256_add_pd(self.lo, self.hi);
+            let h = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+            _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)))
+        } * 256.0;
+        for j in full..n {
+            s += (e4m3_to_f32(w[j]) * act1(a, j)) as f64;
+        }
+        s as f32
+    }
 }
 
 /// Elements every operand holds.
@@ -85,47 +132,46 @@ fn common(n: usize, rows: &[&[u8]], acts: &[&[u8]]) -> usize {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_f8_avx2(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let n = common(n, &[w], &[a]);
-    let full = n / 8 * 8;
-    let (mut lo, mut hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    let full = n / 16 * 16;
+    let mut acc = Acc::new();
     let mut i = 0;
     while i < full {
-        add8(
-            &mut lo,
-            &mut hi,
-            _mm256_mul_ps(widen8(w.as_ptr(), i), act8(a, i)),
-        );
-        i += 8;
+        acc.fma16(widen16(w.as_ptr(), i), a, i);
+        i += 16;
+        if i % BLOCK == 0 {
+            acc.flush();
+        }
     }
-    finish(lo, hi, w, a, full, n)
+    acc.finish(w, a, full, n)
 }
 
-/// [`dot_f8_avx2`] for `R` rows against one activation: the activation is loaded once per
-/// eight elements for all rows, each row keeps its own accumulators (the one-row kernel's
-/// operations in its order), and each row is prefetched a fixed distance ahead once per
-/// 64-byte line.
+/// [`dot_f8_avx2`] for `R` rows against one activation: each row keeps its own sums (the
+/// one-row kernel's operations in its order), and each row is prefetched a fixed distance
+/// ahead once per 64-byte line.
 #[inline(always)]
 fn rows_pass<const R: usize>(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    // SAFETY: AVX only; inlined into an AVX2 kernel.
-    let (mut lo, mut hi) = unsafe { ([_mm256_setzero_pd(); R], [_mm256_setzero_pd(); R]) };
-    let full = n / 8 * 8;
+    let mut acc = [Acc::new(); R];
+    let full = n / 16 * 16;
     let pd = crate::simd::PREFETCH_DISTANCE;
     let mut i = 0;
     while i < full {
-        let x = act8(a, i);
         if i % 64 == 0 {
             for row in &rows[..R] {
                 crate::simd::prefetch_ahead(row.as_ptr().wrapping_add(i), 64, pd);
             }
         }
         for r in 0..R {
-            // SAFETY: AVX only.
-            let p = unsafe { _mm256_mul_ps(widen8(rows[r].as_ptr(), i), x) };
-            add8(&mut lo[r], &mut hi[r], p);
+            acc[r].fma16(widen16(rows[r].as_ptr(), i), a, i);
         }
-        i += 8;
+        i += 16;
+        if i % BLOCK == 0 {
+            for x in acc.iter_mut() {
+                x.flush();
+            }
+        }
     }
     for r in 0..R {
-        out[r] = finish(lo[r], hi[r], rows[r], a, full, n);
+        out[r] = acc[r].finish(rows[r], a, full, n);
     }
 }
 
@@ -143,25 +189,27 @@ unsafe fn dot_f8_avx2_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) 
     }
 }
 
-/// [`dot_f8_avx2`] for one row against `C` activations: each eight codes are widened once
+/// [`dot_f8_avx2`] for one row against `C` activations: each sixteen codes are widened once
 /// for every column (the one-row kernel's operations per column, in its order).
 #[inline(always)]
 fn cols_pass<const C: usize>(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    // SAFETY: AVX only; inlined into an AVX2 kernel.
-    let (mut lo, mut hi) = unsafe { ([_mm256_setzero_pd(); C], [_mm256_setzero_pd(); C]) };
-    let full = n / 8 * 8;
+    let mut acc = [Acc::new(); C];
+    let full = n / 16 * 16;
     let mut i = 0;
     while i < full {
-        let x = widen8(w.as_ptr(), i);
+        let x = widen16(w.as_ptr(), i);
         for c in 0..C {
-            // SAFETY: AVX only.
-            let p = unsafe { _mm256_mul_ps(x, act8(acts[c], i)) };
-            add8(&mut lo[c], &mut hi[c], p);
+            acc[c].fma16(x, acts[c], i);
         }
-        i += 8;
+        i += 16;
+        if i % BLOCK == 0 {
+            for x in acc.iter_mut() {
+                x.flush();
+            }
+        }
     }
     for c in 0..C {
-        out[c] = finish(lo[c], hi[c], w, acts[c], full, n);
+        out[c] = acc[c].finish(w, acts[c], full, n);
     }
 }
 
