@@ -148,7 +148,7 @@ impl<'a> WeightRows<'a> {
     }
 
     /// The matrix of `w` that activation batch `b` of `x` multiplies (batches broadcast).
-    fn of_batch(w: &TensorRef<'a>, x: &TensorRef, b: usize) -> WeightRows<'a> {
+    pub(crate) fn of_batch(w: &TensorRef<'a>, x: &TensorRef, b: usize) -> WeightRows<'a> {
         let (b2, b3) = (b % x.desc.ne[2], b / x.desc.ne[2]);
         let (w2, w3) = (
             b2 / (x.desc.ne[2] / w.desc.ne[2]),
@@ -431,7 +431,7 @@ fn pack_panels(s: &Shape, q: &[u8], panels: &mut [u8]) {
 /// unpacks a weight block once per call (AVX2 IQ2_XXS) serves all of an MoE expert's
 /// tokens in a 512-token chunk (about twelve); kernels with fewer columns per pass split the
 /// call themselves.
-const COLS: usize = 16;
+pub(crate) const COLS: usize = 16;
 
 /// Output column `n` (weight row `wr`) for the activation rows `js`, up to [`COLS`] per
 /// multi-column kernel call: `dst[j][n] = dot(wr, act(j))`, or 0 where `masked(j)` (a

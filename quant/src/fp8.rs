@@ -22,6 +22,12 @@ pub fn e4m3_to_f32(b: u8) -> f32 {
     }
 }
 
+/// Every E4M3 code's value ([`e4m3_to_f32`]), by code.
+pub fn e4m3_table() -> &'static [f32; 256] {
+    static T: std::sync::OnceLock<[f32; 256]> = std::sync::OnceLock::new();
+    T.get_or_init(|| std::array::from_fn(|b| e4m3_to_f32(b as u8)))
+}
+
 /// FP8 E5M2 (IEEE-like: bias 15, infinities and NaNs) → f32.
 pub fn e5m2_to_f32(b: u8) -> f32 {
     crate::scalar::f16_to_f32((b as u16) << 8)

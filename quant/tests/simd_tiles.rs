@@ -330,3 +330,65 @@ fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
         }
     }
 }
+
+/// FP8's tile is the f32 tile on rows MUL_MAT has expanded to exact f32 (codes times their
+/// tile scales): within the float tiles' bound of the F32 reference, every row and column
+/// count and tail, on rows of E4M3 values.
+#[test]
+fn f8_tile_kernels_run_on_expanded_rows_within_the_bound() {
+    use quant::simd::float::tile::TILE_COLS;
+    let mut tally = Tally::default();
+    let mut r = rng(0xf8f1);
+    let wt = DType::F8_E4M3;
+    let f32_dot = DType::F32.info().vec_dot.unwrap();
+    for (level, k) in kernels_of(wt, |r| r.tile) {
+        let Tile::Float(tile) = k.f else {
+            panic!("F8_E4M3's tile is a float tile");
+        };
+        tally.ran(wt, Column::Tile, level, &k);
+        let lanes = quant::simd::float::tile::lanes(level) as f64;
+        for n in [1usize, 7, 9, 15, 16, 17, 33, 100, 1000, 4096] {
+            let table = quant::fp8::e4m3_table();
+            let row = |r: &mut dyn FnMut() -> u64| -> Vec<f32> {
+                (0..n)
+                    .map(|_| table[(r() as u8 & 0xF7) as usize] * 2f32.powi(-((r() % 8) as i32)))
+                    .collect()
+            };
+            let rows: Vec<Vec<f32>> = (0..4).map(|_| row(&mut r)).collect();
+            let acts: Vec<Vec<f32>> = (0..TILE_COLS)
+                .map(|_| activations(&mut r, n, 3.0))
+                .collect();
+            let bytes = |v: &Vec<f32>| -> Vec<u8> { bytemuck::cast_slice(v).to_vec() };
+            let (rb, ab): (Vec<_>, Vec<_>) = (
+                rows.iter().map(bytes).collect(),
+                acts.iter().map(bytes).collect(),
+            );
+            for nr in 1..=4usize {
+                let wr: Vec<&[u8]> = rb[..nr].iter().map(|w| w.as_slice()).collect();
+                for cols in 1..=TILE_COLS {
+                    let ar: Vec<&[u8]> = ab[..cols].iter().map(|a| a.as_slice()).collect();
+                    let mut out = vec![f32::NAN; nr * cols];
+                    tile(n, &wr, &ar, &mut out);
+                    for ri in 0..nr {
+                        for c in 0..cols {
+                            let want = f32_dot(n, &rb[ri], &ab[c]);
+                            let mag: f64 = rows[ri]
+                                .iter()
+                                .zip(&acts[c])
+                                .map(|(a, b)| (*a as f64 * *b as f64).abs())
+                                .sum();
+                            let bound = (n as f64 / lanes + 4.0) * 2f64.powi(-24) * mag;
+                            let got = out[ri * cols + c];
+                            assert!(
+                                ((got - want) as f64).abs() <= bound,
+                                "{} n={n} ({ri},{c}): {got} vs {want}",
+                                k.name
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    tally.assert_all(Column::Tile, &[wt]);
+}

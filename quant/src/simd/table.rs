@@ -349,11 +349,15 @@ static X86: &[Row] = &[
         Tile::Float(tile_float::x86::tile_bf16_dp_entry),
     ),
     // FP8 E4M3 · F32 (the checkpoint's block-scaled dense weights, in place); AVX-512 CPUs
-    // run these too
+    // run the AVX2 dots. Tile: MUL_MAT expands a chunk's rows to exact f32 (codes times
+    // their tile scales) and runs the f32 tile on them
     Row::new(DType::F8_E4M3, Avx2)
         .dot("avx2", f8::dot_f8_avx2_entry)
         .rows("avx2", f8::dot_f8_avx2_rows_entry)
-        .multi("avx2", f8::dot_f8_avx2_multi_entry),
+        .multi("avx2", f8::dot_f8_avx2_multi_entry)
+        .tile("avx2-f32", Tile::Float(tile_float::avx2::tile_f32_entry)),
+    Row::new(DType::F8_E4M3, Avx512)
+        .tile("avx512-f32", Tile::Float(tile_float::x86::tile_f32_entry)),
     // · Q8_0 activations
     Row::new(DType::Q8_0, Avx2)
         .dot("avx2", q2::dot_q8_0_avx2_entry)

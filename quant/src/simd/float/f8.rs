@@ -12,7 +12,8 @@
 //! checkpoint holding one is refused at load, so no kernel meets it.
 //!
 //! Sums: each of eight f32 lanes accumulates `(v / 256) · a` by FMA over 64-element blocks
-//! (eight terms per lane), each block's lanes are added into f64 accumulators, and the total
+//! (eight terms per lane, one accumulator per output so that a pass holds eight columns in
+//! registers), each block's lanes are added into f64 accumulators, and the total
 //! is multiplied back by 256 (exact). Against the reference (each product rounded to f32,
 //! summed in f64) that is within about 9·2⁻²⁴·Σ|w·a| — under the float family's test bound
 //! of 1e-6·Σ|w·a| — at a third of the f64-per-product kernels' instructions (a 1-byte weight
@@ -61,12 +62,11 @@ fn act1(a: &[u8], j: usize) -> f32 {
     f32::from_le_bytes([a[4 * j], a[4 * j + 1], a[4 * j + 2], a[4 * j + 3]])
 }
 
-/// One output's sums: two f32 block accumulators (elements `i..i+8` and `i+8..i+16` of each
-/// 16), and the f64 lanes the blocks are added into.
+/// One output's sums: an f32 block accumulator (sixteen products per step, eight lanes,
+/// the low eight then the high eight) and the f64 lanes the blocks are added into.
 #[derive(Clone, Copy)]
 struct Acc {
-    f0: __m256,
-    f1: __m256,
+    f: __m256,
     lo: __m256d,
     hi: __m256d,
 }
@@ -77,8 +77,7 @@ impl Acc {
         // SAFETY: AVX only; inlined into AVX2 kernels.
         unsafe {
             Acc {
-                f0: _mm256_setzero_ps(),
-                f1: _mm256_setzero_ps(),
+                f: _mm256_setzero_ps(),
                 lo: _mm256_setzero_pd(),
                 hi: _mm256_setzero_pd(),
             }
@@ -89,8 +88,8 @@ impl Acc {
     fn fma16(&mut self, w: (__m256, __m256), a: &[u8], i: usize) {
         // SAFETY: FMA; inlined into kernels compiled with it.
         unsafe {
-            self.f0 = _mm256_fmadd_ps(w.0, act8(a, i), self.f0);
-            self.f1 = _mm256_fmadd_ps(w.1, act8(a, i + 8), self.f1);
+            self.f = _mm256_fmadd_ps(w.0, act8(a, i), self.f);
+            self.f = _mm256_fmadd_ps(w.1, act8(a, i + 8), self.f);
         }
     }
     /// Adds the block's lanes into the f64 sums and starts a new block.
@@ -98,11 +97,10 @@ impl Acc {
     fn flush(&mut self) {
         // SAFETY: AVX only; inlined into AVX2 kernels.
         unsafe {
-            let f = _mm256_add_ps(self.f0, self.f1);
+            let f = self.f;
             self.lo = _mm256_add_pd(self.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
             self.hi = _mm256_add_pd(self.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
-            self.f0 = _mm256_setzero_ps();
-            self.f1 = _mm256_setzero_ps();
+            self.f = _mm256_setzero_ps();
         }
     }
     /// The total: the f64 lanes times 256, then the tail `w[j]·a[j]` for `j` in `full..n`.
@@ -213,17 +211,21 @@ fn cols_pass<const C: usize>(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]
     }
 }
 
-/// F8_E4M3 · F32 for one weight row and several activations, four per pass (the bits of
+/// F8_E4M3 · F32 for one weight row and several activations, eight per pass (the bits of
 /// [`dot_f8_avx2`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_f8_avx2_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    for (acts, out) in acts.chunks(4).zip(out.chunks_mut(4)) {
+    for (acts, out) in acts.chunks(8).zip(out.chunks_mut(8)) {
         let n = common(n, &[w], acts);
         match acts.len() {
             1 => cols_pass::<1>(n, w, acts, out),
             2 => cols_pass::<2>(n, w, acts, out),
             3 => cols_pass::<3>(n, w, acts, out),
-            _ => cols_pass::<4>(n, w, acts, out),
+            4 => cols_pass::<4>(n, w, acts, out),
+            5 => cols_pass::<5>(n, w, acts, out),
+            6 => cols_pass::<6>(n, w, acts, out),
+            7 => cols_pass::<7>(n, w, acts, out),
+            _ => cols_pass::<8>(n, w, acts, out),
         }
     }
 }

@@ -270,6 +270,7 @@ pub(crate) mod avx2 {
         )*};
     }
     entries! {
+        tile_f32_entry => F32, 4;
         tile_f16_entry => F16, 2;
         tile_bf16_entry => BF16, 2;
     }
