@@ -257,8 +257,9 @@ pub trait Model: Send + std::fmt::Debug {
     }
 
     /// Reads the weights every token uses into memory (a mapped file is otherwise paged in
-    /// by the first tokens), calling `progress(done, total)` as it goes. Default: nothing.
-    fn preload(&self, progress: &mut dyn FnMut(u64, u64)) {
+    /// by the first tokens; a checkpoint's conversions are otherwise made by the first
+    /// graph), calling `progress(done, total)` in bytes as it goes. Default: nothing.
+    fn preload(&mut self, progress: &mut dyn FnMut(u64, u64)) {
         let _ = progress;
     }
 }

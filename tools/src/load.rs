@@ -185,7 +185,7 @@ pub fn open_builtin(opts: &LoadOptions) -> Result<Box<dyn Model>> {
 
 /// Reads the weights every token uses into memory (see `Model::preload`), with a progress
 /// bar on stderr.
-pub fn preload(model: &dyn Model) {
+pub fn preload(model: &mut dyn Model) {
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let mut shown = u64::MAX;
     let mut started = false;
@@ -224,9 +224,9 @@ pub fn open_or_builtin(
             let shown = path.display().to_string();
             eprint!("loading {shown} … ");
             let _ = std::io::stderr().flush();
-            let model = open(path, opts).inspect_err(|_| eprintln!())?;
+            let mut model = open(path, opts).inspect_err(|_| eprintln!())?;
             if !no_preload {
-                preload(&*model);
+                preload(&mut *model);
             }
             eprintln!("done");
             Ok((shown, model, false))

@@ -125,9 +125,9 @@ fn load(args: &Args, env: &crate::env::Env) -> Result<Loaded> {
             let shown = path.display().to_string();
             eprint!("loading {shown} … ");
             let _ = std::io::stderr().flush();
-            let model = load::open(path, &opts).inspect_err(|_| eprintln!())?;
+            let mut model = load::open(path, &opts).inspect_err(|_| eprintln!())?;
             if !args.no_preload {
-                load::preload(&*model);
+                load::preload(&mut *model);
             }
             (shown, model, false)
         }
