@@ -90,6 +90,36 @@ fn a_small_cache_gives_the_loaded_checkpoints_logits_fp32() {
 }
 
 #[test]
+fn a_truncated_shard_is_named_before_anything_is_read() {
+    let d = std::env::temp_dir().join(format!("fathom-ckpt-truncated-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    for f in [
+        "config.json",
+        "model.safetensors.index.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ] {
+        std::fs::copy(checkpoint().join(f), d.join(f)).unwrap();
+    }
+    // the second shard loses its last KiB: some expert's bytes are gone
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("model-00002-of-00002.safetensors"))
+        .unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len - 1024).unwrap();
+    let opts = LoadOptions {
+        experts: Some(ExpertCacheConfig::with_budget(1 << 20)),
+        ..LoadOptions::default()
+    };
+    let e = DeepSeek4::from_checkpoint(&d, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("model-00002-of-00002.safetensors"), "{e}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
 fn a_missing_shard_is_named_before_anything_is_read() {
     let d = std::env::temp_dir().join(format!("fathom-ckpt-missing-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
