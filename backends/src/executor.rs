@@ -8,7 +8,7 @@
 use crate::adapt::Adapt;
 use crate::barrier::{Barrier, Start};
 use crate::profiler::{ProfileOutput, Profiler, ThreadTimes};
-use graph::{Graph, Location, NodeKind, Op, Plan, PlanOptions, TensorDesc, TensorId};
+use graph::{Graph, Location, NodeKind, Op, Plan, PlanOptions, TensorDesc, TensorId, WeightData};
 use ops::{KernelCx, Scratch, TensorMut, TensorRef};
 use quant::simd::{CpuLevel, Kernels};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -329,8 +329,19 @@ fn run_steps(
     let _ = job.profile;
 }
 
-/// The expert source of a MUL_MAT_ID or EXPERT_PREFETCH node's weight, when its experts are
-/// paged.
+/// The weight node `srcs[0]` of a node resolves to (through views), if it is one.
+fn weight_of<'g>(graph: &'g Graph, plan: &Plan, srcs: &[TensorId]) -> Option<&'g WeightData> {
+    match plan.location(*srcs.first()?) {
+        Location::Weight { root, .. } => match &graph.node(root).kind {
+            NodeKind::Weight(w) => Some(w),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Where a MUL_MAT_ID (or EXPERT_PREFETCH) node's weight takes its experts from when they
+/// are paged.
 fn paged_experts<'g>(
     graph: &'g Graph,
     plan: &Plan,
@@ -340,13 +351,7 @@ fn paged_experts<'g>(
     if !matches!(op, Op::MulMatId(_) | Op::ExpertPrefetch(_)) {
         return None;
     }
-    match plan.location(*srcs.first()?) {
-        Location::Weight { root, .. } => match &graph.node(root).kind {
-            NodeKind::Weight(w) => w.experts(),
-            _ => None,
-        },
-        _ => None,
-    }
+    weight_of(graph, plan, srcs)?.experts()
 }
 
 /// The tile scales of a MUL_MAT node's block-scaled weight.
@@ -359,13 +364,7 @@ fn block_scales<'g>(
     if !matches!(op, Op::MulMat(_)) {
         return None;
     }
-    match plan.location(*srcs.first()?) {
-        Location::Weight { root, .. } => match &graph.node(root).kind {
-            NodeKind::Weight(w) => w.block_scales(),
-            _ => None,
-        },
-        _ => None,
-    }
+    weight_of(graph, plan, srcs)?.block_scales()
 }
 
 impl Executor {

@@ -89,18 +89,27 @@ fn a_small_cache_gives_the_loaded_checkpoints_logits_fp32() {
     matches_with_a_small_cache(StOptions::fp32());
 }
 
-#[test]
-fn a_truncated_shard_is_named_before_anything_is_read() {
-    let d = std::env::temp_dir().join(format!("fathom-ckpt-truncated-{}", std::process::id()));
+/// A scratch directory `tag` holding copies of the fixture's `files`.
+fn copy_of(tag: &str, files: &[&str]) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fathom-ckpt-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    for f in [
-        "config.json",
-        "model.safetensors.index.json",
-        "model-00001-of-00002.safetensors",
-        "model-00002-of-00002.safetensors",
-    ] {
+    for f in files {
         std::fs::copy(checkpoint().join(f), d.join(f)).unwrap();
     }
+    d
+}
+
+#[test]
+fn a_truncated_shard_is_named_before_anything_is_read() {
+    let d = copy_of(
+        "truncated",
+        &[
+            "config.json",
+            "model.safetensors.index.json",
+            "model-00001-of-00002.safetensors",
+            "model-00002-of-00002.safetensors",
+        ],
+    );
     // the second shard loses its last KiB: some expert's bytes are gone
     let f = std::fs::OpenOptions::new()
         .write(true)
@@ -121,11 +130,10 @@ fn a_truncated_shard_is_named_before_anything_is_read() {
 
 #[test]
 fn a_missing_shard_is_named_before_anything_is_read() {
-    let d = std::env::temp_dir().join(format!("fathom-ckpt-missing-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    for f in ["config.json", "model-00001-of-00002.safetensors"] {
-        std::fs::copy(checkpoint().join(f), d.join(f)).unwrap();
-    }
+    let d = copy_of(
+        "missing",
+        &["config.json", "model-00001-of-00002.safetensors"],
+    );
     // an index that names both shards, one of them absent
     let index = r#"{"metadata": {}, "weight_map": {"layers.3.ffn.experts.0.w1.weight": "model-00002-of-00002.safetensors"}}"#;
     std::fs::write(d.join("model.safetensors.index.json"), index).unwrap();
