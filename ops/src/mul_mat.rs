@@ -355,12 +355,13 @@ fn compute_tiles(
 
 /// Output rows `rows` of batch `b` for the activation columns `cols` with the float tile
 /// GEMM (F32/F16/BF16; f32 accumulation, within the bound `quant::simd::float::tile`
-/// documents): four columns at a time outer, four weight rows inner.
+/// documents): four columns at a time outer, four weight rows inner. `row(n)` is weight row
+/// `n` in the tile's element type (the tensor's rows, or rows a caller expanded).
 #[allow(clippy::too_many_arguments)]
-fn compute_float_tiles(
-    srcs: &[TensorRef],
+pub(crate) fn compute_float_tiles<'w>(
     tile: tile_float::TileFn,
     s: &Shape,
+    row: impl Fn(usize) -> &'w [u8],
     q: &[u8],
     dst: &TensorMut,
     b: usize,
@@ -369,12 +370,6 @@ fn compute_float_tiles(
 ) {
     const R: usize = tile_float::TILE_ROWS;
     const C: usize = tile_float::TILE_COLS;
-    let wrows = WeightRows::of_batch(&srcs[0], &srcs[1], b);
-    if rows.end < s.n {
-        for i in rows.end..(rows.end + CHUNK).min(s.n) {
-            quant::simd::prefetch(wrows.row(i));
-        }
-    }
     let mut t0 = cols.start;
     while t0 < cols.end {
         let cols = (cols.end - t0).min(C);
@@ -385,7 +380,7 @@ fn compute_float_tiles(
         let mut n0 = rows.start;
         while n0 < rows.end {
             let nr = (rows.end - n0).min(R);
-            let wr: [&[u8]; R] = std::array::from_fn(|i| wrows.row(n0 + i.min(nr - 1)));
+            let wr: [&[u8]; R] = std::array::from_fn(|i| row(n0 + i.min(nr - 1)));
             let mut out = [0f32; R * C];
             tile(s.k, &wr[..nr], &acts[..cols], &mut out[..nr * cols]);
             for c in 0..cols {
@@ -589,7 +584,17 @@ impl CpuKernel for MulMat {
                 let cols = cb * per..((cb + 1) * per).min(s.t);
                 match (tiles, float_tile) {
                     (Some(t), _) => compute_tiles(srcs, t, &s, panels, ex, dst, b, rows),
-                    (_, Some(ft)) => compute_float_tiles(srcs, ft, &s, q, dst, b, rows, cols),
+                    (_, Some(ft)) => {
+                        let wrows = WeightRows::of_batch(w, x, b);
+                        if rows.end < s.n {
+                            // the next chunk's rows, while this chunk computes
+                            for i in rows.end..(rows.end + CHUNK).min(s.n) {
+                                quant::simd::prefetch(wrows.row(i));
+                            }
+                        }
+                        let row = |n| wrows.row(n);
+                        compute_float_tiles(ft, &s, row, q, dst, b, rows, cols)
+                    }
                     _ => compute(srcs, (kernels.dot.f, multi, rows_dot), &s, q, dst, b, rows),
                 }
             }

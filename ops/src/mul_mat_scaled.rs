@@ -17,12 +17,12 @@
 
 use crate::case::CaseBuilder;
 use crate::mul_mat::{
-    chunk_rows, compute, dot_row_columns, matvec_chunk, quantize_all, reference_dot, shape, Shape,
-    WeightRows, CHUNK, COLS,
+    chunk_rows, compute, compute_float_tiles, dot_row_columns, matvec_chunk, quantize_all,
+    reference_dot, shape, WeightRows, CHUNK, COLS,
 };
 use crate::{Case, KernelCx, TensorMut, TensorRef};
 use graph::BlockScales;
-use quant::simd::float::tile::{self as tile_float, TileFn, TILE_COLS};
+use quant::simd::float::tile::TILE_COLS;
 use quant::simd::Tile;
 
 /// Weight rows per claimed chunk of a prompt chunk: a scaled block of columns is made once
@@ -37,45 +37,6 @@ fn scale(plain: &[f32], scaled: &mut [f32], tile: &[f32], cols: usize, k: usize)
             for (a, b) in pc.iter().zip(sc) {
                 *b = a * f;
             }
-        }
-    }
-}
-
-/// Outputs `rows` of batch `b` for every column with the f32 tile: `ex` holds the rows
-/// expanded to f32 (one after another), `plain` the F32 activation rows.
-fn expanded_tiles(
-    tile: TileFn,
-    s: &Shape,
-    ex: &[f32],
-    plain: &[f32],
-    dst: &TensorMut,
-    b: usize,
-    rows: std::ops::Range<usize>,
-) {
-    const R: usize = tile_float::TILE_ROWS;
-    let k = s.k;
-    for t0 in (0..s.t).step_by(TILE_COLS) {
-        let cols = (s.t - t0).min(TILE_COLS);
-        let acts: [&[u8]; TILE_COLS] = std::array::from_fn(|c| {
-            let j = b * s.t + t0 + c.min(cols - 1);
-            bytemuck::cast_slice(&plain[j * k..(j + 1) * k])
-        });
-        let mut n0 = rows.start;
-        while n0 < rows.end {
-            let nr = (rows.end - n0).min(R);
-            let wr: [&[u8]; R] = std::array::from_fn(|i| {
-                let e = n0 + i.min(nr - 1) - rows.start;
-                bytemuck::cast_slice(&ex[e * k..(e + 1) * k])
-            });
-            let mut out = [0f32; R * TILE_COLS];
-            tile(k, &wr[..nr], &acts[..cols], &mut out[..nr * cols]);
-            for c in 0..cols {
-                let d = dst.row_range_f32_mut(b * s.t + t0 + c, n0..n0 + nr);
-                for (r, o) in d.iter_mut().enumerate() {
-                    *o = out[r * cols + c];
-                }
-            }
-            n0 += nr;
         }
     }
 }
@@ -157,7 +118,13 @@ pub(crate) fn run(
                     *o = table[code as usize] * t[c / bs.cols];
                 }
             }
-            expanded_tiles(tile, &s, ex, plain, dst, b, r0..end);
+            let ex = &*ex;
+            let row = |i: usize| -> &[u8] {
+                let e = i - r0;
+                bytemuck::cast_slice(&ex[e * s.k..(e + 1) * s.k])
+            };
+            let q = bytemuck::cast_slice(plain);
+            compute_float_tiles(tile, &s, row, q, dst, b, r0..end, 0..s.t);
             return;
         }
         while r0 < end {
