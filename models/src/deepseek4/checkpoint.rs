@@ -358,14 +358,6 @@ impl SafetensorsWeights {
         &self.maps[t.shard][start..start + t.byte_len() as usize]
     }
 
-    fn data_bytes<'s>(&'s self, d: &'s Decoded) -> &'s [u8] {
-        match &d.data {
-            Data::Mapped { shard, offset, len } => &self.maps[*shard][*offset..offset + len],
-            Data::Owned(o) => (**o).as_ref(),
-            Data::Paged(_) => &[],
-        }
-    }
-
     fn known_dtype(gguf: &str, t: &TensorInfo) -> Result<StDtype, ForwardError> {
         match &t.dtype {
             TensorDtype::Known(d) => Ok(*d),
@@ -494,16 +486,8 @@ impl SafetensorsWeights {
         }
     }
 
-    /// One expert matrix for a stack: as [`Self::decode`], but FP8 is always converted (a
-    /// stack has no tile scales of its own).
-    fn decode_expert(&self, gguf: &str, t: &TensorInfo) -> Result<Decoded, ForwardError> {
-        match Self::known_dtype(gguf, t)? {
-            StDtype::F8_E4M3 => self.converted(gguf, t),
-            _ => self.decode(gguf, t),
-        }
-    }
-
-    /// The stacked routed experts `{in, out, E}` of one layer (the one copy).
+    /// The stacked routed experts `{in, out, E}` of one layer (the one copy): each expert
+    /// converted by its recipe straight into its slice of the stack.
     fn experts(&self, gguf: &str, layer: usize, w: &str) -> Result<Option<Decoded>, ForwardError> {
         if let Some(p) = self.paged.get(gguf) {
             return Ok(Some(Decoded {
@@ -513,41 +497,23 @@ impl SafetensorsWeights {
                 scales: None,
             }));
         }
-        let name = |e: usize| format!("layers.{layer}.ffn.experts.{e}.{w}.weight");
-        let Some(t0) = self.model.tensor(&name(0)) else {
+        let Some(list) = self.expert_recipes(gguf, layer, w)? else {
             return Ok(None);
         };
-        let first = self.decode_expert(gguf, t0)?;
-        if first.ne.len() != 2 {
-            return Err(unsupported(
-                gguf,
-                &t0.name,
-                format_args!("expert matrix of rank {}", first.ne.len()),
-            ));
-        }
-        let per = self.data_bytes(&first).len();
-        let e_n = self.n_expert;
+        let (first, t0) = (&list[0].0, list[0].1[0]);
+        let per = first
+            .out_len()
+            .map_err(|e| unsupported(gguf, &t0.name, e))?;
+        let e_n = list.len();
         let total = per
             .checked_mul(e_n)
             .ok_or_else(|| unsupported(gguf, &t0.name, "expert stack size overflows"))?;
         let mut stack = Aligned::zeroed(total);
         let dst = stack.bytes_mut();
-        dst[..per].copy_from_slice(self.data_bytes(&first));
-        for e in 1..e_n {
-            let n = name(e);
-            let t = self
-                .model
-                .tensor(&n)
-                .ok_or_else(|| ForwardError::Missing(format!("{n} (expert {e} of '{gguf}')")))?;
-            let d = self.decode_expert(gguf, t)?;
-            if d.dtype != first.dtype || d.ne != first.ne {
-                return Err(ForwardError::Shape {
-                    name: format!("{n} ({} in '{gguf}', expert 0 is {})", d.dtype, first.dtype),
-                    got: d.ne,
-                    want: first.ne.clone(),
-                });
-            }
-            dst[e * per..(e + 1) * per].copy_from_slice(self.data_bytes(&d));
+        for (e, (r, tensors)) in list.iter().enumerate() {
+            let bytes: Vec<&[u8]> = tensors.iter().map(|t| self.bytes(t)).collect();
+            r.convert(&bytes, &mut dst[e * per..(e + 1) * per])
+                .map_err(|why| unsupported(gguf, &tensors[0].name, why))?;
         }
         let mut ne = first.ne.clone();
         ne.push(e_n);
