@@ -45,52 +45,57 @@ impl SafetensorsWeights {
 }
 
 /// Bytes owned by the conversion of one (non-expert) tensor: its decoded size if it is
-/// converted, 0 if it is used in place.
+/// converted, 0 if it is used in place (FP8 in place: its f32 tile scales).
 fn owned(gguf: &str, t: &TensorInfo, opts: &StOptions) -> Option<u64> {
-    if t.dtype == TensorDtype::Known(StDtype::F8_E4M3) && opts.fp8 == Fp8Policy::InPlace {
-        // FP8 codes from the map: only their tile scales, as f32
-        let tiles: u64 = t.shape.iter().map(|&d| d.div_ceil(128)).product();
-        return Some(4 * tiles);
-    }
-    decoded(gguf, t, opts).map(|(b, converted)| if converted { b } else { 0 })
+    decoded(gguf, t, opts).map(|(_, owned)| owned)
 }
 
-/// Decoded bytes of one tensor and whether they are a conversion (`None`: a dtype or shape
-/// loading refuses; it is reported then).
-fn decoded(gguf: &str, t: &TensorInfo, opts: &StOptions) -> Option<(u64, bool)> {
+/// Bytes of one tensor as the graph uses it, and the bytes its conversion owns (0 for one
+/// used in place from the map) (`None`: a dtype or shape loading refuses; it is reported
+/// then).
+fn decoded(gguf: &str, t: &TensorInfo, opts: &StOptions) -> Option<(u64, u64)> {
     decoded_as(gguf, t, opts, false)
 }
 
 /// [`decoded`] for one matrix of an expert stack (`stacked`: FP8 is converted, never used
 /// in place).
-fn decoded_as(gguf: &str, t: &TensorInfo, opts: &StOptions, stacked: bool) -> Option<(u64, bool)> {
+fn decoded_as(gguf: &str, t: &TensorInfo, opts: &StOptions, stacked: bool) -> Option<(u64, u64)> {
     let TensorDtype::Known(dtype) = t.dtype else {
         return None;
     };
     let n: u64 = t.shape.iter().product();
+    let converted = |b: u64| (b, b);
+    let in_place = |b: u64| (b, 0);
     if gguf.ends_with("tid2eid.weight") {
-        return Some((4 * n, dtype != StDtype::I32));
+        return Some(if dtype == StDtype::I32 {
+            in_place(4 * n)
+        } else {
+            converted(4 * n)
+        });
     }
     let vector = t.shape.len() <= 1;
     Some(match dtype {
-        StDtype::F32 => (4 * n, false),
-        StDtype::F16 | StDtype::BF16 if vector || opts.half == HalfPolicy::F32 => (4 * n, true),
-        StDtype::F16 | StDtype::BF16 => (2 * n, false),
+        StDtype::F32 => in_place(4 * n),
+        StDtype::F16 | StDtype::BF16 if vector || opts.half == HalfPolicy::F32 => converted(4 * n),
+        StDtype::F16 | StDtype::BF16 => in_place(2 * n),
         StDtype::F8_E4M3 => {
             let k = *t.shape.last()?;
             match opts.fp8 {
-                Fp8Policy::Q8_0 if k % 32 == 0 => (n / 32 * 34, true),
-                // the codes from the map; their f32 tile scales are a few KB
-                Fp8Policy::InPlace if !stacked => (n, false),
-                _ => (4 * n, true),
+                Fp8Policy::Q8_0 if k % 32 == 0 => converted(n / 32 * 34),
+                // the codes from the map; only their tile scales are owned, as f32
+                Fp8Policy::InPlace if !stacked => {
+                    let tiles: u64 = t.shape.iter().map(|&d| d.div_ceil(128)).product();
+                    (n, 4 * tiles)
+                }
+                _ => converted(4 * n),
             }
         }
         StDtype::I8 | StDtype::U8 | StDtype::F4 => {
             // packed bytes hold two values each (F4: one per element)
             let values = if dtype == StDtype::F4 { n } else { 2 * n };
             match opts.fp4 {
-                Fp4Policy::Mxfp4 => (values / 32 * 17, true),
-                Fp4Policy::F32 => (4 * values, true),
+                Fp4Policy::Mxfp4 => converted(values / 32 * 17),
+                Fp4Policy::F32 => converted(4 * values),
             }
         }
         _ => return None,
@@ -124,10 +129,9 @@ impl SafetensorsWeights {
                 }),
                 Some(Mapped::Experts { layer, w }) => {
                     let first = format!("layers.{layer}.ffn.experts.0.{w}.weight");
-                    let one = self
-                        .model
-                        .tensor(&first)
-                        .map_or(0, |t| decoded(gguf, t, &self.opts).map_or(0, |(b, _)| b));
+                    let one = self.model.tensor(&first).map_or(0, |t| {
+                        decoded_as(gguf, t, &self.opts, true).map_or(0, |(b, _)| b)
+                    });
                     b.per_token += one * n_used as u64;
                     one * e
                 }
