@@ -7,8 +7,16 @@ use crate::blocks::BlockMXFP4;
 use crate::error::QuantError;
 use crate::DType;
 
-/// FP8 E4M3 (OCP "e4m3fn": bias 7, no infinities, only S.1111.111 is NaN) → f32.
+/// FP8 E4M3 (OCP "e4m3fn": bias 7, no infinities, only S.1111.111 is NaN) → f32: a
+/// lookup in [`e4m3_table`] (the definition is [`e4m3_decode`]; the dequantizers, the
+/// reference dot and the kernels' tails call this per element).
+#[inline]
 pub fn e4m3_to_f32(b: u8) -> f32 {
+    e4m3_table()[b as usize]
+}
+
+/// The definition of an E4M3 code's value, computed (what [`e4m3_table`] holds).
+fn e4m3_decode(b: u8) -> f32 {
     let sign = if b & 0x80 != 0 { -1.0f32 } else { 1.0 };
     let e = ((b >> 3) & 0xF) as i32;
     let m = (b & 7) as f32;
@@ -22,10 +30,10 @@ pub fn e4m3_to_f32(b: u8) -> f32 {
     }
 }
 
-/// Every E4M3 code's value ([`e4m3_to_f32`]), by code.
+/// Every E4M3 code's value, by code.
 pub fn e4m3_table() -> &'static [f32; 256] {
     static T: std::sync::OnceLock<[f32; 256]> = std::sync::OnceLock::new();
-    T.get_or_init(|| std::array::from_fn(|b| e4m3_to_f32(b as u8)))
+    T.get_or_init(|| std::array::from_fn(|b| e4m3_decode(b as u8)))
 }
 
 /// FP8 E5M2 (IEEE-like: bias 15, infinities and NaNs) → f32.
