@@ -99,6 +99,20 @@ fn copy_of(tag: &str, files: &[&str]) -> PathBuf {
     d
 }
 
+/// Opening the checkpoint in `d` with a cache fails naming its second shard; `d` is then
+/// removed.
+fn assert_second_shard_named(d: &Path) {
+    let opts = LoadOptions {
+        experts: Some(ExpertCacheConfig::with_budget(1 << 20)),
+        ..LoadOptions::default()
+    };
+    let e = DeepSeek4::from_checkpoint(d, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("model-00002-of-00002.safetensors"), "{e}");
+    std::fs::remove_dir_all(d).unwrap();
+}
+
 #[test]
 fn a_truncated_shard_is_named_before_anything_is_read() {
     let d = copy_of(
@@ -117,15 +131,7 @@ fn a_truncated_shard_is_named_before_anything_is_read() {
         .unwrap();
     let len = f.metadata().unwrap().len();
     f.set_len(len - 1024).unwrap();
-    let opts = LoadOptions {
-        experts: Some(ExpertCacheConfig::with_budget(1 << 20)),
-        ..LoadOptions::default()
-    };
-    let e = DeepSeek4::from_checkpoint(&d, &opts)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("model-00002-of-00002.safetensors"), "{e}");
-    std::fs::remove_dir_all(&d).unwrap();
+    assert_second_shard_named(&d);
 }
 
 #[test]
@@ -137,13 +143,5 @@ fn a_missing_shard_is_named_before_anything_is_read() {
     // an index that names both shards, one of them absent
     let index = r#"{"metadata": {}, "weight_map": {"layers.3.ffn.experts.0.w1.weight": "model-00002-of-00002.safetensors"}}"#;
     std::fs::write(d.join("model.safetensors.index.json"), index).unwrap();
-    let opts = LoadOptions {
-        experts: Some(ExpertCacheConfig::with_budget(1 << 20)),
-        ..LoadOptions::default()
-    };
-    let e = DeepSeek4::from_checkpoint(&d, &opts)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("model-00002-of-00002.safetensors"), "{e}");
-    std::fs::remove_dir_all(&d).unwrap();
+    assert_second_shard_named(&d);
 }
