@@ -470,7 +470,7 @@ impl<M: Model + ?Sized> Session<M> {
             acc.harvest(e);
         }
         self.profile_taken = true;
-        let now = self.model.expert_cache().map(|c| c.stats());
+        let now = self.expert_stats();
         let acc = self.profile.as_ref()?;
         Some(acc.summary(threads, now))
     }
