@@ -464,7 +464,9 @@ static X86: &[Row] = &[
             true,
         ),
     ),
-    Row::new(DType::IQ1_S, Avx2).dot("avx2", i2::dot_iq1_s_avx2_entry),
+    Row::new(DType::IQ1_S, Avx2)
+        .dot("avx2", i2::dot_iq1_s_avx2_entry)
+        .multi("avx2", i2::dot_iq1_s_avx2_multi_entry),
     Row::new(DType::IQ1_S, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_s_avx512_entry)
         .rows("avx512-prepared", i5::dot_iq1_s_avx512_prepared_entry)

@@ -27,7 +27,10 @@ entry!(
     dot_iq1_m_x_avx2_entry => dot_iq1_m_x_avx2,
     dot_iq2_xxs_x_avx2_entry => dot_iq2_xxs_x_avx2,
 );
-entry!(multi dot_iq2_xxs_avx2_multi_entry => dot_iq2_xxs_avx2_multi);
+entry!(
+    multi dot_iq2_xxs_avx2_multi_entry => dot_iq2_xxs_avx2_multi,
+    dot_iq1_s_avx2_multi_entry => dot_iq1_s_avx2_multi,
+);
 
 /// Activation columns per pass of [`dot_iq2_xxs_avx2_multi`]: as many as the callers hand
 /// over at once (an MoE expert's tokens in a 512-token chunk, about twelve), so that a block
@@ -323,6 +326,118 @@ unsafe fn dot_iq1_s_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         s += f16c!(x.d) * y.d() * (sumi as f32 + 0.125 * sumi1 as f32);
     }
     s
+}
+
+/// One IQ1_S block unpacked for [`dot_iq1_s_avx2_multi`]: per group the grid values + 1
+/// (0, 1 or 2: unsigned bytes for `vpmaddubsw`) and the scale 2·s + 1, and the two i16
+/// vectors that `vpmaddwd` multiplies a Q8_K block's sixteen block sums by — group g's
+/// scale, and its scale signed by the delta bit, in lanes 2g and 2g + 1.
+struct Iq1sBlock {
+    w: [__m256i; 8],
+    ls: [i16; 8],
+    ls2: __m256i,
+    signed2: __m256i,
+}
+
+/// Unpacks one IQ1_S block ([`Iq1sBlock`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn iq1_s_unpack(x: &BlockIQ1S) -> Iq1sBlock {
+    // SAFETY: `qh` is 16 bytes (unaligned load).
+    let qh = unsafe { _mm_loadu_si128(x.qh.as_ptr().cast()) };
+    let ls = _mm_or_si128(
+        _mm_and_si128(_mm_srli_epi16(qh, 11), _mm_set1_epi16(14)),
+        _mm_set1_epi16(1),
+    );
+    // the delta's sign is the word's top bit, which `vpsignw` reads (`| 1`: never zero)
+    let signed = _mm_sign_epi16(ls, _mm_or_si128(qh, _mm_set1_epi16(1)));
+    let dup = |v: __m128i| {
+        let v = _mm256_cvtepu16_epi32(v);
+        _mm256_or_si256(v, _mm256_slli_epi32(v, 16))
+    };
+    let mut lsa = [0i16; 8];
+    // SAFETY: `lsa` is 16 writable bytes (unaligned store).
+    unsafe { _mm_storeu_si128(lsa.as_mut_ptr().cast(), ls) };
+    let ones = _mm256_set1_epi8(1);
+    let w = std::array::from_fn(|g| {
+        let h = le_u16(&x.qh, g) as usize;
+        let q = &x.qs[4 * g..4 * g + 4];
+        let idx = |k: usize| q[k] as usize | (((h >> (3 * k)) & 7) << 8);
+        let grid = rows4!(
+            IQ1S_GRID[idx(0)],
+            IQ1S_GRID[idx(1)],
+            IQ1S_GRID[idx(2)],
+            IQ1S_GRID[idx(3)],
+        );
+        _mm256_add_epi8(grid, ones)
+    });
+    Iq1sBlock {
+        w,
+        ls: lsa,
+        ls2: dup(ls),
+        signed2: dup(signed),
+    }
+}
+
+/// IQ1_S · Q8_K for several activation columns with AVX2: each block is unpacked once per
+/// pass of up to [`COLS`] columns ([`iq1_s_unpack`]: grid values + 1, scales, signed
+/// scales), and then costs one `vpmaddubsw`, one `vpmaddwd` by the group scale and one add
+/// per group and column. The offset's share, Σ ls·Σy, and the delta term, Σ ±ls·Σy, are one
+/// `vpmaddwd` each of the column's Q8_K block sums. Eight columns' integer sums are reduced
+/// together ([`hsum_i32x8`]) and the float combine — `d·dy·(Σ + 0.125·Σ₁)`, separate
+/// roundings — runs lane by lane in the reference's order: every column gets
+/// [`dot_iq1_s_avx2`]'s bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq1_s_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let xs = view::<BlockIQ1S>(w);
+    let eighth = _mm256_set1_ps(0.125);
+    for r in crate::simd::column_split(acts.len(), COLS) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
+        let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
+        for (y, a) in ys.iter_mut().zip(acts) {
+            *y = view::<BlockQ8K>(a);
+        }
+        let ys = &ys[..acts.len()];
+        // column c's sum in lane c % 8 of s[c / 8]
+        let mut s = [_mm256_setzero_ps(); COLS / 8];
+        for (b, x) in xs.iter().enumerate() {
+            let u = iq1_s_unpack(x);
+            let dx = _mm256_set1_ps(f16c!(x.d));
+            for (ys8, s8) in ys.chunks(8).zip(s.iter_mut()) {
+                let mut sums = [_mm256_setzero_si256(); 8];
+                let mut deltas = [_mm256_setzero_si256(); 8];
+                let mut yd = [0f32; 8];
+                for (((y, acc), delta), d) in
+                    ys8.iter().zip(&mut sums).zip(&mut deltas).zip(&mut yd)
+                {
+                    let y = &y[b];
+                    *d = y.d();
+                    // SAFETY: a Q8_K block's 16 block sums are 32 bytes (unaligned load).
+                    let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+                    *delta = _mm256_madd_epi16(bs, u.signed2);
+                    let mut a =
+                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(bs, u.ls2));
+                    for (g, (wg, &l)) in u.w.iter().zip(&u.ls).enumerate() {
+                        let p = _mm256_maddubs_epi16(*wg, y32!(y, g));
+                        a = _mm256_add_epi32(a, _mm256_madd_epi16(p, _mm256_set1_epi16(l)));
+                    }
+                    *acc = a;
+                }
+                let sumi = _mm256_cvtepi32_ps(hsum_i32x8(&sums));
+                let sumi1 = _mm256_cvtepi32_ps(hsum_i32x8(&deltas));
+                // SAFETY: `yd` is 32 readable bytes (unaligned load).
+                let yd = unsafe { _mm256_loadu_ps(yd.as_ptr()) };
+                let inner = _mm256_add_ps(sumi, _mm256_mul_ps(eighth, sumi1));
+                *s8 = _mm256_add_ps(*s8, _mm256_mul_ps(_mm256_mul_ps(dx, yd), inner));
+            }
+        }
+        let mut lanes = [0f32; COLS];
+        for (l, v) in lanes.chunks_exact_mut(8).zip(s) {
+            // SAFETY: `l` has room for 8 f32.
+            unsafe { _mm256_storeu_ps(l.as_mut_ptr(), v) };
+        }
+        out.copy_from_slice(&lanes[..out.len()]);
+    }
 }
 
 /// IQ1_S_X · Q8_K with AVX2. Group g's 32 level codes l = v + 1 are code bytes 8g..8g + 8
