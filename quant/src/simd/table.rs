@@ -380,7 +380,15 @@ static X86: &[Row] = &[
                 expanded: Some((tile_q8::x86::expanded_entry, tile_q8::x86::expand_entry)),
             },
         ),
-    Row::new(DType::Q2_0, Avx2).dot("avx2", q2::dot_q2_0_avx2_entry),
+    Row::new(DType::Q2_0, Avx2)
+        .dot("avx2", q2::dot_q2_0_avx2_entry)
+        .tile(
+            "avx2",
+            Tile::Panel {
+                tile: super::q8::tile_q2_avx2::x86::tile_entry,
+                expanded: None,
+            },
+        ),
     Row::new(DType::Q2_0, Avx512Vnni)
         .dot("avx512", q2_0::dot_q2_0_avx512_entry)
         .rows("avx512", q2_0::dot_q2_0_avx512_rows_entry)

@@ -17,3 +17,4 @@ pub(crate) mod quantize;
 pub mod tile;
 pub(super) mod tile_avx2;
 pub(super) mod tile_q2;
+pub(super) mod tile_q2_avx2;
