@@ -281,8 +281,8 @@ fn table() -> &'static [Row] {
 #[cfg(target_arch = "x86_64")]
 use super::{
     float::avx2 as f2, float::avx512 as f5, float::f8, iq::avx2 as i2, iq::avx512 as i5,
-    kquants::avx2 as k2, kquants::avx512 as k5, kquants::q6_k, q8::avx2 as q2, q8::mxfp4 as m5,
-    q8::q2_0, q8::q8_0,
+    kquants::avx2 as k2, kquants::avx2_multi as k2m, kquants::avx512 as k5, kquants::q6_k,
+    q8::avx2 as q2, q8::mxfp4 as m5, q8::q2_0, q8::q8_0,
 };
 #[cfg(target_arch = "x86_64")]
 use CpuLevel::{Amx, Avx2, Avx512, Avx512Bf16, Avx512Vnni};
@@ -418,14 +418,16 @@ static X86: &[Row] = &[
     // K-quants · Q8_K
     Row::new(DType::Q4_K, Avx2)
         .dot("avx2", k2::dot_q4_k_avx2_entry)
-        .rows("avx2", k2::dot_q4_k_avx2_rows_entry),
+        .rows("avx2", k2::dot_q4_k_avx2_rows_entry)
+        .multi("avx2", k2m::dot_q4_k_avx2_multi_entry),
     Row::new(DType::Q4_K, Avx512Vnni)
         .dot("avx512", k5::dot_q4_k_avx512_entry)
         .rows("avx512", k5::dot_q4_k_avx512_rows_entry)
         .multi("avx512", k5::dot_q4_k_avx512_multi_entry),
     Row::new(DType::Q5_K, Avx2)
         .dot("avx2", k2::dot_q5_k_avx2_entry)
-        .rows("avx2", k2::dot_q5_k_avx2_rows_entry),
+        .rows("avx2", k2::dot_q5_k_avx2_rows_entry)
+        .multi("avx2", k2m::dot_q5_k_avx2_multi_entry),
     Row::new(DType::Q5_K, Avx512Vnni)
         .dot("avx512", k5::dot_q5_k_avx512_entry)
         .rows("avx512", k5::dot_q5_k_avx512_rows_entry)

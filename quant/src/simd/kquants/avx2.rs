@@ -74,17 +74,8 @@ unsafe fn dot_q4_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn q4_k_block(x: &BlockQ4K, y: &BlockQ8K) -> f32 {
-    let m4 = _mm256_set1_epi8(0x0F);
-    let codes = |c: usize| {
-        // SAFETY: 32 code bytes per chunk are inside the block (unaligned load).
-        let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()) };
-        (
-            _mm256_and_si256(q, m4),
-            _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-        )
-    };
-    // SAFETY: the features of this function cover the helper.
-    let (isc, imin) = unsafe { k4_sums(&x.scales, codes, y) };
+    // SAFETY: the features of this function cover the helpers.
+    let (isc, imin) = unsafe { k4_sums(&x.scales, |c| q4_k_codes(x, c), y) };
     let dy = y.d();
     dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32)
 }
@@ -206,6 +197,32 @@ unsafe fn dot_q5_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn q5_k_block(x: &BlockQ5K, y: &BlockQ8K) -> f32 {
+    // SAFETY: the features of this function cover the helpers.
+    let (isc, imin) = unsafe { k4_sums(&x.scales, |c| q5_k_codes(x, c), y) };
+    let dy = y.d();
+    dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32)
+}
+
+/// Chunk `c` (0..4) of a Q4_K super-block as unsigned codes: (sub-block 2c, sub-block 2c + 1).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn q4_k_codes(x: &BlockQ4K, c: usize) -> (__m256i, __m256i) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let q = &x.qs[32 * c..32 * c + 32];
+    // SAFETY: `q` is 32 bytes (unaligned load).
+    let q = unsafe { _mm256_loadu_si256(q.as_ptr().cast()) };
+    (
+        _mm256_and_si256(q, m4),
+        _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+    )
+}
+
+/// Chunk `c` (0..4) of a Q5_K super-block as unsigned codes 0..31: [`q4_k_codes`]' nibbles
+/// with the fifth bit of sub-block `j` taken from bit `j` of `qh` by a compare against a
+/// one-bit mask.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn q5_k_codes(x: &BlockQ5K, c: usize) -> (__m256i, __m256i) {
     let m4 = _mm256_set1_epi8(0x0F);
     let sixteen = _mm256_set1_epi8(16);
     // SAFETY: `qh` has 32 bytes (unaligned load).
@@ -214,19 +231,14 @@ unsafe fn q5_k_block(x: &BlockQ5K, y: &BlockQ8K) -> f32 {
         let m = _mm256_set1_epi8((1u8 << bit) as i8);
         _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m), m), sixteen)
     };
-    let codes = |c: usize| {
-        // SAFETY: 32 code bytes per chunk are inside the block (unaligned load).
-        let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast()) };
-        (
-            _mm256_or_si256(_mm256_and_si256(q, m4), high(2 * c)),
-            _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                high(2 * c + 1),
-            ),
-        )
-    };
-    // SAFETY: the features of this function cover the helper.
-    let (isc, imin) = unsafe { k4_sums(&x.scales, codes, y) };
-    let dy = y.d();
-    dy * (f16c!(x.d) * isc as f32) - dy * (f16c!(x.dmin) * imin as f32)
+    let q = &x.qs[32 * c..32 * c + 32];
+    // SAFETY: `q` is 32 bytes (unaligned load).
+    let q = unsafe { _mm256_loadu_si256(q.as_ptr().cast()) };
+    (
+        _mm256_or_si256(_mm256_and_si256(q, m4), high(2 * c)),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+            high(2 * c + 1),
+        ),
+    )
 }

@@ -4,6 +4,8 @@
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2;
 #[cfg(target_arch = "x86_64")]
+pub(super) mod avx2_multi;
+#[cfg(target_arch = "x86_64")]
 pub(super) mod avx512;
 #[cfg(target_arch = "x86_64")]
 pub(super) mod q6_k;
