@@ -10,6 +10,7 @@ use std::arch::x86_64::*;
 entry!(rows
     dot_q4_k_avx2_rows_entry => dot_q4_k_avx2_rows,
     dot_q5_k_avx2_rows_entry => dot_q5_k_avx2_rows,
+    dot_q6_k_avx2_rows_entry => dot_q6_k_avx2_rows,
 );
 entry!(
     dot_q4_k_avx2_entry => dot_q4_k_avx2,
@@ -114,62 +115,88 @@ fn k_rows<B: bytemuck::Pod>(
     }
 }
 
-/// Q6_K · Q8_K with AVX2: the 6-bit codes are rebuilt unsigned (0..63), the 16-element
-/// sub-block sums Σ u·y come from `vpmaddubsw`/`vpmaddwd`, and Σ q·y = Σ u·y − 32·bsum;
-/// the float combine is the reference's, so the result is the reference's bits.
+/// Q6_K · Q8_K with AVX2: [`q6_k_block`] per super-block, so the result is the reference's
+/// bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let m4 = _mm256_set1_epi8(0x0F);
-    let m2 = _mm256_set1_epi8(0x03);
     let mut s = 0f32;
     for (x, y) in view::<BlockQ6K>(w).iter().zip(view::<BlockQ8K>(a)) {
-        // Σ_sub scale·Σ u·y, kept in vector lanes: `vpmaddwd` multiplies the pair sums of each
-        // 16-element sub-block by its scale (|pair| ≤ 2·63·127, |lane| < 2^23, no overflow)
-        let mut acc = _mm256_setzero_si256();
-        for h in 0..2 {
-            // SAFETY: 64 `ql`, 32 `qh` and 128 activation bytes of this half are inside the
-            // blocks (unaligned loads).
-            let (ql0, ql1, qh) = unsafe {
-                (
-                    _mm256_loadu_si256(x.ql.as_ptr().add(64 * h).cast()),
-                    _mm256_loadu_si256(x.ql.as_ptr().add(64 * h + 32).cast()),
-                    _mm256_loadu_si256(x.qh.as_ptr().add(32 * h).cast()),
-                )
-            };
-            let hi = |shift: i32| -> __m256i {
-                let v = match shift {
-                    0 => qh,
-                    2 => _mm256_srli_epi16(qh, 2),
-                    4 => _mm256_srli_epi16(qh, 4),
-                    _ => _mm256_srli_epi16(qh, 6),
-                };
-                _mm256_slli_epi16(_mm256_and_si256(v, m2), 4)
-            };
-            let u = [
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), hi(0)),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4), hi(2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hi(4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hi(6)),
-            ];
-            for (k, uk) in u.iter().enumerate() {
-                // SAFETY: 32 activation bytes at 128h + 32k.
-                let yk = unsafe { _mm256_loadu_si256(y.qs.as_ptr().add(128 * h + 32 * k).cast()) };
-                let sub = 8 * h + 2 * k;
-                let sc = _mm256_set_m128i(
-                    _mm_set1_epi16(x.scales[sub + 1] as i16),
-                    _mm_set1_epi16(x.scales[sub] as i16),
-                );
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(*uk, yk), sc));
-            }
-        }
-        // the codes' −32 offset: Σ_sub scale·32·bsum, in scalar
-        let off: i32 = (0..16).map(|j| x.scales[j] as i32 * y.bsum(j) as i32).sum();
-        // SAFETY: AVX2 is enabled for this function.
-        let isc = unsafe { hsum_i32(acc) } - 32 * off;
-        s += y.d() * f16c!(x.d) * isc as f32;
+        // SAFETY: same features as this function.
+        s += unsafe { q6_k_block(x, y) };
     }
     s
 }
+
+/// Q6_K · Q8_K for several weight rows against one activation row, four rows per pass
+/// ([`k_rows`]): per row the one-row kernel's operations and order, the reference's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q6_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    k_rows(rows, a, out, |x, y| unsafe { q6_k_block(x, y) });
+}
+
+/// One Q6_K super-block's float product: the 6-bit codes are rebuilt unsigned (0..63), the
+/// 16-element sub-block sums Σ u·y come from `vpmaddubsw`/`vpmaddwd`, Σ q·y = Σ u·y −
+/// 32·Σ scale·bsum, and the float combine is the reference's.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn q6_k_block(x: &BlockQ6K, y: &BlockQ8K) -> f32 {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(0x03);
+    // Σ_sub scale·Σ u·y, kept in vector lanes: `vpmaddwd` multiplies the pair sums of each
+    // 16-element sub-block by its scale (|pair| ≤ 2·63·127, |lane| < 2^23, no overflow)
+    let mut acc = _mm256_setzero_si256();
+    for h in 0..2 {
+        // SAFETY: 64 `ql`, 32 `qh` and 128 activation bytes of this half are inside the
+        // blocks (unaligned loads).
+        let (ql0, ql1, qh) = unsafe {
+            (
+                _mm256_loadu_si256(x.ql.as_ptr().add(64 * h).cast()),
+                _mm256_loadu_si256(x.ql.as_ptr().add(64 * h + 32).cast()),
+                _mm256_loadu_si256(x.qh.as_ptr().add(32 * h).cast()),
+            )
+        };
+        let hi = |shift: i32| -> __m256i {
+            let v = match shift {
+                0 => qh,
+                2 => _mm256_srli_epi16(qh, 2),
+                4 => _mm256_srli_epi16(qh, 4),
+                _ => _mm256_srli_epi16(qh, 6),
+            };
+            _mm256_slli_epi16(_mm256_and_si256(v, m2), 4)
+        };
+        let u = [
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), hi(0)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), hi(2)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hi(4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hi(6)),
+        ];
+        for (k, uk) in u.iter().enumerate() {
+            // SAFETY: 32 activation bytes at 128h + 32k.
+            let yk = unsafe { _mm256_loadu_si256(y.qs.as_ptr().add(128 * h + 32 * k).cast()) };
+            let sub = 8 * h + 2 * k;
+            let sc = _mm256_set_m128i(
+                _mm_set1_epi16(x.scales[sub + 1] as i16),
+                _mm_set1_epi16(x.scales[sub] as i16),
+            );
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(*uk, yk), sc));
+        }
+    }
+    // the codes' −32 offset: Σ_sub scale·32·bsum, one `vpmaddwd` of the block sums by the
+    // scales widened to i16
+    // SAFETY: the 16 scale bytes and the 32 bytes of block sums are readable (unaligned).
+    let (sc, bs) = unsafe {
+        (
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(x.scales.as_ptr().cast())),
+            _mm256_loadu_si256(y.bsums.as_ptr().cast()),
+        )
+    };
+    // SAFETY: AVX2 is enabled for this function.
+    let (sum, off) = unsafe { (hsum_i32(acc), hsum_i32(_mm256_madd_epi16(sc, bs))) };
+    let isc = sum - 32 * off;
+    y.d() * f16c!(x.d) * isc as f32
+}
+
 /// Q5_K · Q8_K with AVX2: as Q4_K, with the fifth bit of sub-block `j` taken from bit `j`
 /// of `qh[l]` by a compare against a one-bit mask (codes 0..31 stay unsigned for
 /// `vpmaddubsw`); the float combine is the reference's, so the result is the reference's bits.
