@@ -411,7 +411,10 @@ static X86: &[Row] = &[
                 expanded: None,
             },
         ),
-    Row::new(DType::MXFP4, Avx2).dot("avx2", q2::dot_mxfp4_avx2_entry),
+    Row::new(DType::MXFP4, Avx2)
+        .dot("avx2", q2::dot_mxfp4_avx2_entry)
+        .rows("avx2", q2::dot_mxfp4_avx2_rows_entry)
+        .multi("avx2", q2::dot_mxfp4_avx2_multi_entry),
     Row::new(DType::MXFP4, Avx512Vnni)
         .rows("avx512", m5::dot_mxfp4_avx512_rows_entry)
         .multi("avx512", m5::dot_mxfp4_avx512_multi_entry),

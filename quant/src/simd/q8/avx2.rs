@@ -5,11 +5,17 @@ use crate::blocks::{view, BlockMXFP4, BlockQ2_0, BlockQ8_0};
 use crate::dot::hsum8;
 use crate::grids::KVALUES_MXFP4;
 use crate::scalar::e8m0_to_f32_half;
-use crate::simd::{entry, f16x8};
+use crate::simd::{entry, f16c, f16x8};
 use std::arch::x86_64::*;
 
-entry!(multi dot_q8_0_avx2_multi_entry => dot_q8_0_avx2_multi);
-entry!(rows dot_q8_0_avx2_rows_entry => dot_q8_0_avx2_rows);
+entry!(multi
+    dot_q8_0_avx2_multi_entry => dot_q8_0_avx2_multi,
+    dot_mxfp4_avx2_multi_entry => dot_mxfp4_avx2_multi,
+);
+entry!(rows
+    dot_q8_0_avx2_rows_entry => dot_q8_0_avx2_rows,
+    dot_mxfp4_avx2_rows_entry => dot_mxfp4_avx2_rows,
+);
 
 entry!(
     dot_q8_0_avx2_entry => dot_q8_0_avx2,
@@ -28,50 +34,176 @@ unsafe fn lanes(qx: __m256i, qy: __m256i) -> __m256 {
 }
 
 /// MXFP4 · Q8_0 with AVX2 in the reference's order: codes → int8 through a 16-entry
-/// `vpshufb` table, blocks in pairs into two accumulators, an odd last block in scalar code.
+/// `vpshufb` table, blocks in pairs into two accumulators ([`mxfp4_pair`]), an odd last block
+/// in scalar code ([`mxfp4_finish`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let xs = view::<BlockMXFP4>(w);
     let ys = view::<BlockQ8_0>(a);
-    // SAFETY: KVALUES_MXFP4 has 16 bytes.
-    let table = unsafe { _mm_loadu_si128(KVALUES_MXFP4.as_ptr().cast()) };
-    let m4 = _mm_set1_epi8(0x0F);
-    let decode = |x: &BlockMXFP4| -> __m256i {
-        // SAFETY: 16 code bytes per block (unaligned load).
-        let q = unsafe { _mm_loadu_si128(x.qs.as_ptr().cast()) };
-        let lo = _mm_shuffle_epi8(table, _mm_and_si128(q, m4));
-        let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
-        _mm256_set_m128i(hi, lo) // elements 0..15 then 16..31
-    };
-    let (mut acc1, mut acc2) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut acc = [_mm256_setzero_ps(); 2];
     let pairs = xs.len() / 2;
     let mut d = [0f32; 8];
     for p in 0..pairs {
         if p % 4 == 0 {
-            // the activation scales of the next (up to) eight blocks, converted together
-            let mut hy = [0u16; 8];
-            for (k, y) in ys[2 * p..(2 * p + 8).min(2 * pairs)].iter().enumerate() {
-                hy[k] = u16::from_le_bytes(y.d);
-            }
-            // SAFETY: F16C/AVX are enabled for this function; `d` has room for 8 f32.
-            unsafe { _mm256_storeu_ps(d.as_mut_ptr(), f16x8(&hy)) };
+            // SAFETY: same features as this function.
+            d = unsafe { mxfp4_dy8(ys, 2 * p, 2 * pairs) };
         }
-        for (acc, ib) in [(&mut acc1, 2 * p), (&mut acc2, 2 * p + 1)] {
-            let (x, y) = (&xs[ib], &ys[ib]);
-            // SAFETY: 32 activation code bytes per block.
-            let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr().cast()) };
-            // SAFETY: AVX2/FMA are enabled for this function.
-            let l = unsafe { lanes(decode(x), qy) };
-            let dk = _mm256_set1_ps(d[ib % 8] * e8m0_to_f32_half(x.e));
-            *acc = _mm256_fmadd_ps(dk, l, *acc);
+        // SAFETY: same features as this function.
+        unsafe {
+            mxfp4_pair(
+                &xs[2 * p..2 * p + 2],
+                &ys[2 * p..2 * p + 2],
+                &d,
+                2 * p,
+                &mut acc,
+            )
+        };
+    }
+    // SAFETY: same features as this function.
+    unsafe { mxfp4_finish(acc, xs, ys, pairs) }
+}
+
+/// MXFP4 · Q8_0 for several weight rows against one activation row, four rows per pass:
+/// [`mxfp4_pair`] for each row's next two blocks in turn (four weight streams in flight,
+/// each prefetched [`crate::simd::PREFETCH_DISTANCE`] bytes ahead), the activation scales
+/// converted once for the four rows. Per row [`dot_mxfp4_avx2`]'s operations and order: the
+/// reference's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_mxfp4_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    let ys = view::<BlockQ8_0>(a);
+    let pd = crate::simd::PREFETCH_DISTANCE;
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let (xs, nb) = crate::simd::row_views::<BlockMXFP4>(rows, ys.len());
+        let xs = &xs[..rows.len()];
+        let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+        let pairs = nb / 2;
+        let mut d = [0f32; 8];
+        for p in 0..pairs {
+            if p % 4 == 0 {
+                // SAFETY: same features as this function.
+                d = unsafe { mxfp4_dy8(ys, 2 * p, 2 * pairs) };
+            }
+            for (x, acc) in xs.iter().zip(acc.iter_mut()) {
+                let xp = &x[2 * p..2 * p + 2];
+                crate::simd::prefetch_ahead(xp.as_ptr().cast(), size_of_val(xp), pd);
+                // SAFETY: same features as this function.
+                unsafe { mxfp4_pair(xp, &ys[2 * p..2 * p + 2], &d, 2 * p, acc) };
+            }
+        }
+        for ((x, acc), o) in xs.iter().zip(acc).zip(out.iter_mut()) {
+            // SAFETY: same features as this function.
+            *o = unsafe { mxfp4_finish(acc, &x[..nb], &ys[..nb], pairs) };
         }
     }
+}
+
+/// MXFP4 · Q8_0 for several activation columns: each pair of weight blocks is decoded once
+/// for up to eight columns, which then take [`mxfp4_pair`]'s steps on it — per column
+/// [`dot_mxfp4_avx2`]'s operations and order, the reference's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_mxfp4_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let xs = view::<BlockMXFP4>(w);
+    for r in crate::simd::column_split(acts.len(), 8) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
+        let mut ys: [&[BlockQ8_0]; 8] = [&[]; 8];
+        for (y, a) in ys.iter_mut().zip(acts) {
+            *y = view::<BlockQ8_0>(a);
+            assert!(
+                y.len() >= xs.len(),
+                "activation row shorter than the weight row"
+            );
+        }
+        let ys = &ys[..acts.len()];
+        let mut acc = [[_mm256_setzero_ps(); 2]; 8];
+        let pairs = xs.len() / 2;
+        for p in 0..pairs {
+            let ib = 2 * p;
+            // SAFETY: same features as this function.
+            let codes = unsafe { [mxfp4_decode(&xs[ib]), mxfp4_decode(&xs[ib + 1])] };
+            let (e0, e1) = (e8m0_to_f32_half(xs[ib].e), e8m0_to_f32_half(xs[ib + 1].e));
+            for (y, acc) in ys.iter().zip(acc.iter_mut()) {
+                for (k, (w, e)) in codes.iter().zip([e0, e1]).enumerate() {
+                    let yb = &y[ib + k];
+                    // SAFETY: 32 activation code bytes per block (unaligned load).
+                    let qy = unsafe { _mm256_loadu_si256(yb.qs.as_ptr().cast()) };
+                    // SAFETY: same features as this function.
+                    let l = unsafe { lanes(*w, qy) };
+                    let dk = _mm256_set1_ps(f16c!(yb.d) * e);
+                    acc[k] = _mm256_fmadd_ps(dk, l, acc[k]);
+                }
+            }
+        }
+        for ((y, acc), o) in ys.iter().zip(acc).zip(out.iter_mut()) {
+            // SAFETY: same features as this function.
+            *o = unsafe { mxfp4_finish(acc, xs, &y[..xs.len()], pairs) };
+        }
+    }
+}
+
+/// The 32 codes of an MXFP4 block as int8 values (elements 0..15, then 16..31).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn mxfp4_decode(x: &BlockMXFP4) -> __m256i {
+    // SAFETY: KVALUES_MXFP4 has 16 bytes, a block 16 code bytes (unaligned loads).
+    let (table, q) = unsafe {
+        (
+            _mm_loadu_si128(KVALUES_MXFP4.as_ptr().cast()),
+            _mm_loadu_si128(x.qs.as_ptr().cast()),
+        )
+    };
+    let m4 = _mm_set1_epi8(0x0F);
+    let lo = _mm_shuffle_epi8(table, _mm_and_si128(q, m4));
+    let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
+    _mm256_set_m128i(hi, lo)
+}
+
+/// The activation scales of blocks `at..min(at + 8, end)` as f32 (the rest 0), converted
+/// together.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn mxfp4_dy8(ys: &[BlockQ8_0], at: usize, end: usize) -> [f32; 8] {
+    let mut hy = [0u16; 8];
+    for (h, y) in hy.iter_mut().zip(&ys[at..(at + 8).min(end)]) {
+        *h = u16::from_le_bytes(y.d);
+    }
+    let mut d = [0f32; 8];
+    // SAFETY: F16C/AVX are enabled for this function; `d` has room for 8 f32.
+    unsafe { _mm256_storeu_ps(d.as_mut_ptr(), f16x8(&hy)) };
+    d
+}
+
+/// Blocks `ib` and `ib + 1` (`xs`, `ys`: the pair) into the two accumulators: lane sums of
+/// the codes by the activations, times `dy·2^(e−128)` (`d`: the scales of the eight blocks
+/// from a multiple of eight containing `ib`), fused into accumulator `k` for block `ib + k`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn mxfp4_pair(
+    xs: &[BlockMXFP4],
+    ys: &[BlockQ8_0],
+    d: &[f32; 8],
+    ib: usize,
+    acc: &mut [__m256; 2],
+) {
+    for (k, (x, y)) in xs.iter().zip(ys).enumerate() {
+        // SAFETY: 32 activation code bytes per block (unaligned load); the features of this
+        // function cover the helpers.
+        let l = unsafe { lanes(mxfp4_decode(x), _mm256_loadu_si256(y.qs.as_ptr().cast())) };
+        let dk = _mm256_set1_ps(d[(ib + k) % 8] * e8m0_to_f32_half(x.e));
+        acc[k] = _mm256_fmadd_ps(dk, l, acc[k]);
+    }
+}
+
+/// The reference's end: the two accumulators' lanes added, then in the fixed tree, then the
+/// odd last block (`xs[2·pairs..]`) in scalar code.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn mxfp4_finish(acc: [__m256; 2], xs: &[BlockMXFP4], ys: &[BlockQ8_0], pairs: usize) -> f32 {
     let mut l1 = [0f32; 8];
     let mut l2 = [0f32; 8];
     // SAFETY: room for 8 f32 each.
     unsafe {
-        _mm256_storeu_ps(l1.as_mut_ptr(), acc1);
-        _mm256_storeu_ps(l2.as_mut_ptr(), acc2);
+        _mm256_storeu_ps(l1.as_mut_ptr(), acc[0]);
+        _mm256_storeu_ps(l2.as_mut_ptr(), acc[1]);
     }
     let sum: [f32; 8] = std::array::from_fn(|k| l1[k] + l2[k]);
     let mut s = hsum8(&sum);
