@@ -484,8 +484,16 @@ unsafe fn dot_iq1_s_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ones8 = _mm256_set1_epi8(1);
-    const PLUS: u64 = 0x0101_0101_0101_0101;
-    const MINUS: u64 = u64::MAX;
+    // byte j of a group: its sub-group's `qh` byte (sub-group k = j / 8 reads byte k / 2)
+    let spread = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+        1, 1,
+    );
+    // the delta-sign bit of sub-group k: bit 3 of its nibble (bit 3, or 7 for odd k)
+    let bit = _mm256_setr_epi8(
+        8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128, 8, 8, 8, 8, 8, 8,
+        8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
+    );
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ1M>(w).iter().zip(view::<BlockQ8K>(a)) {
         let mut acc = _mm256_setzero_si256();
@@ -498,16 +506,18 @@ unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
                 _mm_set1_epi16((2 * s1 + 1) as i16),
             );
             // sub-group k: 3 high index bits and the delta sign in a nibble of qh
-            let nib = |k: usize| (x.qh[2 * g + k / 2] >> (4 * (k % 2))) & 15;
-            let idx = |k: usize| x.qs[4 * g + k] as usize | (((nib(k) & 7) as usize) << 8);
+            let h = le_u16(&x.qh, g) as usize;
+            let q = &x.qs[4 * g..4 * g + 4];
             let grid = rows4!(
-                IQ1S_GRID[idx(0)],
-                IQ1S_GRID[idx(1)],
-                IQ1S_GRID[idx(2)],
-                IQ1S_GRID[idx(3)],
+                IQ1S_GRID[q[0] as usize | ((h & 7) << 8)],
+                IQ1S_GRID[q[1] as usize | ((h & 0x70) << 4)],
+                IQ1S_GRID[q[2] as usize | (h & 0x700)],
+                IQ1S_GRID[q[3] as usize | ((h & 0x7000) >> 4)],
             );
-            let dm = |k: usize| if nib(k) & 8 != 0 { MINUS } else { PLUS };
-            let delta = rows4!(dm(0), dm(1), dm(2), dm(3));
+            // ±1 bytes: −1 where the sub-group's delta bit is set (`vpsignb`'s operand)
+            let hv = _mm256_shuffle_epi8(_mm256_set1_epi16(h as i16), spread);
+            let neg = _mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit);
+            let delta = _mm256_or_si256(neg, ones8);
             let yv = y32!(y, g);
             let gy = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, grid));
             let dy = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, delta));
