@@ -507,7 +507,9 @@ static X86: &[Row] = &[
         "amx",
         grid(DType::IQ1_S_X, tile_grid::x86::expand_iq1_s_x_entry, true),
     ),
-    Row::new(DType::IQ1_M, Avx2).dot("avx2", i2::dot_iq1_m_avx2_entry),
+    Row::new(DType::IQ1_M, Avx2)
+        .dot("avx2", i2::dot_iq1_m_avx2_entry)
+        .multi("avx2", i2::dot_iq1_m_avx2_multi_entry),
     Row::new(DType::IQ1_M, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_m_avx512_entry)
         .rows("avx512-prepared", i5::dot_iq1_m_avx512_prepared_entry)

@@ -13,7 +13,7 @@
 use crate::blocks::{
     le_u16, view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K,
 };
-use crate::codec::iquants::{iq1m_d_bits, iq1m_scales, iq1m_scales_of};
+use crate::codec::iquants::{iq1m_d_bits, iq1m_d_of, iq1m_scales, iq1m_scales_of};
 use crate::codec::repack::{iq1mx_neg, iq1sx_group, iq2xx_scale, IQ2X_LEVELS};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use crate::simd::{entry, f16c, hsum_i32};
@@ -30,6 +30,7 @@ entry!(
 entry!(
     multi dot_iq2_xxs_avx2_multi_entry => dot_iq2_xxs_avx2_multi,
     dot_iq1_s_avx2_multi_entry => dot_iq1_s_avx2_multi,
+    dot_iq1_m_avx2_multi_entry => dot_iq1_m_avx2_multi,
 );
 
 /// Activation columns per pass of [`dot_iq2_xxs_avx2_multi`]: as many as the callers hand
@@ -429,6 +430,94 @@ unsafe fn dot_iq1_s_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
                 let yd = unsafe { _mm256_loadu_ps(yd.as_ptr()) };
                 let inner = _mm256_add_ps(sumi, _mm256_mul_ps(eighth, sumi1));
                 *s8 = _mm256_add_ps(*s8, _mm256_mul_ps(_mm256_mul_ps(dx, yd), inner));
+            }
+        }
+        let mut lanes = [0f32; COLS];
+        for (l, v) in lanes.chunks_exact_mut(8).zip(s) {
+            // SAFETY: `l` has room for 8 f32.
+            unsafe { _mm256_storeu_ps(l.as_mut_ptr(), v) };
+        }
+        out.copy_from_slice(&lanes[..out.len()]);
+    }
+}
+
+/// IQ1_M · Q8_K for several activation columns with AVX2. The delta is folded into the
+/// weights: per element 8·grid + δ (−9..9, δ = ∓1 by the sub-group's sign bit), + 9 to be
+/// unsigned for `vpmaddubsw` (0..18). So one integer sum S = 8·Σ ls·grid·y + Σ ls·δ·y =
+/// 8·sumi + sumi1 per column and block, with the offset's share 9·Σ ls·Σy taken off by one
+/// `vpmaddwd` of the Q8_K block sums by 9·ls (the scales are per 16 elements, as the block
+/// sums). |S| < 2²³, so `S as f32 · 0.125` is S/8 exactly, and so is the reference's
+/// `sumi as f32 + 0.125·sumi1 as f32` (both terms exact, their sum representable): the float
+/// combine `d·dy·(S/8)` runs lane by lane on eight columns with the reference's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq1_m_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let xs = view::<BlockIQ1M>(w);
+    // byte j of a group: its sub-group's `qh` byte; the sub-group's delta-sign bit
+    let spread = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+        1, 1,
+    );
+    let bit = _mm256_setr_epi8(
+        8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128, 8, 8, 8, 8, 8, 8,
+        8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
+    );
+    let (eight, ten) = (_mm256_set1_epi8(8), _mm256_set1_epi8(10));
+    let eighth = _mm256_set1_ps(0.125);
+    for r in crate::simd::column_split(acts.len(), COLS) {
+        let (acts, out) = (&acts[r.clone()], &mut out[r]);
+        let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
+        for (y, a) in ys.iter_mut().zip(acts) {
+            *y = view::<BlockQ8K>(a);
+        }
+        let ys = &ys[..acts.len()];
+        let mut s = [_mm256_setzero_ps(); COLS / 8];
+        for (b, x) in xs.iter().enumerate() {
+            // per group: the unsigned weights and the scales of its two halves (i16 lanes)
+            let mut wv = [_mm256_setzero_si256(); 8];
+            let mut lsv = [_mm256_setzero_si256(); 8];
+            let mut ls16 = [0i16; 16];
+            for (g, (wg, lg)) in wv.iter_mut().zip(lsv.iter_mut()).enumerate() {
+                let (s1, s2) = iq1m_scales(x, g);
+                let (l1, l2) = ((2 * s1 + 1) as i16, (2 * s2 + 1) as i16);
+                *lg = _mm256_set_m128i(_mm_set1_epi16(l2), _mm_set1_epi16(l1));
+                (ls16[2 * g], ls16[2 * g + 1]) = (9 * l1, 9 * l2);
+                let h = le_u16(&x.qh, g) as usize;
+                let q = &x.qs[4 * g..4 * g + 4];
+                let grid = rows4!(
+                    IQ1S_GRID[q[0] as usize | ((h & 7) << 8)],
+                    IQ1S_GRID[q[1] as usize | ((h & 0x70) << 4)],
+                    IQ1S_GRID[q[2] as usize | (h & 0x700)],
+                    IQ1S_GRID[q[3] as usize | ((h & 0x7000) >> 4)],
+                );
+                // δ + 9: 8 where the sub-group's sign bit is set, else 10
+                let hv = _mm256_shuffle_epi8(_mm256_set1_epi16(h as i16), spread);
+                let neg = _mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit);
+                let d9 = _mm256_blendv_epi8(ten, eight, neg);
+                *wg = _mm256_add_epi8(_mm256_sign_epi8(eight, grid), d9);
+            }
+            // SAFETY: `ls16` is 32 readable bytes (unaligned load).
+            let ls9 = unsafe { _mm256_loadu_si256(ls16.as_ptr().cast()) };
+            let dx = _mm256_set1_ps(iq1m_d_of(&x.scales));
+            for (ys8, s8) in ys.chunks(8).zip(s.iter_mut()) {
+                let mut sums = [_mm256_setzero_si256(); 8];
+                let mut yd = [0f32; 8];
+                for ((y, acc), d) in ys8.iter().zip(sums.iter_mut()).zip(yd.iter_mut()) {
+                    let y = &y[b];
+                    *d = y.d();
+                    // SAFETY: a Q8_K block's 16 block sums are 32 bytes (unaligned load).
+                    let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+                    let mut a =
+                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(bs, ls9));
+                    for (g, (wg, lg)) in wv.iter().zip(&lsv).enumerate() {
+                        let p = _mm256_maddubs_epi16(*wg, y32!(y, g));
+                        a = _mm256_add_epi32(a, _mm256_madd_epi16(p, *lg));
+                    }
+                    *acc = a;
+                }
+                let s8v = _mm256_mul_ps(_mm256_cvtepi32_ps(hsum_i32x8(&sums)), eighth);
+                // SAFETY: `yd` is 32 readable bytes (unaligned load).
+                let yd = unsafe { _mm256_loadu_ps(yd.as_ptr()) };
+                *s8 = _mm256_add_ps(*s8, _mm256_mul_ps(_mm256_mul_ps(dx, yd), s8v));
             }
         }
         let mut lanes = [0f32; COLS];
