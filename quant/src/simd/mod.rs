@@ -324,6 +324,27 @@ unsafe fn hsum_i32(v: std::arch::x86_64::__m256i) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
+/// The eight lanes' sums of eight i32 vectors, vector `i`'s in lane `i` (exact integers: the
+/// order of the additions does not matter): a `vphaddd` tree and one cross-lane add, a third
+/// of the instructions of eight separate horizontal sums.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn hsum_i32x8(v: &[std::arch::x86_64::__m256i; 8]) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    let t0 = _mm256_hadd_epi32(v[0], v[1]);
+    let t1 = _mm256_hadd_epi32(v[2], v[3]);
+    let t2 = _mm256_hadd_epi32(v[4], v[5]);
+    let t3 = _mm256_hadd_epi32(v[6], v[7]);
+    // u0: (half sums of v0, v1, v2, v3) per 128-bit lane; u1 the same of v4..v7
+    let u0 = _mm256_hadd_epi32(t0, t1);
+    let u1 = _mm256_hadd_epi32(t2, t3);
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256(u0, u1, 0x20),
+        _mm256_permute2x128_si256(u0, u1, 0x31),
+    )
+}
+
 /// Splits `n` activation columns into passes of at most `max` (≥ 3) columns, in order, with
 /// no pass of a single column unless `n` is 1: where one column would be left over, the
 /// pass before it gives up a column (for `max` 4: 5 → 3 + 2, 9 → 4 + 3 + 2; for 8: 9 → 7 +

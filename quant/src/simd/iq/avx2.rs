@@ -16,7 +16,7 @@ use crate::blocks::{
 use crate::codec::iquants::{iq1m_d_bits, iq1m_d_of, iq1m_scales, iq1m_scales_of};
 use crate::codec::repack::{iq1mx_neg, iq1sx_group, iq2xx_scale, IQ2X_LEVELS};
 use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
-use crate::simd::{entry, f16c, hsum_i32};
+use crate::simd::{entry, f16c, hsum_i32, hsum_i32x8};
 use std::arch::x86_64::*;
 
 entry!(
@@ -162,24 +162,6 @@ unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         s += f16c!(x.d) * y.d() * bsum as f32;
     }
     0.125 * s
-}
-
-/// The eight lanes' sums of eight i32 vectors, vector `i`'s in lane `i` (exact integers: the
-/// order of the additions does not matter).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn hsum_i32x8(v: &[__m256i; 8]) -> __m256i {
-    let t0 = _mm256_hadd_epi32(v[0], v[1]);
-    let t1 = _mm256_hadd_epi32(v[2], v[3]);
-    let t2 = _mm256_hadd_epi32(v[4], v[5]);
-    let t3 = _mm256_hadd_epi32(v[6], v[7]);
-    // u0: (half sums of v0, v1, v2, v3) per 128-bit lane; u1 the same of v4..v7
-    let u0 = _mm256_hadd_epi32(t0, t1);
-    let u1 = _mm256_hadd_epi32(t2, t3);
-    _mm256_add_epi32(
-        _mm256_permute2x128_si256(u0, u1, 0x20),
-        _mm256_permute2x128_si256(u0, u1, 0x31),
-    )
 }
 
 /// IQ2_XXS · Q8_K for several activation columns with AVX2: each block is unpacked once per

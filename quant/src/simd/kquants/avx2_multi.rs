@@ -13,7 +13,7 @@
 use super::avx2::{q4_k_codes, q5_k_codes};
 use crate::blocks::{view, BlockQ4K, BlockQ5K, BlockQ8K};
 use crate::codec::kquants::scale_min_k4;
-use crate::simd::{entry, f16c};
+use crate::simd::{entry, f16c, hsum_i32x8};
 use std::arch::x86_64::*;
 
 entry!(multi
@@ -67,22 +67,6 @@ fn unpack(
     }
 }
 
-/// The eight lanes' sums of eight i32 vectors, vector `i`'s in lane `i` (exact integers).
-#[target_feature(enable = "avx2")]
-#[inline]
-fn hsum8(v: &[__m256i; 8]) -> __m256i {
-    let t0 = _mm256_hadd_epi32(v[0], v[1]);
-    let t1 = _mm256_hadd_epi32(v[2], v[3]);
-    let t2 = _mm256_hadd_epi32(v[4], v[5]);
-    let t3 = _mm256_hadd_epi32(v[6], v[7]);
-    let u0 = _mm256_hadd_epi32(t0, t1);
-    let u1 = _mm256_hadd_epi32(t2, t3);
-    _mm256_add_epi32(
-        _mm256_permute2x128_si256(u0, u1, 0x20),
-        _mm256_permute2x128_si256(u0, u1, 0x31),
-    )
-}
-
 /// The multi-column loop over `nb` super-blocks, `block(b)` unpacking super-block `b`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -119,8 +103,8 @@ fn k4_multi(nb: usize, block: impl Fn(usize) -> Unpacked, acts: &[&[u8]], out: &
                     }
                     *isc = a;
                 }
-                let isc = _mm256_cvtepi32_ps(hsum8(&isc));
-                let imin = _mm256_cvtepi32_ps(hsum8(&imin));
+                let isc = _mm256_cvtepi32_ps(hsum_i32x8(&isc));
+                let imin = _mm256_cvtepi32_ps(hsum_i32x8(&imin));
                 // SAFETY: `dy` is 32 readable bytes (unaligned load).
                 let dy = unsafe { _mm256_loadu_ps(dy.as_ptr()) };
                 let v = _mm256_sub_ps(

@@ -5,7 +5,7 @@ use crate::blocks::{view, BlockMXFP4, BlockQ2_0, BlockQ8_0};
 use crate::dot::hsum8;
 use crate::grids::KVALUES_MXFP4;
 use crate::scalar::e8m0_to_f32_half;
-use crate::simd::{entry, f16c, f16x8};
+use crate::simd::{entry, f16c, f16x8, hsum_i32x8};
 use std::arch::x86_64::*;
 
 entry!(multi
@@ -370,24 +370,6 @@ unsafe fn dot_q8_0_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32
     }
 }
 
-/// The lane sums of eight i32 vectors, in order (exact): a `vphaddd` tree and one
-/// cross-lane add — a third of the instructions of eight separate horizontal sums.
-#[target_feature(enable = "avx2")]
-#[inline]
-unsafe fn sum8x8(v: &[__m256i]) -> __m256i {
-    let h01 = _mm256_hadd_epi32(v[0], v[1]);
-    let h23 = _mm256_hadd_epi32(v[2], v[3]);
-    let h45 = _mm256_hadd_epi32(v[4], v[5]);
-    let h67 = _mm256_hadd_epi32(v[6], v[7]);
-    // g0 lanes: sums of v0..v3 over elements 0..3 | the same over elements 4..7
-    let g0 = _mm256_hadd_epi32(h01, h23);
-    let g1 = _mm256_hadd_epi32(h45, h67);
-    _mm256_add_epi32(
-        _mm256_permute2x128_si256(g0, g1, 0x20),
-        _mm256_permute2x128_si256(g0, g1, 0x31),
-    )
-}
-
 /// Q2_0 · Q8_0 with AVX2. Byte `b` of a block holds the 2-bit codes of elements 4b..4b+3.
 /// For each 32-element half, `vpshufb` copies bytes so that 32-bit lane `k` holds four code
 /// bytes, `vpsrlvd` shifts lane `k` by 2k and a mask keeps codes 0..3 (unsigned for
@@ -451,8 +433,8 @@ unsafe fn dot_q2_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         // roundings (no FMA), then summed in block order like the reference
         // SAFETY: AVX2/F16C are enabled for this function; the arrays hold 8 values each.
         let v = unsafe {
-            let i0 = _mm256_cvtepi32_ps(sum8x8(&lanes[..8]));
-            let i1 = _mm256_cvtepi32_ps(sum8x8(&lanes[8..]));
+            let i0 = _mm256_cvtepi32_ps(hsum_i32x8(lanes[..8].try_into().expect("8 vectors")));
+            let i1 = _mm256_cvtepi32_ps(hsum_i32x8(lanes[8..].try_into().expect("8 vectors")));
             let inner = _mm256_add_ps(
                 _mm256_mul_ps(_mm256_loadu_ps(dy0.as_ptr()), i0),
                 _mm256_mul_ps(_mm256_loadu_ps(dy1.as_ptr()), i1),

@@ -24,7 +24,7 @@ use crate::simd::q8::tile::{panel_bytes, TILE_COLS, TILE_ROWS};
 pub(crate) mod x86 {
     use super::{panel_bytes, TILE_COLS, TILE_ROWS};
     use crate::simd::q8::tile::PAIR_BLOCK;
-    use crate::simd::{f16c, store_tile, tile_shapes};
+    use crate::simd::{f16c, hsum_i32x8, store_tile, tile_shapes};
     use std::arch::x86_64::*;
 
     /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count.
@@ -114,22 +114,6 @@ pub(crate) mod x86 {
         ([half(0), half(1)], f16c!([b[0], b[1]]))
     }
 
-    /// Lane sums of eight i32 vectors, vector `i`'s in lane `i` (exact integers).
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn sum8(v: &[__m256i; 8]) -> __m256i {
-        let h01 = _mm256_hadd_epi32(v[0], v[1]);
-        let h23 = _mm256_hadd_epi32(v[2], v[3]);
-        let h45 = _mm256_hadd_epi32(v[4], v[5]);
-        let h67 = _mm256_hadd_epi32(v[6], v[7]);
-        let g0 = _mm256_hadd_epi32(h01, h23);
-        let g1 = _mm256_hadd_epi32(h45, h67);
-        _mm256_add_epi32(
-            _mm256_permute2x128_si256(g0, g1, 0x20),
-            _mm256_permute2x128_si256(g0, g1, 0x31),
-        )
-    }
-
     /// The tile's sums `[column][row]` for `R` rows × `P` column pairs (see the module docs).
     ///
     /// # Safety
@@ -190,7 +174,7 @@ pub(crate) mod x86 {
                             zero
                         }
                     });
-                    isum[h] = sum8(&lanes);
+                    isum[h] = hsum_i32x8(&lanes);
                     // (dy of column 0, of column 1, …) for lanes 2r + c
                     dy[h] = _mm256_blend_ps::<0b1010_1010>(d[0], d[1]);
                 }
