@@ -20,7 +20,7 @@ fn the_table_holds_these_kernels() {
         ((CpuLevel::Avx2, Column::Dot), 16),
         ((CpuLevel::Avx2, Column::Rows), 9),
         ((CpuLevel::Avx2, Column::Tile), 5),
-        ((CpuLevel::Avx2, Column::Multi), 8),
+        ((CpuLevel::Avx2, Column::Multi), 9),
         ((CpuLevel::Avx512, Column::Dot), 3),
         ((CpuLevel::Avx512, Column::Rows), 3),
         ((CpuLevel::Avx512, Column::Tile), 4),

@@ -437,7 +437,8 @@ static X86: &[Row] = &[
         .multi("avx512", k5::dot_q5_k_avx512_multi_entry),
     Row::new(DType::Q6_K, Avx2)
         .dot("avx2", k2::dot_q6_k_avx2_entry)
-        .rows("avx2", k2::dot_q6_k_avx2_rows_entry),
+        .rows("avx2", k2::dot_q6_k_avx2_rows_entry)
+        .multi("avx2", k2m::dot_q6_k_avx2_multi_entry),
     Row::new(DType::Q6_K, Avx512Vnni)
         .dot("avx512", q6_k::dot_q6_k_avx512_entry)
         .rows("avx512", q6_k::dot_q6_k_avx512_rows_entry)

@@ -141,36 +141,11 @@ unsafe fn dot_q6_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn q6_k_block(x: &BlockQ6K, y: &BlockQ8K) -> f32 {
-    let m4 = _mm256_set1_epi8(0x0F);
-    let m2 = _mm256_set1_epi8(0x03);
     // Σ_sub scale·Σ u·y, kept in vector lanes: `vpmaddwd` multiplies the pair sums of each
     // 16-element sub-block by its scale (|pair| ≤ 2·63·127, |lane| < 2^23, no overflow)
     let mut acc = _mm256_setzero_si256();
     for h in 0..2 {
-        // SAFETY: 64 `ql`, 32 `qh` and 128 activation bytes of this half are inside the
-        // blocks (unaligned loads).
-        let (ql0, ql1, qh) = unsafe {
-            (
-                _mm256_loadu_si256(x.ql.as_ptr().add(64 * h).cast()),
-                _mm256_loadu_si256(x.ql.as_ptr().add(64 * h + 32).cast()),
-                _mm256_loadu_si256(x.qh.as_ptr().add(32 * h).cast()),
-            )
-        };
-        let hi = |shift: i32| -> __m256i {
-            let v = match shift {
-                0 => qh,
-                2 => _mm256_srli_epi16(qh, 2),
-                4 => _mm256_srli_epi16(qh, 4),
-                _ => _mm256_srli_epi16(qh, 6),
-            };
-            _mm256_slli_epi16(_mm256_and_si256(v, m2), 4)
-        };
-        let u = [
-            _mm256_or_si256(_mm256_and_si256(ql0, m4), hi(0)),
-            _mm256_or_si256(_mm256_and_si256(ql1, m4), hi(2)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hi(4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hi(6)),
-        ];
+        let u = q6_k_codes(x, h);
         for (k, uk) in u.iter().enumerate() {
             // SAFETY: 32 activation bytes at 128h + 32k.
             let yk = unsafe { _mm256_loadu_si256(y.qs.as_ptr().add(128 * h + 32 * k).cast()) };
@@ -268,4 +243,37 @@ pub(super) fn q5_k_codes(x: &BlockQ5K, c: usize) -> (__m256i, __m256i) {
             high(2 * c + 1),
         ),
     )
+}
+
+/// Half `h` (0, 1) of a Q6_K super-block as unsigned codes 0..63, elements 128h + 32k.. in
+/// register k: the low nibbles of `ql` with the two high bits of `qh` shifted in.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn q6_k_codes(x: &BlockQ6K, h: usize) -> [__m256i; 4] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(0x03);
+    let (ql, qh) = (&x.ql[64 * h..64 * h + 64], &x.qh[32 * h..32 * h + 32]);
+    // SAFETY: 64 `ql` and 32 `qh` bytes (unaligned loads).
+    let (ql0, ql1, qh) = unsafe {
+        (
+            _mm256_loadu_si256(ql.as_ptr().cast()),
+            _mm256_loadu_si256(ql[32..].as_ptr().cast()),
+            _mm256_loadu_si256(qh.as_ptr().cast()),
+        )
+    };
+    let hi = |shift: i32| -> __m256i {
+        let v = match shift {
+            0 => qh,
+            2 => _mm256_srli_epi16(qh, 2),
+            4 => _mm256_srli_epi16(qh, 4),
+            _ => _mm256_srli_epi16(qh, 6),
+        };
+        _mm256_slli_epi16(_mm256_and_si256(v, m2), 4)
+    };
+    [
+        _mm256_or_si256(_mm256_and_si256(ql0, m4), hi(0)),
+        _mm256_or_si256(_mm256_and_si256(ql1, m4), hi(2)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hi(4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hi(6)),
+    ]
 }
