@@ -434,15 +434,6 @@ unsafe fn dot_iq1_s_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_m_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let xs = view::<BlockIQ1M>(w);
-    // byte j of a group: its sub-group's `qh` byte; the sub-group's delta-sign bit
-    let spread = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-        1, 1,
-    );
-    let bit = _mm256_setr_epi8(
-        8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128, 8, 8, 8, 8, 8, 8,
-        8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
-    );
     let (eight, ten) = (_mm256_set1_epi8(8), _mm256_set1_epi8(10));
     let eighth = _mm256_set1_ps(0.125);
     for r in crate::simd::column_split(acts.len(), COLS) {
@@ -459,21 +450,10 @@ unsafe fn dot_iq1_m_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
             let mut lsv = [_mm256_setzero_si256(); 8];
             let mut ls16 = [0i16; 16];
             for (g, (wg, lg)) in wv.iter_mut().zip(lsv.iter_mut()).enumerate() {
-                let (s1, s2) = iq1m_scales(x, g);
-                let (l1, l2) = ((2 * s1 + 1) as i16, (2 * s2 + 1) as i16);
+                let (grid, neg, (l1, l2)) = iq1m_group(x, g);
                 *lg = _mm256_set_m128i(_mm_set1_epi16(l2), _mm_set1_epi16(l1));
                 (ls16[2 * g], ls16[2 * g + 1]) = (9 * l1, 9 * l2);
-                let h = le_u16(&x.qh, g) as usize;
-                let q = &x.qs[4 * g..4 * g + 4];
-                let grid = rows4!(
-                    IQ1S_GRID[q[0] as usize | ((h & 7) << 8)],
-                    IQ1S_GRID[q[1] as usize | ((h & 0x70) << 4)],
-                    IQ1S_GRID[q[2] as usize | (h & 0x700)],
-                    IQ1S_GRID[q[3] as usize | ((h & 0x7000) >> 4)],
-                );
                 // δ + 9: 8 where the sub-group's sign bit is set, else 10
-                let hv = _mm256_shuffle_epi8(_mm256_set1_epi16(h as i16), spread);
-                let neg = _mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit);
                 let d9 = _mm256_blendv_epi8(ten, eight, neg);
                 *wg = _mm256_add_epi8(_mm256_sign_epi8(eight, grid), d9);
             }
@@ -550,44 +530,51 @@ unsafe fn dot_iq1_s_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     s
 }
 
+/// Group `g` of an IQ1_M block: its four grid rows (−1/0/+1 bytes), the mask of its
+/// bytes whose 8-element sub-group has the negative delta (0xFF there: sub-group k's sign is
+/// bit 4k + 3 of the group's `qh` word, broadcast, spread to its bytes, tested by a compare),
+/// and its two half-group scales 2·s + 1.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn iq1m_group(x: &BlockIQ1M, g: usize) -> (__m256i, __m256i, (i16, i16)) {
+    // byte j: the `qh` byte of its sub-group (sub-group j / 8 reads byte j / 16)
+    let spread = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+        1, 1,
+    );
+    // the sub-group's delta-sign bit in that byte: bit 3, or 7 for odd sub-groups
+    let bit = _mm256_setr_epi8(
+        8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128, 8, 8, 8, 8, 8, 8,
+        8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
+    );
+    let (s1, s2) = iq1m_scales(x, g);
+    // sub-group k: 3 high index bits and the delta sign in nibble k of the qh word
+    let h = le_u16(&x.qh, g) as usize;
+    let q = &x.qs[4 * g..4 * g + 4];
+    let grid = rows4!(
+        IQ1S_GRID[q[0] as usize | ((h & 7) << 8)],
+        IQ1S_GRID[q[1] as usize | ((h & 0x70) << 4)],
+        IQ1S_GRID[q[2] as usize | (h & 0x700)],
+        IQ1S_GRID[q[3] as usize | ((h & 0x7000) >> 4)],
+    );
+    let hv = _mm256_shuffle_epi8(_mm256_set1_epi16(h as i16), spread);
+    let neg = _mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit);
+    (grid, neg, ((2 * s1 + 1) as i16, (2 * s2 + 1) as i16))
+}
 /// IQ1_M · Q8_K with AVX2: the grid term as IQ1_S, the delta term Σ ±y per 8 elements with a
 /// second `vpsignb` against ±1 masks; both scaled per 16 elements by `vpmaddwd`.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ones8 = _mm256_set1_epi8(1);
-    // byte j of a group: its sub-group's `qh` byte (sub-group k = j / 8 reads byte k / 2)
-    let spread = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-        1, 1,
-    );
-    // the delta-sign bit of sub-group k: bit 3 of its nibble (bit 3, or 7 for odd k)
-    let bit = _mm256_setr_epi8(
-        8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128, 8, 8, 8, 8, 8, 8,
-        8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
-    );
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ1M>(w).iter().zip(view::<BlockQ8K>(a)) {
         let mut acc = _mm256_setzero_si256();
         let mut acc1 = _mm256_setzero_si256();
         for g in 0..8 {
-            let (s1, s2) = iq1m_scales(x, g);
+            let (grid, neg, (l1, l2)) = iq1m_group(x, g);
             // i16 lane i covers elements 2i, 2i+1: lanes 0..8 are the first 16 elements
-            let ls = _mm256_set_m128i(
-                _mm_set1_epi16((2 * s2 + 1) as i16),
-                _mm_set1_epi16((2 * s1 + 1) as i16),
-            );
-            // sub-group k: 3 high index bits and the delta sign in a nibble of qh
-            let h = le_u16(&x.qh, g) as usize;
-            let q = &x.qs[4 * g..4 * g + 4];
-            let grid = rows4!(
-                IQ1S_GRID[q[0] as usize | ((h & 7) << 8)],
-                IQ1S_GRID[q[1] as usize | ((h & 0x70) << 4)],
-                IQ1S_GRID[q[2] as usize | (h & 0x700)],
-                IQ1S_GRID[q[3] as usize | ((h & 0x7000) >> 4)],
-            );
+            let ls = _mm256_set_m128i(_mm_set1_epi16(l2), _mm_set1_epi16(l1));
             // ±1 bytes: −1 where the sub-group's delta bit is set (`vpsignb`'s operand)
-            let hv = _mm256_shuffle_epi8(_mm256_set1_epi16(h as i16), spread);
-            let neg = _mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit);
             let delta = _mm256_or_si256(neg, ones8);
             let yv = y32!(y, g);
             let gy = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, grid));
