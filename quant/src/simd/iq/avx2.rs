@@ -561,6 +561,7 @@ fn iq1m_group(x: &BlockIQ1M, g: usize) -> (__m256i, __m256i, (i16, i16)) {
     let neg = _mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit);
     (grid, neg, ((2 * s1 + 1) as i16, (2 * s2 + 1) as i16))
 }
+
 /// IQ1_M · Q8_K with AVX2: the grid term as IQ1_S, the delta term Σ ±y per 8 elements with a
 /// second `vpsignb` against ±1 masks; both scaled per 16 elements by `vpmaddwd`.
 #[target_feature(enable = "avx2,fma,f16c")]
