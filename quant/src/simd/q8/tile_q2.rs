@@ -34,17 +34,7 @@ pub(crate) mod x86 {
         cols: usize,
         out: &mut [f32],
     ) {
-        let nb = n / 64;
-        assert_eq!(
-            n % if X { 512 } else { 64 },
-            0,
-            "whole Q2_0 / Q2_0_X blocks"
-        );
-        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
-        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
-        assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
-        assert_eq!(out.len(), rows.len() * cols, "tile output length");
-        assert!(rows.iter().all(|r| r.len() == nb * 18), "weight row length");
+        let nb = check_shapes::<X>(n, rows, panel, cols, out);
         macro_rules! go {
             ($r:literal, $p:literal) => {{
                 let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
@@ -56,6 +46,33 @@ pub(crate) mod x86 {
             }};
         }
         tile_shapes!(rows.len(), cols.div_ceil(2), go)
+    }
+
+    /// Checks a Q2_0 tile call's shapes (`X`: Q2_0_X rows, whole groups of eight blocks) —
+    /// row and column counts, panel, output and row lengths — and returns the blocks per row.
+    /// Shared by this tile and the AVX2 one ([`super::super::tile_q2_avx2`]).
+    ///
+    /// # Panics
+    /// On any mismatch.
+    pub(crate) fn check_shapes<const X: bool>(
+        n: usize,
+        rows: &[&[u8]],
+        panel: &[u8],
+        cols: usize,
+        out: &[f32],
+    ) -> usize {
+        let nb = n / 64;
+        assert_eq!(
+            n % if X { 512 } else { 64 },
+            0,
+            "whole Q2_0 / Q2_0_X blocks"
+        );
+        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
+        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
+        assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
+        assert_eq!(out.len(), rows.len() * cols, "tile output length");
+        assert!(rows.iter().all(|r| r.len() == nb * 18), "weight row length");
+        nb
     }
 
     /// The f32 at byte `at` of `b`.

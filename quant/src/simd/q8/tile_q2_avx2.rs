@@ -18,24 +18,15 @@
 //! roundings (no FMA) and block order. The AVX-512 tile ([`super::tile_q2`]) forms the same
 //! integers with `vpdpbusd` on 512-bit registers.
 
-use crate::simd::q8::tile::{panel_bytes, TILE_COLS, TILE_ROWS};
-
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
-    use super::{panel_bytes, TILE_COLS, TILE_ROWS};
-    use crate::simd::q8::tile::PAIR_BLOCK;
+    use crate::simd::q8::tile::{PAIR_BLOCK, TILE_COLS};
     use crate::simd::{f16c, hsum_i32x8, store_tile, tile_shapes};
     use std::arch::x86_64::*;
 
     /// Safe entry: checks the shapes, then runs the kernel for the tile's row and pair count.
     pub(crate) fn tile_entry(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &mut [f32]) {
-        let nb = n / 64;
-        assert_eq!(n % 64, 0, "whole Q2_0 blocks");
-        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
-        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
-        assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
-        assert_eq!(out.len(), rows.len() * cols, "tile output length");
-        assert!(rows.iter().all(|r| r.len() == nb * 18), "weight row length");
+        let nb = crate::simd::q8::tile_q2::x86::check_shapes::<false>(n, rows, panel, cols, out);
         macro_rules! go {
             ($r:literal, $p:literal) => {{
                 let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
