@@ -27,7 +27,15 @@ entry!(
 /// elements 4k..4k+3), via the sign trick, `vpmaddubsw` and `vpmaddwd`.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn lanes(qx: __m256i, qy: __m256i) -> __m256 {
-    let ax = _mm256_sign_epi8(qx, qx);
+    // SAFETY: same features as this function.
+    unsafe { lanes_abs(_mm256_sign_epi8(qx, qx), qx, qy) }
+}
+
+/// [`lanes`] with |qx| given (`ax`), for a caller that reuses one weight block for several
+/// activation blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn lanes_abs(ax: __m256i, qx: __m256i, qy: __m256i) -> __m256 {
     let sy = _mm256_sign_epi8(qy, qx);
     let p16 = _mm256_maddubs_epi16(ax, sy);
     _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)))
@@ -120,14 +128,16 @@ unsafe fn dot_mxfp4_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
             let ib = 2 * p;
             // SAFETY: same features as this function.
             let codes = unsafe { [mxfp4_decode(&xs[ib]), mxfp4_decode(&xs[ib + 1])] };
+            // |codes| once for all columns
+            let abs = codes.map(|c| _mm256_sign_epi8(c, c));
             let (e0, e1) = (e8m0_to_f32_half(xs[ib].e), e8m0_to_f32_half(xs[ib + 1].e));
             for (y, acc) in ys.iter().zip(acc.iter_mut()) {
-                for (k, (w, e)) in codes.iter().zip([e0, e1]).enumerate() {
+                for (k, ((w, a), e)) in codes.iter().zip(abs).zip([e0, e1]).enumerate() {
                     let yb = &y[ib + k];
                     // SAFETY: 32 activation code bytes per block (unaligned load).
                     let qy = unsafe { _mm256_loadu_si256(yb.qs.as_ptr().cast()) };
                     // SAFETY: same features as this function.
-                    let l = unsafe { lanes(*w, qy) };
+                    let l = unsafe { lanes_abs(a, *w, qy) };
                     let dk = _mm256_set1_ps(f16c!(yb.d) * e);
                     acc[k] = _mm256_fmadd_ps(dk, l, acc[k]);
                 }
