@@ -256,17 +256,22 @@ fn float_tile_kernels_stay_within_their_bound_of_the_reference() {
 fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
     use quant::simd::q8::tile::{pack_q8_0_panel, panel_bytes, TILE_COLS};
     let mut tally = Tally::default();
-    let panel_tile = |t: DType, tally: &mut Tally| {
-        let (level, k) = kernels_of(t, |r| r.tile).pop()?;
-        tally.ran(t, Column::Tile, level, &k);
-        match k.f {
-            Tile::Panel { tile, .. } => Some(tile),
-            _ => panic!("{t:?}'s tile is a panel tile"),
-        }
+    // every level's panel tile of each layout (AVX2 has one for Q2_0 rows only)
+    let panel_tiles = |t: DType, tally: &mut Tally| -> Vec<_> {
+        kernels_of(t, |r| r.tile)
+            .into_iter()
+            .map(|(level, k)| {
+                tally.ran(t, Column::Tile, level, &k);
+                match k.f {
+                    Tile::Panel { tile, .. } => (level, tile),
+                    _ => panic!("{t:?}'s tile is a panel tile"),
+                }
+            })
+            .collect()
     };
     let tiles = (
-        panel_tile(DType::Q2_0, &mut tally),
-        panel_tile(DType::Q2_0_X, &mut tally),
+        panel_tiles(DType::Q2_0, &mut tally),
+        panel_tiles(DType::Q2_0_X, &mut tally),
     );
     tally.assert_all(Column::Tile, &[DType::Q2_0, DType::Q2_0_X]);
     let reference = DType::Q2_0.info().vec_dot.unwrap();
@@ -295,10 +300,7 @@ fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
         } else {
             src.clone()
         };
-        // each layout where this CPU has a tile for it (AVX2 has one for Q2_0 rows only)
-        let Some(tile) = (if x_layout { tiles.1 } else { tiles.0 }) else {
-            continue;
-        };
+        let layout_tiles = if x_layout { &tiles.1 } else { &tiles.0 };
         let acts: Vec<Vec<u8>> = (0..TILE_COLS)
             .map(|c| {
                 let x = activations(&mut r, n, if c == 6 { 1e3 } else { 2.0 });
@@ -307,23 +309,26 @@ fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
                 a
             })
             .collect();
-        for nr in 1..=4usize {
-            let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
-            for cols in 1..=TILE_COLS {
-                let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
-                let mut panel = vec![0u8; panel_bytes(n, cols)];
-                pack_q8_0_panel(n, &ar, &mut panel);
-                let mut out = vec![f32::NAN; nr * cols];
-                tile(n, &wr, &panel, cols, &mut out);
-                for (ri, w) in src[..nr].iter().enumerate() {
-                    for (c, a) in ar.iter().enumerate() {
-                        let want = reference(n, w, a);
-                        let got = out[ri * cols + c];
-                        assert_eq!(
-                            got.to_bits(),
-                            want.to_bits(),
-                            "x={x_layout} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
-                        );
+        for &(level, tile) in layout_tiles {
+            for nr in 1..=4usize {
+                let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
+                for cols in 1..=TILE_COLS {
+                    let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                    let mut panel = vec![0u8; panel_bytes(n, cols)];
+                    pack_q8_0_panel(n, &ar, &mut panel);
+                    let mut out = vec![f32::NAN; nr * cols];
+                    tile(n, &wr, &panel, cols, &mut out);
+                    for (ri, w) in src[..nr].iter().enumerate() {
+                        for (c, a) in ar.iter().enumerate() {
+                            let want = reference(n, w, a);
+                            let got = out[ri * cols + c];
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{level} x={x_layout} n={n} rows={nr} cols={cols} ({ri},{c}): \
+                                 {got} vs {want}"
+                            );
+                        }
                     }
                 }
             }

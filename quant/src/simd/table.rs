@@ -280,9 +280,9 @@ fn table() -> &'static [Row] {
 
 #[cfg(target_arch = "x86_64")]
 use super::{
-    float::avx2 as f2, float::avx512 as f5, float::f8, iq::avx2 as i2, iq::avx512 as i5,
-    kquants::avx2 as k2, kquants::avx2_multi as k2m, kquants::avx512 as k5, kquants::q6_k,
-    q8::avx2 as q2, q8::mxfp4 as m5, q8::q2_0, q8::q8_0,
+    float::avx2 as f2, float::avx512 as f5, float::f8, float::f8_avx512, iq::avx2 as i2,
+    iq::avx512 as i5, kquants::avx2 as k2, kquants::avx2_multi as k2m, kquants::avx512 as k5,
+    kquants::q6_k, q8::avx2 as q2, q8::mxfp4 as m5, q8::q2_0, q8::q8_0,
 };
 #[cfg(target_arch = "x86_64")]
 use CpuLevel::{Amx, Avx2, Avx512, Avx512Bf16, Avx512Vnni};
@@ -348,8 +348,7 @@ static X86: &[Row] = &[
         "avx512-bf16",
         Tile::Float(tile_float::x86::tile_bf16_dp_entry),
     ),
-    // FP8 E4M3 · F32 (the checkpoint's block-scaled dense weights, in place); AVX-512 CPUs
-    // run the AVX2 dots. Tile: MUL_MAT expands a chunk's rows to exact f32 (codes times
+    // FP8 E4M3 · F32 (the checkpoint's block-scaled dense weights, in place). Tile: MUL_MAT expands a chunk's rows to exact f32 (codes times
     // their tile scales) and runs the f32 tile on them
     Row::new(DType::F8_E4M3, Avx2)
         .dot("avx2", f8::dot_f8_avx2_entry)
@@ -357,6 +356,9 @@ static X86: &[Row] = &[
         .multi("avx2", f8::dot_f8_avx2_multi_entry)
         .tile("avx2-f32", Tile::Float(tile_float::avx2::tile_f32_entry)),
     Row::new(DType::F8_E4M3, Avx512)
+        .dot("avx512", f8_avx512::dot_f8_avx512_entry)
+        .rows("avx512", f8_avx512::dot_f8_avx512_rows_entry)
+        .multi("avx512", f8_avx512::dot_f8_avx512_multi_entry)
         .tile("avx512-f32", Tile::Float(tile_float::x86::tile_f32_entry)),
     // · Q8_0 activations
     Row::new(DType::Q8_0, Avx2)
