@@ -1,7 +1,9 @@
 //! DSA_INDEXER / DSA_SCORES kernels (Lightning Indexer, spec §4.6).
 //!
 //! Both DSA_INDEXER kernels compute each score with the same f32 function [`score`] (8-lane
-//! dots, heads summed in order, `−0 → +0`, NaN → `−∞`), so selections agree bit for bit; the
+//! dots, heads summed in order, `−0 → +0`, NaN → `−∞`) — the forward kernel, on AVX2 and
+//! AVX-512 CPUs, as its float operations on blocks of keys (`indexer_simd`) — so selections
+//! agree bit for bit; the
 //! reference then sorts all `n_kv` entries with a float comparator, the forward kernel keeps
 //! only visible finite candidates as `u64` keys (order-preserving score bits, then the index)
 //! and runs a partial selection (`select_nth_unstable` + sort of the top). Tokens are claimed
@@ -44,6 +46,11 @@ pub fn score(q: &TensorRef, t: usize, heads: usize, k: &[f32], w: &[f32]) -> f32
     for (h, &wh) in w.iter().enumerate().take(heads) {
         s += wh * dot_f32(q.row_f32(h + heads * t), k).max(0.0);
     }
+    canonical(s)
+}
+
+/// A score's canonical form: NaN → `−∞`, `−0 → +0`.
+fn canonical(s: f32) -> f32 {
     if s.is_nan() {
         f32::NEG_INFINITY
     } else if s == 0.0 {
@@ -112,14 +119,21 @@ impl CpuKernel for DsaIndexer {
             std::mem::take(&mut cx.scratch.f32s),
             std::mem::take(&mut cx.scratch.bytes),
         );
-        if f32s.len() < d {
-            f32s.resize(d, 0.0);
+        // the key row, and for the SIMD scores the token's query rows, one transposed key
+        // block and its scores
+        let lanes = crate::indexer_simd::lanes(cx.cpu);
+        let l = lanes.unwrap_or(0);
+        let fneed = d + lanes.map_or(0, |l| s.heads * d + l * d + l);
+        if f32s.len() < fneed {
+            f32s.resize(fneed, 0.0);
         }
         let need = 8 * s.n_kv + 8;
         if bytes.len() < need {
             bytes.resize(need, 0);
         }
-        let kbuf = &mut f32s[..d];
+        let (kbuf, rest) = f32s[..fneed].split_at_mut(d);
+        let (qbuf, rest) = rest.split_at_mut(if l > 0 { s.heads * d } else { 0 });
+        let (blk, sc) = rest.split_at_mut(l * d);
         let (_, keys, _) = bytemuck::pod_align_to_mut::<u8, u64>(&mut bytes[..need]);
         let kk = self.top_k.min(s.n_kv);
         // tokens claimed one at a time: with causal visibility a token's work grows with its
@@ -130,12 +144,41 @@ impl CpuKernel for DsaIndexer {
             let vis = visible(nv, t, s.n_kv);
             let wr = w.row_f32(t);
             let mut m = 0;
-            for e in 0..vis {
-                let kr = key_row(k, e, kbuf);
-                let v = score(q, t, s.heads, kr, wr);
-                if v > f32::NEG_INFINITY {
-                    keys[m] = desc_key(v, e);
-                    m += 1;
+            if l > 0 {
+                for h in 0..s.heads {
+                    qbuf[h * d..h * d + d].copy_from_slice(&q.row_f32(h + s.heads * t)[..d]);
+                }
+                for b0 in (0..vis).step_by(l) {
+                    let nb = l.min(vis - b0);
+                    for j in 0..l {
+                        if j < nb {
+                            let kr = key_row(k, b0 + j, kbuf);
+                            for (c, &x) in kr[..d].iter().enumerate() {
+                                blk[c * l + j] = x;
+                            }
+                        } else {
+                            for c in 0..d {
+                                blk[c * l + j] = 0.0;
+                            }
+                        }
+                    }
+                    crate::indexer_simd::scores(cx.cpu, (qbuf, wr), s.heads, d, blk, sc);
+                    for (j, &v) in sc[..nb].iter().enumerate() {
+                        let v = canonical(v);
+                        if v > f32::NEG_INFINITY {
+                            keys[m] = desc_key(v, b0 + j);
+                            m += 1;
+                        }
+                    }
+                }
+            } else {
+                for e in 0..vis {
+                    let kr = key_row(k, e, kbuf);
+                    let v = score(q, t, s.heads, kr, wr);
+                    if v > f32::NEG_INFINITY {
+                        keys[m] = desc_key(v, e);
+                        m += 1;
+                    }
                 }
             }
             let cand = &mut keys[..m];

@@ -23,6 +23,7 @@ mod get_rows;
 mod hadamard;
 mod index_mask;
 mod indexer;
+mod indexer_simd;
 mod mhc;
 mod moe_route;
 mod mul_mat;
