@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # fathom vs llama.cpp, side by side in one run, on the same GGUF and thread count.
 #
-#   benches/compare/compare.sh MODEL.gguf [-t THREADS] [-p 512] [-n 32] [-r 3] [-u 512] [-k 1]
+#   benches/compare/compare.sh MODEL.gguf [-t THREADS] [-p 512] [-n 32] [-r 3] [-u 512] [-k 1] [-d 0]
 #
+# -d N: every test after N tokens already in the cache (llama-bench's and `fathom bench`'s
+#   depth; both engines fill it once per test, untimed, and cut back to it before each rep).
 # -u is the prompt chunk (ubatch) of both engines; 512 is llama-bench's default n_ubatch.
 # -k runs K rounds of (llama.cpp, fathom), alternating, and adds each round's ratio: on a
 # machine whose speed drifts between minutes (a shared VM), one pair of runs can put the two
@@ -20,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 model=${1:?usage: compare.sh MODEL.gguf [-t THREADS] [-p PROMPTS] [-n GENS] [-r REPS]}
 shift
-threads=2 prompts=512 gens=32 reps=3 ubatch=512 rounds=1
+threads=2 prompts=512 gens=32 reps=3 ubatch=512 rounds=1 depth=0
 while [ $# -gt 0 ]; do
   case $1 in
     -t) threads=$2; shift 2 ;;
@@ -29,6 +31,7 @@ while [ $# -gt 0 ]; do
     -r) reps=$2; shift 2 ;;
     -u) ubatch=$2; shift 2 ;;
     -k) rounds=$2; shift 2 ;;
+    -d) depth=$2; shift 2 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -59,12 +62,12 @@ out=$(mktemp -d)
 # pays for disk reads the other did not
 warm() { cat "$model" >/dev/null; }
 for k in $(seq 1 "$rounds"); do
-  echo "round $k/$rounds: llama.cpp: $model, $threads threads, ubatch $ubatch" >&2
+  echo "round $k/$rounds: llama.cpp: $model, $threads threads, ubatch $ubatch, depth $depth" >&2
   warm
-  "$venv/bin/python" "$here/llama_bench.py" -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" >"$out/llama.$k.json"
+  "$venv/bin/python" "$here/llama_bench.py" -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" -d "$depth" >"$out/llama.$k.json"
   echo "round $k/$rounds: fathom: $model, $threads threads" >&2
   warm
-  "$fathom" bench -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" --membw --json ${FATHOM_ARGS:-} >"$out/fathom.$k.json"
+  "$fathom" bench -m "$model" -t "$threads" -p "$prompts" -n "$gens" -r "$reps" -u "$ubatch" -d "$depth" --membw --json ${FATHOM_ARGS:-} >"$out/fathom.$k.json"
 done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys

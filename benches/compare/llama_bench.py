@@ -4,6 +4,10 @@ through llama-cpp-python's low-level API, measured the way `fathom bench` measur
 
 - pp<N>: a fresh sequence, N tokens decoded in chunks of --ubatch (rep 0 warms up).
 - tg<N>: a fresh sequence, one token decoded, then N timed single-token decodes.
+- -d D (llama-bench's depth): each test starts after D tokens already in the cache. The D
+  tokens are decoded once (untimed, in --ubatch chunks), their state is saved
+  (`llama_state_seq_get_data`) and restored before every repetition of every test, as
+  `fathom bench -d` restores its depth state.
 
 Prints one JSON array with llama-bench's field names (n_prompt, n_gen, n_threads, avg_ts,
 stddev_ts), one object per test, so compare.sh can join it with `fathom bench --json`.
@@ -45,6 +49,7 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("-u", "--ubatch", type=int, default=512)
+    ap.add_argument("-d", "--depth", type=int, default=0)
     a = ap.parse_args()
 
     @ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
@@ -62,7 +67,7 @@ def main():
     prompts = [int(x) for x in a.prompt.split(",") if int(x) > 0]
     gens = [int(x) for x in a.gen.split(",") if int(x) > 0]
     cp = L.llama_context_default_params()
-    cp.n_ctx = max(prompts + [0]) + max(gens + [0]) + 16
+    cp.n_ctx = a.depth + max(prompts + [0]) + max(gens + [0]) + 16
     cp.n_batch = a.ubatch
     cp.n_ubatch = a.ubatch
     cp.n_threads = a.threads
@@ -74,23 +79,41 @@ def main():
     rng = random.Random(0)
     out = []
 
+    # the depth: decoded once (untimed), its state saved and restored before every repetition
+    # of every test (V4's compressed caches cannot be cut back: `llama_memory_seq_rm` refuses)
+    d = a.depth
+    state = None
+    if d:
+        L.llama_memory_clear(mem, True)
+        fill = [rng.randrange(n_vocab) for _ in range(d)]
+        for s in range(0, d, a.ubatch):
+            decode(ctx, fill[s : min(s + a.ubatch, d)], s)
+        L.llama_synchronize(ctx)
+        size = L.llama_state_seq_get_size(ctx, 0)
+        state = (ctypes.c_uint8 * size)()
+        if L.llama_state_seq_get_data(ctx, state, size, 0) != size:
+            sys.exit("llama.cpp could not save the depth's state")
+
     def run(n_prompt, n_gen):
         samples = []
         for rep in range(a.reps + 1):
             L.llama_memory_clear(mem, True)
+            if state is not None:
+                if L.llama_state_seq_set_data(ctx, state, len(state), 0) != len(state):
+                    sys.exit("llama.cpp could not restore the depth's state")
             toks = [rng.randrange(n_vocab) for _ in range(max(n_prompt, 1) + n_gen)]
             if n_prompt:
                 t0 = time.perf_counter()
                 for s in range(0, n_prompt, a.ubatch):
-                    decode(ctx, toks[s : min(s + a.ubatch, n_prompt)], s)
+                    decode(ctx, toks[s : min(s + a.ubatch, n_prompt)], d + s)
                 L.llama_synchronize(ctx)
                 dt = time.perf_counter() - t0
                 rate = n_prompt / dt
             else:
-                decode(ctx, toks[:1], 0)
+                decode(ctx, toks[:1], d)
                 t0 = time.perf_counter()
                 for i in range(n_gen):
-                    decode(ctx, [toks[1 + i]], 1 + i)
+                    decode(ctx, [toks[1 + i]], d + 1 + i)
                 L.llama_synchronize(ctx)
                 rate = n_gen / (time.perf_counter() - t0)
             if rep > 0:  # rep 0 warms up, as in `fathom bench`
@@ -102,6 +125,7 @@ def main():
                 "test": f"pp{n_prompt}" if n_prompt else f"tg{n_gen}",
                 "n_prompt": n_prompt,
                 "n_gen": n_gen,
+                "n_depth": a.depth,
                 "n_threads": a.threads,
                 "avg_ts": statistics.mean(samples),
                 "stddev_ts": sd,
