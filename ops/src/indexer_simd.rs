@@ -86,83 +86,75 @@ mod x86 {
         fn relu(self) -> Self;
     }
 
-    impl Lanes for __m512 {
-        const L: usize = 16;
-        #[inline(always)]
-        fn zero() -> Self {
-            // SAFETY: AVX-512F; only inlined into `scores_avx512`.
-            unsafe { _mm512_setzero_ps() }
-        }
-        #[inline(always)]
-        fn splat(x: f32) -> Self {
-            // SAFETY: as `zero`.
-            unsafe { _mm512_set1_ps(x) }
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            // SAFETY: the caller's contract; AVX-512F as `zero`.
-            unsafe { _mm512_loadu_ps(p) }
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f32) {
-            // SAFETY: the caller's contract; AVX-512F as `zero`.
-            unsafe { _mm512_storeu_ps(p, self) }
-        }
-        #[inline(always)]
-        fn add(self, o: Self) -> Self {
-            // SAFETY: as `zero`.
-            unsafe { _mm512_add_ps(self, o) }
-        }
-        #[inline(always)]
-        fn mul(self, o: Self) -> Self {
-            // SAFETY: as `zero`.
-            unsafe { _mm512_mul_ps(self, o) }
-        }
-        #[inline(always)]
-        fn relu(self) -> Self {
-            // SAFETY: as `zero`. `vmaxps` returns its second operand when either is NaN.
-            unsafe { _mm512_max_ps(self, _mm512_setzero_ps()) }
-        }
+    /// The [`Lanes`] of one register width from that width's intrinsics.
+    macro_rules! lanes {
+        ($t:ty, $l:literal, $zero:ident, $set1:ident, $load:ident, $store:ident, $add:ident,
+         $mul:ident, $max:ident) => {
+            impl Lanes for $t {
+                const L: usize = $l;
+                #[inline(always)]
+                fn zero() -> Self {
+                    // SAFETY: only inlined into the kernel compiled with this width's
+                    // feature (`scores_avx512`, `scores_avx2`).
+                    unsafe { $zero() }
+                }
+                #[inline(always)]
+                fn splat(x: f32) -> Self {
+                    // SAFETY: as `zero`.
+                    unsafe { $set1(x) }
+                }
+                #[inline(always)]
+                unsafe fn load(p: *const f32) -> Self {
+                    // SAFETY: the caller's contract; the feature as `zero`.
+                    unsafe { $load(p) }
+                }
+                #[inline(always)]
+                unsafe fn store(self, p: *mut f32) {
+                    // SAFETY: the caller's contract; the feature as `zero`.
+                    unsafe { $store(p, self) }
+                }
+                #[inline(always)]
+                fn add(self, o: Self) -> Self {
+                    // SAFETY: as `zero`.
+                    unsafe { $add(self, o) }
+                }
+                #[inline(always)]
+                fn mul(self, o: Self) -> Self {
+                    // SAFETY: as `zero`.
+                    unsafe { $mul(self, o) }
+                }
+                #[inline(always)]
+                fn relu(self) -> Self {
+                    // SAFETY: as `zero`. `vmaxps` returns its second operand when either is
+                    // NaN.
+                    unsafe { $max(self, $zero()) }
+                }
+            }
+        };
     }
 
-    impl Lanes for __m256 {
-        const L: usize = 8;
-        #[inline(always)]
-        fn zero() -> Self {
-            // SAFETY: AVX; only inlined into `scores_avx2`.
-            unsafe { _mm256_setzero_ps() }
-        }
-        #[inline(always)]
-        fn splat(x: f32) -> Self {
-            // SAFETY: as `zero`.
-            unsafe { _mm256_set1_ps(x) }
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            // SAFETY: the caller's contract; AVX as `zero`.
-            unsafe { _mm256_loadu_ps(p) }
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f32) {
-            // SAFETY: the caller's contract; AVX as `zero`.
-            unsafe { _mm256_storeu_ps(p, self) }
-        }
-        #[inline(always)]
-        fn add(self, o: Self) -> Self {
-            // SAFETY: as `zero`.
-            unsafe { _mm256_add_ps(self, o) }
-        }
-        #[inline(always)]
-        fn mul(self, o: Self) -> Self {
-            // SAFETY: as `zero`.
-            unsafe { _mm256_mul_ps(self, o) }
-        }
-        #[inline(always)]
-        fn relu(self) -> Self {
-            // SAFETY: as `zero`. `vmaxps` returns its second operand when either is NaN.
-            unsafe { _mm256_max_ps(self, _mm256_setzero_ps()) }
-        }
-    }
+    lanes!(
+        __m512,
+        16,
+        _mm512_setzero_ps,
+        _mm512_set1_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_add_ps,
+        _mm512_mul_ps,
+        _mm512_max_ps
+    );
+    lanes!(
+        __m256,
+        8,
+        _mm256_setzero_ps,
+        _mm256_set1_ps,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_add_ps,
+        _mm256_mul_ps,
+        _mm256_max_ps
+    );
 
     /// The block's scores (see [`super::scores`]): per head the scalar dot's eight chains
     /// and tail, its reduction tree, `max(·, 0)`, then the head's term added in order.

@@ -130,8 +130,28 @@ pub(crate) mod x86 {
     use crate::blocks::view;
     use std::arch::x86_64::*;
 
-    /// The shapes every tile on raw Q8_0 rows checks before its kernel runs (this one and
-    /// the AVX2 one): row and column counts, panel, output and row lengths. Returns the
+    /// The shapes every tile on a packed panel checks before its kernel runs (Q8_0 and
+    /// Q2_0, AVX-512 and AVX2): row and column counts, panel and output lengths, and each
+    /// weight row `row_bytes` long.
+    ///
+    /// # Panics
+    /// On any mismatch.
+    pub(crate) fn check_panel_call(
+        n: usize,
+        rows: &[&[u8]],
+        panel: &[u8],
+        cols: usize,
+        out: &[f32],
+        row_bytes: usize,
+    ) {
+        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
+        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
+        assert_eq!(panel.len(), super::panel_bytes(n, cols), "panel length");
+        assert_eq!(out.len(), rows.len() * cols, "tile output length");
+        assert!(rows.iter().all(|r| r.len() == row_bytes), "weight row length");
+    }
+
+    /// [`check_panel_call`] for raw Q8_0 rows (this tile and the AVX2 one). Returns the
     /// block count.
     pub(crate) fn check_raw(
         n: usize,
@@ -141,11 +161,7 @@ pub(crate) mod x86 {
         out: &[f32],
     ) -> usize {
         let nb = n / 32;
-        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
-        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
-        assert_eq!(panel.len(), super::panel_bytes(n, cols), "panel length");
-        assert_eq!(out.len(), rows.len() * cols, "tile output length");
-        assert!(rows.iter().all(|r| r.len() == nb * 34), "weight row length");
+        check_panel_call(n, rows, panel, cols, out, nb * 34);
         nb
     }
 

@@ -14,11 +14,11 @@
 //! rows' registers at a time by an unpack tree, leaving four rows of one column per 128-bit
 //! lane, and the float combine runs on four rows at once, in the reference's order.
 
-use crate::simd::q8::tile::{panel_bytes, TILE_COLS, TILE_ROWS};
+use crate::simd::q8::tile::TILE_COLS;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
-    use super::{panel_bytes, TILE_COLS, TILE_ROWS};
+    use super::TILE_COLS;
     use crate::simd::q8::q2_0::q2_block;
     use crate::simd::{f16c, fold_pairs, store_tile, tile_shapes, tree4};
     use std::arch::x86_64::*;
@@ -67,11 +67,7 @@ pub(crate) mod x86 {
             0,
             "whole Q2_0 / Q2_0_X blocks"
         );
-        assert!((1..=TILE_ROWS).contains(&rows.len()), "tile rows");
-        assert!((1..=TILE_COLS).contains(&cols), "tile columns");
-        assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
-        assert_eq!(out.len(), rows.len() * cols, "tile output length");
-        assert!(rows.iter().all(|r| r.len() == nb * 18), "weight row length");
+        crate::simd::q8::tile::x86::check_panel_call(n, rows, panel, cols, out, nb * 18);
         nb
     }
 
