@@ -17,10 +17,11 @@
 //! (`n % 32` elements) is added one product at a time as the reference does. The bound
 //! against the reference is the AVX2 kernels' (about 9·2⁻²⁴·Σ|w·a|, under the float family's
 //! 1e-6·Σ|w·a|); below thirty-two elements the result is the reference's bits. The multi-row
-//! and multi-column kernels give each output the one-row kernel's bits. NaN codes are refused
-//! at load, as for the AVX2 kernels.
+//! and multi-column kernels give each output the one-row kernel's bits (the drivers are
+//! `f8`'s, over this width's [`F8Acc`]). NaN codes are refused at load, as for the AVX2
+//! kernels.
 
-use crate::fp8::e4m3_to_f32;
+use super::f8::{dot, multi, rows, F8Acc};
 use crate::simd::entry;
 use std::arch::x86_64::*;
 
@@ -28,43 +29,7 @@ entry!(dot_f8_avx512_entry => dot_f8_avx512);
 entry!(rows dot_f8_avx512_rows_entry => dot_f8_avx512_rows);
 entry!(multi dot_f8_avx512_multi_entry => dot_f8_avx512_multi);
 
-/// Codes per step.
-const STEP: usize = 32;
-/// Elements per f32 block before its lanes go into the f64 sums.
-const BLOCK: usize = 128;
-
-/// Thirty-two codes at element `i` of `p` as two registers of sixteen f32 of value `v / 256`.
-#[inline(always)]
-fn widen32(p: *const u8, i: usize) -> (__m512, __m512) {
-    // SAFETY: callers pass i + 32 ≤ the slice's length (an unaligned 32-byte load); the
-    // intrinsics need AVX-512 F and BW, which every kernel inlining this is compiled with.
-    unsafe {
-        let u = _mm512_cvtepu8_epi16(_mm256_loadu_si256(p.add(i).cast()));
-        let h = _mm512_and_si512(
-            _mm512_srai_epi16(_mm512_slli_epi16(u, 8), 1),
-            _mm512_set1_epi16(0xBF80u16 as i16),
-        );
-        (
-            _mm512_cvtph_ps(_mm512_castsi512_si256(h)),
-            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)),
-        )
-    }
-}
-
-/// The activation's sixteen f32 at element `i`.
-#[inline(always)]
-fn act16(a: &[u8], i: usize) -> __m512 {
-    // SAFETY: callers pass i + 16 ≤ the activation's element count (unaligned load).
-    unsafe { _mm512_loadu_ps(a.as_ptr().cast::<f32>().add(i)) }
-}
-
-/// Element `j` of an F32 activation row.
-#[inline(always)]
-fn act1(a: &[u8], j: usize) -> f32 {
-    f32::from_le_bytes([a[4 * j], a[4 * j + 1], a[4 * j + 2], a[4 * j + 3]])
-}
-
-/// One output's sums: an f32 block accumulator (thirty-two products per step, sixteen lanes,
+/// The AVX-512 sums: an f32 block accumulator (thirty-two products per step, sixteen lanes,
 /// the low sixteen then the high sixteen) and the f64 lanes the blocks are added into.
 #[derive(Clone, Copy)]
 struct Acc {
@@ -73,7 +38,10 @@ struct Acc {
     hi: __m512d,
 }
 
-impl Acc {
+impl F8Acc for Acc {
+    const STEP: usize = 32;
+    const BLOCK: usize = 128;
+    type W = (__m512, __m512);
     #[inline(always)]
     fn new() -> Acc {
         // SAFETY: AVX-512 F only; inlined into AVX-512 kernels.
@@ -85,16 +53,32 @@ impl Acc {
             }
         }
     }
-    /// Thirty-two products, weights `w` times the activation at element `i` of `a`.
     #[inline(always)]
-    fn fma32(&mut self, w: (__m512, __m512), a: &[u8], i: usize) {
-        // SAFETY: AVX-512 F; inlined into kernels compiled with it.
+    fn widen(p: *const u8, i: usize) -> Self::W {
+        // SAFETY: callers pass i + 32 ≤ the slice's length (an unaligned 32-byte load); the
+        // intrinsics need AVX-512 F and BW, which every kernel inlining this is compiled with.
         unsafe {
-            self.f = _mm512_fmadd_ps(w.0, act16(a, i), self.f);
-            self.f = _mm512_fmadd_ps(w.1, act16(a, i + 16), self.f);
+            let u = _mm512_cvtepu8_epi16(_mm256_loadu_si256(p.add(i).cast()));
+            let h = _mm512_and_si512(
+                _mm512_srai_epi16(_mm512_slli_epi16(u, 8), 1),
+                _mm512_set1_epi16(0xBF80u16 as i16),
+            );
+            (
+                _mm512_cvtph_ps(_mm512_castsi512_si256(h)),
+                _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)),
+            )
         }
     }
-    /// Adds the block's lanes into the f64 sums and starts a new block.
+    #[inline(always)]
+    fn fma(&mut self, w: Self::W, a: &[u8], i: usize) {
+        // SAFETY: AVX-512 F, inlined into kernels compiled with it; callers pass i + 32 ≤ the
+        // activation's element count (unaligned loads).
+        unsafe {
+            let act = a.as_ptr().cast::<f32>().add(i);
+            self.f = _mm512_fmadd_ps(w.0, _mm512_loadu_ps(act), self.f);
+            self.f = _mm512_fmadd_ps(w.1, _mm512_loadu_ps(act.add(16)), self.f);
+        }
+    }
     #[inline(always)]
     fn flush(&mut self) {
         // SAFETY: AVX-512 F and DQ; inlined into AVX-512 kernels.
@@ -106,123 +90,33 @@ impl Acc {
             self.f = _mm512_setzero_ps();
         }
     }
-    /// The total: the f64 lanes, reduced in a fixed order, times 256, then the tail
-    /// `w[j]·a[j]` for `j` in `full..n`.
     #[inline(always)]
-    fn finish(mut self, w: &[u8], a: &[u8], full: usize, n: usize) -> f32 {
-        self.flush();
+    fn reduce(&self) -> f64 {
         // SAFETY: AVX-512 F; inlined into AVX-512 kernels.
-        let mut s = unsafe {
+        unsafe {
             let v = _mm512_add_pd(self.lo, self.hi);
             let q = _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1));
             let h = _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
             _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)))
-        } * 256.0;
-        for j in full..n {
-            s += (e4m3_to_f32(w[j]) * act1(a, j)) as f64;
         }
-        s as f32
-    }
-}
-
-/// Elements every operand holds.
-fn common(n: usize, rows: &[&[u8]], acts: &[&[u8]]) -> usize {
-    let n = rows.iter().fold(n, |m, w| m.min(w.len()));
-    acts.iter().fold(n, |m, a| m.min(a.len() / 4))
-}
-
-/// F8_E4M3 · F32 for `R` rows against one activation: each row keeps its own sums (the
-/// one-row kernel's operations in its order), and each row is prefetched a fixed distance
-/// ahead once per 64-byte line. The one-row kernel is this pass for one row.
-#[inline(always)]
-fn rows_pass<const R: usize>(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    let mut acc = [Acc::new(); R];
-    let full = n / STEP * STEP;
-    let pd = crate::simd::PREFETCH_DISTANCE;
-    let mut i = 0;
-    while i < full {
-        if i % 64 == 0 {
-            for row in &rows[..R] {
-                crate::simd::prefetch_ahead(row.as_ptr().wrapping_add(i), 64, pd);
-            }
-        }
-        for r in 0..R {
-            acc[r].fma32(widen32(rows[r].as_ptr(), i), a, i);
-        }
-        i += STEP;
-        if i % BLOCK == 0 {
-            for x in acc.iter_mut() {
-                x.flush();
-            }
-        }
-    }
-    for r in 0..R {
-        out[r] = acc[r].finish(rows[r], a, full, n);
     }
 }
 
 /// F8_E4M3 · F32.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq")]
 unsafe fn dot_f8_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let n = common(n, &[w], &[a]);
-    let mut out = [0.0f32];
-    rows_pass::<1>(n, &[w], a, &mut out);
-    out[0]
+    dot::<Acc>(n, w, a)
 }
 
 /// F8_E4M3 · F32 for several weight rows, four per pass (the bits of [`dot_f8_avx512`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512dq")]
-unsafe fn dot_f8_avx512_rows(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let n = common(n, rows, &[a]);
-        match rows.len() {
-            1 => rows_pass::<1>(n, rows, a, out),
-            2 => rows_pass::<2>(n, rows, a, out),
-            3 => rows_pass::<3>(n, rows, a, out),
-            _ => rows_pass::<4>(n, rows, a, out),
-        }
-    }
-}
-
-/// [`dot_f8_avx512`] for one row against `C` activations: each thirty-two codes are widened
-/// once for every column (the one-row kernel's operations per column, in its order).
-#[inline(always)]
-fn cols_pass<const C: usize>(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    let mut acc = [Acc::new(); C];
-    let full = n / STEP * STEP;
-    let mut i = 0;
-    while i < full {
-        let x = widen32(w.as_ptr(), i);
-        for c in 0..C {
-            acc[c].fma32(x, acts[c], i);
-        }
-        i += STEP;
-        if i % BLOCK == 0 {
-            for x in acc.iter_mut() {
-                x.flush();
-            }
-        }
-    }
-    for c in 0..C {
-        out[c] = acc[c].finish(w, acts[c], full, n);
-    }
+unsafe fn dot_f8_avx512_rows(n: usize, rs: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    rows::<Acc>(n, rs, a, out)
 }
 
 /// F8_E4M3 · F32 for one weight row and several activations, eight per pass (the bits of
 /// [`dot_f8_avx512`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512dq")]
 unsafe fn dot_f8_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    for (acts, out) in acts.chunks(8).zip(out.chunks_mut(8)) {
-        let n = common(n, &[w], acts);
-        match acts.len() {
-            1 => cols_pass::<1>(n, w, acts, out),
-            2 => cols_pass::<2>(n, w, acts, out),
-            3 => cols_pass::<3>(n, w, acts, out),
-            4 => cols_pass::<4>(n, w, acts, out),
-            5 => cols_pass::<5>(n, w, acts, out),
-            6 => cols_pass::<6>(n, w, acts, out),
-            7 => cols_pass::<7>(n, w, acts, out),
-            _ => cols_pass::<8>(n, w, acts, out),
-        }
-    }
+    multi::<Acc>(n, w, acts, out)
 }

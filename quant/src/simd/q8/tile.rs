@@ -148,7 +148,10 @@ pub(crate) mod x86 {
         assert!((1..=TILE_COLS).contains(&cols), "tile columns");
         assert_eq!(panel.len(), super::panel_bytes(n, cols), "panel length");
         assert_eq!(out.len(), rows.len() * cols, "tile output length");
-        assert!(rows.iter().all(|r| r.len() == row_bytes), "weight row length");
+        assert!(
+            rows.iter().all(|r| r.len() == row_bytes),
+            "weight row length"
+        );
     }
 
     /// [`check_panel_call`] for raw Q8_0 rows (this tile and the AVX2 one). Returns the
