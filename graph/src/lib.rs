@@ -24,7 +24,7 @@ pub mod plan;
 pub mod tensor;
 
 pub use error::GraphError;
-pub use experts::{ExpertBytes, ExpertSource, Pinned};
+pub use experts::{ExpertBytes, ExpertLayout, ExpertSource, Pinned};
 pub use graph::{BlockScales, Graph, Node, NodeKind, TensorId, WeightData};
 pub use op::{Access, Op, OpDef, OpKind};
 pub use plan::{Location, Plan, PlanOptions, Step};

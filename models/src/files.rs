@@ -175,6 +175,16 @@ impl std::ops::Deref for Mapping {
     }
 }
 
+impl Mapping {
+    /// Asks the kernel to read `len` bytes at `offset` ahead, in large reads
+    /// (`madvise(MADV_WILLNEED)`); a hint, so a failure is ignored.
+    pub fn will_need(&self, offset: usize, len: usize) {
+        let _ = self
+            .map
+            .advise_range(memmap2::Advice::WillNeed, offset, len);
+    }
+}
+
 impl AsRef<[u8]> for Mapping {
     fn as_ref(&self) -> &[u8] {
         &self.map

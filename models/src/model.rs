@@ -256,6 +256,13 @@ pub trait Model: Send + std::fmt::Debug {
         None
     }
 
+    /// Takes the first error met since the last call by a routed expert that could not be
+    /// used (read by the expert cache, or checked when first used in place): its rows were
+    /// NaN. Default: the expert cache's.
+    fn take_expert_error(&self) -> Option<String> {
+        self.expert_cache().and_then(|c| c.take_error())
+    }
+
     /// Reads the weights every token uses into memory (a mapped file is otherwise paged in
     /// by the first tokens; a checkpoint's conversions are otherwise made by the first
     /// graph), calling `progress(done, total)` in bytes as it goes. Default: nothing.

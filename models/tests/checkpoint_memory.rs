@@ -4,7 +4,7 @@
 //! and F32 tensors, an I64 id table) and on the BF16 one.
 
 use fathom_models::deepseek4::{tensors, SafetensorsWeights};
-use fathom_models::weights::policy::{Fp8Policy, StOptions};
+use fathom_models::weights::policy::{Fp4Policy, Fp8Policy, StOptions};
 use fathom_models::weights::Weights;
 use graph::Graph;
 
@@ -22,8 +22,18 @@ fn converted_bytes_are_what_loading_owns() {
         fp8: Fp8Policy::F32,
         ..StOptions::default()
     };
+    let stacked = StOptions {
+        fp4: Fp4Policy::Mxfp4,
+        ..q8
+    };
     for path in ["dsv4-tiny-fp8", "dsv4-tiny/model.safetensors"] {
-        for opts in [StOptions::default(), q8, f32_dense, StOptions::fp32()] {
+        for opts in [
+            StOptions::default(),
+            q8,
+            f32_dense,
+            stacked,
+            StOptions::fp32(),
+        ] {
             let (mut w, hp) = SafetensorsWeights::open_with(fx(path), opts).unwrap();
             let want = w.converted_bytes();
             assert_eq!(w.owned_bytes(), 0);
@@ -40,4 +50,6 @@ fn converted_bytes_are_what_loading_owns() {
     let (w, _) = SafetensorsWeights::open(fx("dsv4-tiny-fp8")).unwrap();
     assert!(w.converted_bytes() < w.converted_bytes_with(&q8));
     assert!(w.converted_bytes_with(&q8) < w.converted_bytes_with(&f32_dense));
+    // the FP4 experts used in place (the default) own nothing; stacked they are a copy
+    assert!(w.converted_bytes_with(&q8) < w.converted_bytes_with(&stacked));
 }

@@ -17,6 +17,7 @@ mod cpy;
 #[cfg(test)]
 mod dsv4_testutil;
 mod expert_prefetch;
+mod expert_rows;
 mod flash_attn;
 mod flash_attn_simd;
 mod get_rows;

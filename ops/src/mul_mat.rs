@@ -123,6 +123,8 @@ pub(crate) struct WeightRows<'a> {
     base: usize,
     stride: usize,
     len: usize,
+    /// The first row number (rows staged from elsewhere start at the item's first row).
+    first: usize,
 }
 
 impl<'a> WeightRows<'a> {
@@ -133,17 +135,25 @@ impl<'a> WeightRows<'a> {
             base,
             stride: w.desc.nb[1],
             len: w.desc.row_bytes(),
+            first: 0,
         }
     }
 
     /// The matrix of `w`'s layout whose bytes are `bytes` (an expert paged in by an
     /// [`graph::ExpertSource`]).
     pub(crate) fn of_bytes(w: &TensorRef, bytes: &'a [u8]) -> WeightRows<'a> {
+        WeightRows::staged(w, bytes, 0)
+    }
+
+    /// Rows `first..` of a matrix of `w`'s layout, whose bytes `bytes` begin at row `first`
+    /// (rows converted into a buffer for one item).
+    pub(crate) fn staged(w: &TensorRef, bytes: &'a [u8], first: usize) -> WeightRows<'a> {
         WeightRows {
             bytes,
             base: 0,
             stride: w.desc.nb[1],
             len: w.desc.row_bytes(),
+            first,
         }
     }
 
@@ -160,7 +170,7 @@ impl<'a> WeightRows<'a> {
     /// Row `n`.
     #[inline]
     pub(crate) fn row(&self, n: usize) -> &'a [u8] {
-        let off = self.base + n * self.stride;
+        let off = self.base + (n - self.first) * self.stride;
         &self.bytes[off..off + self.len]
     }
 }

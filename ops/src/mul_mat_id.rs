@@ -11,6 +11,7 @@
 //! thread owning that output row in the static split.
 
 use crate::case::CaseBuilder;
+use crate::expert_rows::pinned_rows;
 use crate::mul_mat::WeightRows;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
@@ -398,13 +399,15 @@ impl CpuKernel for MulMatId {
                     src.request(&[e as u32]);
                     src.pin(e)
                 });
+                let mut stage = vec![0u8; if pin.is_some() { s.n * w.desc.nb[1] } else { 0 }];
                 let rows = match &pin {
-                    None => expert_rows(w, e),
-                    Some(Some(p)) => WeightRows::of_bytes(w, p.bytes()),
-                    Some(None) => {
-                        dst.row_f32_mut(j).fill(f32::NAN);
-                        continue;
-                    }
+                    None => Some(expert_rows(w, e)),
+                    Some(Some(p)) => pinned_rows(w, s.k, s.n, p, 0..s.n, &mut stage),
+                    Some(None) => None,
+                };
+                let Some(rows) = rows else {
+                    dst.row_f32_mut(j).fill(f32::NAN);
+                    continue;
                 };
                 for (n, o) in dst.row_f32_mut(j).iter_mut().enumerate() {
                     *o = if mask.is_some_and(|m| m[n] == 0.0) {
@@ -455,7 +458,16 @@ impl CpuKernel for MulMatId {
         // one expert's panels: at most one row per token, each chunk rounded up to a pair
         let pbytes = grid.map_or(0, |_| group_panels_bytes(&s, amx));
         let qbytes = s.qrow * s.b * s.t;
-        let need = qbytes + exbytes + pbytes + 4 * bucket_len(&s) + 4;
+        // the rows of one item converted from another layout (paged experts only)
+        let rows_dot = kernels.rows.map(|k| k.f).filter(|_| s.t == 1);
+        let max_chunk =
+            rows_dot.map_or(CHUNK, |_| crate::mul_mat::matvec_chunk(w.desc.row_bytes()));
+        let sbytes = if cx.experts.is_some() {
+            max_chunk * w.desc.nb[1]
+        } else {
+            0
+        };
+        let need = qbytes + exbytes + pbytes + sbytes + 4 * bucket_len(&s) + 4;
         let mut buf = std::mem::take(&mut cx.scratch.bytes);
         if buf.len() < need {
             buf.resize(need, 0);
@@ -463,6 +475,7 @@ impl CpuKernel for MulMatId {
         let (q, rest) = buf.split_at_mut(qbytes);
         let (ex, rest) = rest.split_at_mut(exbytes);
         let (panels, rest) = rest.split_at_mut(pbytes);
+        let (stage, rest) = rest.split_at_mut(sbytes);
         // the expert whose panels `panels` holds, and whether they are AMX panels (items are
         // claimed expert by expert, so a thread packs each expert's panels about once)
         let mut packed: Option<(usize, bool)> = None;
@@ -481,9 +494,7 @@ impl CpuKernel for MulMatId {
         quantize_all(x, &s, q);
         // one token (decode): four rows per kernel call, in longer chunks for short rows,
         // halved while the active experts would give fewer than four items per thread
-        let rows_dot = kernels.rows.map(|k| k.f).filter(|_| s.t == 1);
-        let mut chunk =
-            rows_dot.map_or(CHUNK, |_| crate::mul_mat::matvec_chunk(w.desc.row_bytes()));
+        let mut chunk = max_chunk;
         while chunk > CHUNK && bk.active.len() * s.n.div_ceil(chunk) < 4 * cx.nth {
             chunk /= 2;
         }
@@ -503,8 +514,11 @@ impl CpuKernel for MulMatId {
                             drop(pin.take());
                             pin = src.pin(e);
                         }
-                        match &pin {
-                            Some(p) => WeightRows::of_bytes(w, p.bytes()),
+                        match pin
+                            .as_ref()
+                            .and_then(|p| pinned_rows(w, s.k, s.n, p, cols.clone(), stage))
+                        {
+                            Some(rows) => rows,
                             None => {
                                 unreadable(dst, group, cols);
                                 continue;

@@ -233,24 +233,108 @@ pub fn fp4_ds_to_mxfp4(
     k: usize,
 ) -> Result<Vec<u8>, QuantError> {
     check_fp4(packed, scale, n, k)?;
-    let nb = k / 32;
-    let mut out = vec![BlockMXFP4 { e: 0, qs: [0; 16] }; n * nb];
-    for r in 0..n {
-        for bi in 0..nb {
-            let blk = &mut out[r * nb + bi];
-            blk.e = scale[r * nb + bi];
-            let src = &packed[r * (k / 2) + 16 * bi..r * (k / 2) + 16 * bi + 16];
-            let code = |e: usize| {
-                if e.is_multiple_of(2) {
-                    src[e / 2] & 0xF
-                } else {
-                    src[e / 2] >> 4
-                }
-            };
-            for j in 0..16 {
-                blk.qs[j] = code(j) | (code(j + 16) << 4);
-            }
+    let mut out = vec![0u8; scale.len() * size_of::<BlockMXFP4>()];
+    fp4_ds_blocks_to_mxfp4(packed, scale, &mut out);
+    Ok(out)
+}
+
+/// [`fp4_ds_to_mxfp4`] of consecutive 32-value blocks into `out`, without allocating: block
+/// b's scale is `scale[b]`, its codes `packed[16b..16b + 16]` (rows of a matrix follow each
+/// other, so whole rows convert at once); MXFP4 block b is `out[17b..17b + 17]`. Converts
+/// `min(scale.len(), packed.len() / 16, out.len() / 17)` blocks. MUL_MAT_ID calls this on a
+/// few rows at a time of FP4 experts used in place from a checkpoint's map.
+pub fn fp4_ds_blocks_to_mxfp4(packed: &[u8], scale: &[u8], out: &mut [u8]) {
+    let nb = scale.len().min(packed.len() / 16).min(out.len() / 17);
+    #[cfg(target_arch = "x86_64")]
+    for ((c, &s), o) in packed
+        .chunks_exact(16)
+        .zip(scale)
+        .zip(out.chunks_exact_mut(17))
+        .take(nb)
+    {
+        use std::arch::x86_64::*;
+        o[0] = s;
+        // SSE2 is part of x86_64. Bytes 0..7 of the codes hold elements 0..15 (low nibble =
+        // even), 8..15 hold 16..31: split the nibbles, interleave them back into element
+        // order (one element per byte), and put element j + 16 above element j.
+        // SAFETY: `c` is 16 bytes and `o[1..]` 16 bytes (unaligned load and store).
+        unsafe {
+            let q = _mm_loadu_si128(c.as_ptr().cast());
+            let m = _mm_set1_epi8(0x0F);
+            let lo = _mm_and_si128(q, m);
+            let hi = _mm_and_si128(_mm_srli_epi16::<4>(q), m);
+            let e0 = _mm_unpacklo_epi8(lo, hi);
+            let e1 = _mm_unpackhi_epi8(lo, hi);
+            let v = _mm_or_si128(e0, _mm_slli_epi16::<4>(e1));
+            _mm_storeu_si128(o[1..].as_mut_ptr().cast(), v);
         }
     }
-    Ok(bytemuck::cast_slice(&out).to_vec())
+    #[cfg(not(target_arch = "x86_64"))]
+    for ((c, &s), o) in packed
+        .chunks_exact(16)
+        .zip(scale)
+        .zip(out.chunks_exact_mut(17))
+        .take(nb)
+    {
+        fp4_ds_block_to_mxfp4(c, s, o);
+    }
+}
+
+/// The definition of one block's conversion (what [`fp4_ds_blocks_to_mxfp4`] computes): `out`
+/// is the scale byte, then byte j = code of element j | code of element j + 16 above it.
+pub fn fp4_ds_block_to_mxfp4(codes: &[u8], scale: u8, out: &mut [u8]) {
+    let code = |e: usize| {
+        if e.is_multiple_of(2) {
+            codes[e / 2] & 0xF
+        } else {
+            codes[e / 2] >> 4
+        }
+    };
+    out[0] = scale;
+    for j in 0..16 {
+        out[1 + j] = code(j) | (code(j + 16) << 4);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The block converter equals the definition on random bytes, for every count of
+    /// blocks up to 9 (and ignores what lies past the shortest of its three slices).
+    #[test]
+    fn fp4_blocks_match_the_definition() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut byte = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        };
+        for nb in 0..10 {
+            let codes: Vec<u8> = (0..16 * nb + 5).map(|_| byte()).collect();
+            let scale: Vec<u8> = (0..nb).map(|_| byte()).collect();
+            let mut out = vec![0xAAu8; 17 * nb + 3];
+            fp4_ds_blocks_to_mxfp4(&codes, &scale, &mut out);
+            let mut want = vec![0xAAu8; 17 * nb + 3];
+            for b in 0..nb {
+                fp4_ds_block_to_mxfp4(&codes[16 * b..], scale[b], &mut want[17 * b..]);
+            }
+            assert_eq!(out, want, "{nb} blocks");
+        }
+    }
+
+    /// Dequantizing the converted blocks as MXFP4 gives the FP4 values.
+    #[test]
+    fn converted_blocks_keep_the_values() {
+        let (n, k) = (3, 64);
+        let packed: Vec<u8> = (0..n * k / 2).map(|i| (i * 37 + 11) as u8).collect();
+        let scale: Vec<u8> = (0..n * k / 32).map(|i| 120 + i as u8).collect();
+        let mx = fp4_ds_to_mxfp4(&packed, &scale, n, k).expect("shapes");
+        let mut want = vec![0f32; n * k];
+        dequant_fp4_ds(&packed, &scale, n, k, &mut want).expect("shapes");
+        let mut got = vec![0f32; n * k];
+        crate::dequantize_row(DType::MXFP4, &mx, &mut got).expect("mxfp4");
+        assert_eq!(got, want);
+    }
 }

@@ -10,7 +10,7 @@
 //! | `FATHOM_PROFILE_OPS` | `1`, `json:PATH`, `trace:PATH`, `0` | the per-op profile: a table on stderr, JSON rows, a Chrome trace |
 //! | `LLAMA_PROFILE_OPS` | the same | read when `FATHOM_PROFILE_OPS` is unset (for users of the seed's patched llama.cpp) |
 //! | `FATHOM_FORCE_SCALAR` | `1`, `0` | run the scalar reference kernels on one thread (for bisecting numerics) |
-//! | `FATHOM_ST_WEIGHTS` | `default`, `q8_0`, `fp32` | how a safetensors checkpoint's weights are stored (`--st-weights` wins) |
+//! | `FATHOM_ST_WEIGHTS` | `default`, `q8_0`, `fp32`, `stacked` (comma-separated) | how a safetensors checkpoint's weights are stored (`--st-weights` wins) |
 //! | `FATHOM_MOE_CONFIG` | a path | `run`'s live MoE configuration when `--moe-config` is not given |
 
 use anyhow::{bail, Result};
@@ -36,7 +36,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ),
     (
         "FATHOM_ST_WEIGHTS",
-        "checkpoint weight policy: default, q8_0 or fp32",
+        "checkpoint weight policy: default, q8_0, fp32 or stacked (comma-separated)",
     ),
     ("FATHOM_MOE_CONFIG", "run's live MoE configuration file"),
 ];

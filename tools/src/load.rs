@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use models::gguf::GgufFile;
 use models::model::{LoadOptions, Model};
 use models::session::Session;
-use models::weights::policy::{Fp8Policy, StOptions};
+use models::weights::policy::{Fp4Policy, Fp8Policy, StOptions};
 use models::weights::Repack;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -40,9 +40,10 @@ pub struct ModelArgs {
     /// SIMD kernel.
     #[arg(long, default_value = "none", value_parser = parse_repack)]
     pub repack: Repack,
-    /// How a checkpoint's weights are stored: `default` (BF16 in place, FP8 → F32, FP4
-    /// experts → MXFP4), `q8_0` (FP8 → Q8_0, as llama.cpp's converter does: for the real
-    /// model) or `fp32` (every matrix F32, as transformers computes). Default:
+    /// How a checkpoint's weights are stored: `default` (BF16, FP8 and the FP4 experts
+    /// used in place from the files), `q8_0` (FP8 → Q8_0, as llama.cpp's converter does),
+    /// `stacked` (the FP4 experts copied into memory as MXFP4 at load), `fp32` (every
+    /// matrix F32, as transformers computes); `q8_0,stacked` combines. Default:
     /// `FATHOM_ST_WEIGHTS`, else `default`.
     #[arg(long, value_name = "POLICY")]
     pub st_weights: Option<String>,
@@ -61,15 +62,20 @@ pub fn parse_repack(s: &str) -> std::result::Result<Repack, String> {
 
 /// A checkpoint weight policy by name (`what` names where it came from, for the error).
 fn st_options(v: &str, what: &str) -> Result<StOptions> {
-    Ok(match v {
-        "default" => StOptions::default(),
-        "fp32" => StOptions::fp32(),
-        "q8_0" => StOptions {
-            fp8: Fp8Policy::Q8_0,
-            ..StOptions::default()
-        },
-        _ => bail!("{what} {v}: expected default, q8_0 or fp32"),
-    })
+    let mut o = StOptions::default();
+    for part in v.split(',').map(str::trim) {
+        match part {
+            "default" => {}
+            "fp32" => o = StOptions::fp32(),
+            "q8_0" => o.fp8 = Fp8Policy::Q8_0,
+            "stacked" => o.fp4 = Fp4Policy::Mxfp4,
+            _ => bail!(
+                "{what} {v}: expected default, q8_0, fp32 or stacked (or a comma-separated \
+                 list such as q8_0,stacked)"
+            ),
+        }
+    }
+    Ok(o)
 }
 
 impl ModelArgs {

@@ -21,23 +21,25 @@
 //! * **I64 `tid2eid`** (the real checkpoint's type) becomes I32; every entry (also of an I32
 //!   table) is checked to be an expert id in `0..n_expert`.
 //! * **FP8 dense weights** (`….weight` F8_E4M3 + `….scale` F8_E8M0 or raw U8 E8M0 bytes,
-//!   128×128 tiles, or a DeepSeek-V3-style f32 `….weight_scale_inv` / f32 `….scale`) are
-//!   dequantized exactly with [`dequant_fp8_blocked`] and stored per [`Fp8Policy`]:
-//!   [`Fp8Policy::F32`] (default) keeps the exact values — right for the tiny models and for
-//!   comparing with an fp32 reference, but 4 bytes per weight; **for the real model use
-//!   [`Fp8Policy::Q8_0`]**, the conversion llama.cpp's converter makes (ggml's reference Q8_0
-//!   quantizer on the dequantized rows, ≈1.06 bytes per weight, lossy ≈0.5% rms). A matrix
-//!   whose input dimension is not a multiple of 32 cannot be Q8_0 and stays F32.
+//!   128×128 tiles, or a DeepSeek-V3-style f32 `….weight_scale_inv` / f32 `….scale`) follow
+//!   the [`Fp8Policy`]: [`Fp8Policy::InPlace`] (default) uses the codes from the map with their
+//!   tile scales (as f32) riding on the weight (see "Block-scaled weights" in
+//!   `docs/design.md`); [`Fp8Policy::F32`] dequantizes them exactly with
+//!   [`quant::fp8::dequant_fp8_blocked`] (4 bytes per weight); [`Fp8Policy::Q8_0`] then applies ggml's
+//!   reference Q8_0 quantizer, the conversion llama.cpp's converter makes (≈1.06 bytes per
+//!   weight, lossy ≈0.5% rms; a matrix whose input dimension is not a multiple of 32 stays
+//!   F32).
 //! * **Routed experts** — the official per-expert `layers.N.ffn.experts.E.{w1,w3,w2}.weight`
-//!   become the stacked GGUF `blk.N.ffn_{gate,up,down}_exps.weight` `{in, out, E}` (w1 = gate,
-//!   w3 = up, w2 = down). Stacking separate tensors into one contiguous buffer is **the one
-//!   unavoidable copy** of this provider (the expert tensors are not adjacent in the file, and
-//!   `MUL_MAT_ID` needs one 3-D tensor). BF16/F16/F32 experts are copied as they are; FP4
-//!   experts (I8 `[out, in/2]` two e2m1 codes per byte, low nibble = even column, + E8M0
-//!   `[out, in/32]` scales; also a safetensors `F4` tensor `[out, in]` with the same packing)
-//!   are repacked **losslessly** into MXFP4 blocks with [`fp4_ds_to_mxfp4`] while being copied
-//!   ([`Fp4Policy::Mxfp4`], default), so the stack is MXFP4 `{in, out, E}`; FP8 experts follow
-//!   the [`Fp8Policy`].
+//!   are the GGUF stacks `blk.N.ffn_{gate,up,down}_exps.weight` `{in, out, E}` (w1 = gate,
+//!   w3 = up, w2 = down). FP4 experts (I8 `[out, in/2]` two e2m1 codes per byte, low nibble =
+//!   even column, + E8M0 `[out, in/32]` scales; also a safetensors `F4` tensor `[out, in]`
+//!   with the same packing) are an MXFP4 stack under [`Fp4Policy::InPlace`] (default) used
+//!   in place: each expert's tensors are read from the maps and MUL_MAT_ID converts a few
+//!   rows at a time (`checkpoint_inplace.rs`). Otherwise (BF16/F16/F32 or FP8 experts,
+//!   [`Fp4Policy::Mxfp4`] or [`Fp4Policy::F32`]) the experts are copied into one stack at load,
+//!   FP4 repacked **losslessly** into MXFP4 blocks with [`quant::fp8::fp4_ds_to_mxfp4`] (the same
+//!   conversion MUL_MAT_ID makes in place) or dequantized, FP8 per the [`Fp8Policy`]. With an
+//!   expert cache they are read from disk when used (`checkpoint_paged.rs`).
 //!
 //! # Numerics
 //!
@@ -51,6 +53,9 @@
 //! widths, experts of different shapes: [`ForwardError::Shape`]), or a scale / expert that is
 //! absent ([`ForwardError::Missing`]).
 
+#[path = "checkpoint_inplace.rs"]
+mod inplace;
+pub use inplace::InPlaceErrors;
 #[path = "checkpoint_memory.rs"]
 mod memory;
 #[path = "checkpoint_paged.rs"]
@@ -61,7 +66,7 @@ mod recipe;
 use super::hparams::{Hparams, HparamsError};
 use super::tensors::{self, official_name, Official};
 use crate::safetensors::{SafetensorsError, SafetensorsModel, StDtype, TensorDtype, TensorInfo};
-use crate::weights::policy::{Fp8Policy, HalfPolicy, StOptions};
+use crate::weights::policy::{Fp4Policy, Fp8Policy, HalfPolicy, StOptions};
 use crate::weights::{ForwardError, Weights};
 use graph::{Graph, NodeKind, TensorDesc, TensorId, WeightData};
 use quant::DType;
@@ -201,6 +206,8 @@ pub struct SafetensorsWeights {
     owned: u64,
     /// Expert stacks read through the expert cache, by GGUF name.
     paged: HashMap<String, paged::PagedStack>,
+    /// The errors of FP4 experts used in place.
+    in_place_errors: Arc<inplace::InPlaceErrors>,
 }
 
 impl std::fmt::Debug for SafetensorsWeights {
@@ -319,6 +326,7 @@ impl SafetensorsWeights {
             names: tensors::all(hp).into_iter().map(|s| s.name).collect(),
             owned: 0,
             paged: HashMap::new(),
+            in_place_errors: Arc::default(),
         })
     }
 
@@ -496,6 +504,16 @@ impl SafetensorsWeights {
                 data: Data::Paged(p.src.clone()),
                 scales: None,
             }));
+        }
+        if self.opts.fp4 == Fp4Policy::InPlace {
+            if let Some(p) = self.in_place_stack(gguf, layer, w)? {
+                return Ok(Some(Decoded {
+                    dtype: p.dtype,
+                    ne: p.ne,
+                    data: Data::Paged(p.src),
+                    scales: None,
+                }));
+            }
         }
         let Some(list) = self.expert_recipes(gguf, layer, w)? else {
             return Ok(None);

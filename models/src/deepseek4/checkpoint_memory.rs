@@ -35,7 +35,8 @@ impl SafetensorsWeights {
                 Some(Mapped::Experts { layer, w }) => {
                     let first = format!("layers.{layer}.ffn.experts.0.{w}.weight");
                     self.model.tensor(&first).map_or(0, |t| {
-                        decoded_as(gguf, t, opts, true).map_or(0, |(b, _)| b) * self.n_expert as u64
+                        decoded_as(gguf, t, opts, true).map_or(0, |(_, owned)| owned)
+                            * self.n_expert as u64
                     })
                 }
                 None => 0,
@@ -58,7 +59,7 @@ fn decoded(gguf: &str, t: &TensorInfo, opts: &StOptions) -> Option<(u64, u64)> {
 }
 
 /// [`decoded`] for one matrix of an expert stack (`stacked`: FP8 is converted, never used
-/// in place).
+/// in place, and the stack is a copy; FP4 under [`Fp4Policy::InPlace`] is not stacked).
 fn decoded_as(gguf: &str, t: &TensorInfo, opts: &StOptions, stacked: bool) -> Option<(u64, u64)> {
     let TensorDtype::Known(dtype) = t.dtype else {
         return None;
@@ -74,7 +75,8 @@ fn decoded_as(gguf: &str, t: &TensorInfo, opts: &StOptions, stacked: bool) -> Op
         });
     }
     let vector = t.shape.len() <= 1;
-    Some(match dtype {
+    let fp4 = matches!(dtype, StDtype::I8 | StDtype::U8 | StDtype::F4);
+    let (bytes, owned) = match dtype {
         StDtype::F32 => in_place(4 * n),
         StDtype::F16 | StDtype::BF16 if vector || opts.half == HalfPolicy::F32 => converted(4 * n),
         StDtype::F16 | StDtype::BF16 => in_place(2 * n),
@@ -94,11 +96,19 @@ fn decoded_as(gguf: &str, t: &TensorInfo, opts: &StOptions, stacked: bool) -> Op
             // packed bytes hold two values each (F4: one per element)
             let values = if dtype == StDtype::F4 { n } else { 2 * n };
             match opts.fp4 {
-                Fp4Policy::Mxfp4 => converted(values / 32 * 17),
+                // an expert stack's FP4 from the maps (see `checkpoint_inplace.rs`)
+                Fp4Policy::InPlace if stacked => in_place(values / 32 * 17),
+                Fp4Policy::Mxfp4 | Fp4Policy::InPlace => converted(values / 32 * 17),
                 Fp4Policy::F32 => converted(4 * values),
             }
         }
         _ => return None,
+    };
+    // a stack is a copy of its experts, except FP4 ones used in place
+    Some(if stacked && !(fp4 && opts.fp4 == Fp4Policy::InPlace) {
+        (bytes, bytes)
+    } else {
+        (bytes, owned)
     })
 }
 

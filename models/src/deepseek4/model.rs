@@ -46,6 +46,8 @@ pub struct DeepSeek4 {
     converted: Option<ConvertedBytes>,
     /// The cache the routed experts are read through ([`LoadOptions::experts`]).
     experts: Option<ExpertCache>,
+    /// The errors of an official checkpoint's FP4 experts used in place.
+    in_place_errors: Option<std::sync::Arc<super::checkpoint::InPlaceErrors>>,
     /// A checkpoint's weight bytes as loaded (a GGUF's come from its tensor table).
     checkpoint_bytes: Option<WeightBytes>,
 }
@@ -97,6 +99,7 @@ impl DeepSeek4 {
             gguf: None,
             converted: None,
             experts: None,
+            in_place_errors: None,
             checkpoint_bytes: None,
         }
     }
@@ -228,7 +231,9 @@ impl DeepSeek4 {
             with_q8_0: (opts.checkpoint.fp8 != Fp8Policy::Q8_0)
                 .then(|| w.converted_bytes_with(&q8)),
         };
+        let in_place_errors = w.in_place_errors();
         let mut m = DeepSeek4::new(hp, w, tokenizer);
+        m.in_place_errors = Some(in_place_errors);
         m.converted = Some(converted);
         m.experts = cache;
         m.checkpoint_bytes = Some(wb);
@@ -304,6 +309,13 @@ impl Model for DeepSeek4 {
 
     fn expert_cache(&self) -> Option<&ExpertCache> {
         self.experts.as_ref()
+    }
+
+    fn take_expert_error(&self) -> Option<String> {
+        self.experts
+            .as_ref()
+            .and_then(|c| c.take_error())
+            .or_else(|| self.in_place_errors.as_ref().and_then(|e| e.take()))
     }
 
     fn tokenizer(&self) -> Result<&Tokenizer, ModelError> {

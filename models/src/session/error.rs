@@ -36,8 +36,9 @@ pub enum SessionError {
     /// A context length of 0.
     #[error("context length must be at least 1")]
     ZeroContext,
-    /// A routed expert could not be read from the model file (the file, tensor and cause).
-    #[error("expert cache: {0}")]
+    /// A routed expert could not be read from the model file by the expert cache, or failed
+    /// its check when first used in place (the file, tensor and cause).
+    #[error("routed expert: {0}")]
     ExpertRead(String),
     /// A chunk length of 0.
     #[error("chunks must hold at least one token")]

@@ -641,8 +641,8 @@ impl<M: Model + ?Sized> Session<M> {
             acc.runs += 1;
             acc.tokens += n_new as u64;
         }
-        // an expert that could not be read left NaN in its rows: the read error says why
-        if let Some(e) = self.model.expert_cache().and_then(|c| c.take_error()) {
+        // an expert that could not be read or used left NaN in its rows: the error says why
+        if let Some(e) = self.model.take_expert_error() {
             return Err(SessionError::ExpertRead(e));
         }
         // every step's logits are checked (for a chunk whose logits are not wanted, the last

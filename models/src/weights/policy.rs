@@ -22,8 +22,14 @@ pub enum Fp8Policy {
 /// How FP4 (e2m1 + per-32 E8M0 scale) routed experts are stored in the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Fp4Policy {
-    /// Lossless repack into ggml MXFP4 blocks (default; 17 bytes per 32 weights).
+    /// Used in place from the memory map (default): each expert's codes and scales are read
+    /// where they lie, and MUL_MAT_ID converts a few rows at a time to MXFP4 just before its
+    /// kernels (the same bits as [`Fp4Policy::Mxfp4`], without the copy; memory after load
+    /// is the non-expert weights).
     #[default]
+    InPlace,
+    /// Lossless repack into a stacked copy of ggml MXFP4 blocks at load (17 bytes per 32
+    /// weights, all in memory the OS cannot page back to the file).
     Mxfp4,
     /// Exact dequantization to F32.
     F32,
