@@ -49,6 +49,48 @@ pub(crate) fn pinned_rows<'a>(
     }
 }
 
+/// One item of a pinned expert in the official FP4 layout for one-token rows (decode),
+/// straight from its codes and scales through the split multi-row kernel `kernel` (no
+/// conversion): for each output row `j` of `group`, `io(j)` gives its activation, its row
+/// mask and its output columns `cols`. `false` (nothing written) where the expert is in
+/// another layout or its tensors do not fit the weight's shape.
+pub(crate) fn split_item<'o>(
+    kernel: quant::simd::SplitRowsDotFn,
+    k: usize,
+    n: usize,
+    p: &Pinned,
+    cols: std::ops::Range<usize>,
+    group: &[u32],
+    io: impl Fn(usize) -> (&'o [u8], Option<&'o [f32]>, &'o mut [f32]),
+) -> bool {
+    let ExpertLayout::Fp4Split { codes, scales } = p.layout() else {
+        return false;
+    };
+    let (cb, sb) = (k / 2, k / 32);
+    if !k.is_multiple_of(32) || codes.len() != n * cb || scales.len() != n * sb || cols.end > n {
+        return false;
+    }
+    for &j in group {
+        let (qa, mask, out) = io(j as usize);
+        crate::mul_mat::dot_rows(
+            |k, rows: &[(&[u8], &[u8])], a, out| {
+                let c: [&[u8]; quant::simd::DOT_BATCH] =
+                    std::array::from_fn(|i| rows.get(i).map_or(&[][..], |r| r.0));
+                let s: [&[u8]; quant::simd::DOT_BATCH] =
+                    std::array::from_fn(|i| rows.get(i).map_or(&[][..], |r| r.1));
+                kernel(k, &c[..rows.len()], &s[..rows.len()], a, out)
+            },
+            k,
+            |r| (&codes[r * cb..(r + 1) * cb], &scales[r * sb..(r + 1) * sb]),
+            |r| mask.is_some_and(|m| m[r] == 0.0),
+            qa,
+            cols.clone(),
+            out,
+        );
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use crate::cx::Scratch;
@@ -119,6 +161,7 @@ mod tests {
         ids: &[i32],
         forward: bool,
         threads: usize,
+        cpu: quant::simd::CpuLevel,
     ) -> Vec<u32> {
         let xd = TensorDesc::f32(&xne).unwrap();
         let idd = TensorDesc::new(DType::I32, &[ids.len() / xne[2], xne[2]]).unwrap();
@@ -140,7 +183,7 @@ mod tests {
                 chunk: &chunk,
                 scratch: &mut scratch,
                 kernels: None,
-                cpu: quant::simd::CpuLevel::detect(),
+                cpu,
                 experts: src,
                 block_scales: None,
             };
@@ -154,9 +197,10 @@ mod tests {
     }
 
     /// Experts used in place in the official FP4 layout give the stacked MXFP4 copy's bits:
-    /// decode (one token: the multi-row kernel, in chunks that do not divide the rows),
+    /// decode (one token: the split multi-row kernel where the level has it, else rows
+    /// converted for the multi-row kernel, in chunks that do not divide the rows),
     /// prompt chunks (several tokens per expert: the multi-column kernel), an odd block
-    /// count, the reference and the forward kernel, one and two threads.
+    /// count, the reference and the forward kernel, one and two threads, every CPU level.
     #[test]
     fn fp4_split_experts_match_the_mxfp4_stack() {
         let (n, e, n_used) = (37usize, 5usize, 3usize);
@@ -169,22 +213,15 @@ mod tests {
                 let x: Vec<f32> = (0..k * tt)
                     .map(|_| (rng.next_u64() % 2001) as f32 / 1000.0 - 1.0)
                     .collect();
-                for forward in [false, true] {
-                    for threads in [1, 2] {
-                        let want = run(wd, &stack, None, &x, [k, 1, tt], ids, forward, threads);
-                        let got = run(
-                            wd,
-                            &stack,
-                            Some(&src),
-                            &x,
-                            [k, 1, tt],
-                            ids,
-                            forward,
-                            threads,
-                        );
+                // every level this CPU has: with and without the split multi-row kernel
+                for cpu in quant::simd::CpuLevel::detect().up_to() {
+                    for (forward, threads) in [(false, 1), (true, 1), (true, 2)] {
+                        let xne = [k, 1, tt];
+                        let want = run(wd, &stack, None, &x, xne, ids, forward, threads, cpu);
+                        let got = run(wd, &stack, Some(&src), &x, xne, ids, forward, threads, cpu);
                         assert_eq!(
                             got, want,
-                            "K={k} ids {ids:?} forward {forward} threads {threads}"
+                            "K={k} ids {ids:?} forward {forward} threads {threads} at {cpu}"
                         );
                     }
                 }
@@ -201,7 +238,18 @@ mod tests {
         let wd = TensorDesc::new(DType::MXFP4, &[k, n, e]).unwrap();
         let x = vec![0.5f32; k];
         for forward in [false, true] {
-            let out = run(wd, &stack, Some(&src), &x, [k, 1, 1], &[1, 2], forward, 1);
+            let cpu = quant::simd::CpuLevel::detect();
+            let out = run(
+                wd,
+                &stack,
+                Some(&src),
+                &x,
+                [k, 1, 1],
+                &[1, 2],
+                forward,
+                1,
+                cpu,
+            );
             let out: Vec<f32> = out.iter().map(|&b| f32::from_bits(b)).collect();
             assert!(out[..n].iter().all(|v| v.is_nan()), "{out:?}");
             assert!(out[n..].iter().all(|v| v.is_finite()), "{out:?}");

@@ -205,10 +205,10 @@ fn quarter_order(len: usize) -> impl Iterator<Item = usize> {
 /// the next row of its quarter; prefetching the whole next group here at once measured slower (12.0 → 10.5
 /// GiB/s on a 512 MiB node), and no prefetch at all left the hardware prefetchers short of
 /// the latency on a VM (Q6_K 8.8 → 16.3 GB/s with the kernels' prefetch, alternating).
-pub(crate) fn dot_rows<'w>(
-    kernel: quant::simd::RowsDotFn,
+pub(crate) fn dot_rows<W: Copy + Default>(
+    kernel: impl Fn(usize, &[W], &[u8], &mut [f32]),
     k: usize,
-    row: impl Fn(usize) -> &'w [u8],
+    row: impl Fn(usize) -> W,
     masked: impl Fn(usize) -> bool,
     qa: &[u8],
     rows: std::ops::Range<usize>,
@@ -216,9 +216,9 @@ pub(crate) fn dot_rows<'w>(
 ) {
     let start = rows.start;
     let mut idx = [0usize; DOT_BATCH];
-    let mut ws: [&[u8]; DOT_BATCH] = [&[]; DOT_BATCH];
+    let mut ws: [W; DOT_BATCH] = [W::default(); DOT_BATCH];
     let mut m = 0;
-    let flush = |idx: &[usize], ws: &[&[u8]], out: &mut [f32]| {
+    let flush = |idx: &[usize], ws: &[W], out: &mut [f32]| {
         let mut o = [0f32; DOT_BATCH];
         kernel(k, ws, qa, &mut o[..ws.len()]);
         for (&i, &v) in idx.iter().zip(&o) {

@@ -11,7 +11,7 @@
 //! thread owning that output row in the static split.
 
 use crate::case::CaseBuilder;
-use crate::expert_rows::pinned_rows;
+use crate::expert_rows::{pinned_rows, split_item};
 use crate::mul_mat::WeightRows;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
@@ -494,6 +494,7 @@ impl CpuKernel for MulMatId {
         quantize_all(x, &s, q);
         // one token (decode): four rows per kernel call, in longer chunks for short rows,
         // halved while the active experts would give fewer than four items per thread
+        let split_rows = kernels.split_rows.map(|k| k.f);
         let mut chunk = max_chunk;
         while chunk > CHUNK && bk.active.len() * s.n.div_ceil(chunk) < 4 * cx.nth {
             chunk /= 2;
@@ -513,6 +514,19 @@ impl CpuKernel for MulMatId {
                             // the previous expert is released before waiting for this one
                             drop(pin.take());
                             pin = src.pin(e);
+                        }
+                        // one token on an expert in the official FP4 layout: its codes and
+                        // scales straight through the split multi-row kernel
+                        if let (Some(p), Some(split), true) = (&pin, split_rows, rows_dot.is_some())
+                        {
+                            let mask = srcs.get(3);
+                            if split_item(split, s.k, s.n, p, cols.clone(), group, |j| {
+                                let qa = act(q, &s, j);
+                                let m = mask.map(|m| m.row_f32(j));
+                                (qa, m, dst.row_range_f32_mut(j, cols.clone()))
+                            }) {
+                                continue;
+                            }
                         }
                         match pin
                             .as_ref()

@@ -220,3 +220,65 @@ fn f8_multi_row_kernel_matches_the_one_row_kernel_bit_for_bit() {
     }
     tally.assert_all(Column::Rows, &[wt]);
 }
+
+/// The MXFP4 multi-row kernels on rows in the official FP4 layout (codes and scales apart,
+/// an official checkpoint's experts used in place) give each row the reference's bits on
+/// that row converted to MXFP4: every pass tail (1..=9 rows), every group-of-eight tail and
+/// odd block counts, long rows across the activation segments, large batches, scales from
+/// subnormal products to 2^7.
+#[test]
+fn split_fp4_row_kernels_match_the_reference_on_converted_rows() {
+    let mut tally = Tally::default();
+    let mut r = rng(0x5b117);
+    let reference = DType::MXFP4.info().vec_dot.unwrap();
+    for nb in [1usize, 2, 3, 7, 8, 9, 10, 17, 128, 131, 263] {
+        let n = 32 * nb;
+        let x = activations(&mut r, n, 2.0);
+        let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
+        quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
+        let rows_max = quant::simd::DOT_BATCH + 6;
+        let mut codes = Vec::new();
+        let mut scales = Vec::new();
+        for i in 0..rows_max {
+            let c: Vec<u8> = (0..16 * nb).map(|_| r() as u8).collect();
+            // row 2: the smallest scales (subnormal products); the others 2^-16..2^7
+            let s: Vec<u8> = (0..nb)
+                .map(|_| {
+                    let b = r() as u8;
+                    if i == 2 {
+                        b % 3
+                    } else {
+                        112 + b % 24
+                    }
+                })
+                .collect();
+            codes.push(c);
+            scales.push(s);
+        }
+        let want: Vec<u32> = codes
+            .iter()
+            .zip(&scales)
+            .map(|(c, s)| {
+                let w = quant::fp8::fp4_ds_to_mxfp4(c, s, 1, n).unwrap();
+                reference(n, &w, &a).to_bits()
+            })
+            .collect();
+        let cs: Vec<&[u8]> = codes.iter().map(|c| c.as_slice()).collect();
+        let ss: Vec<&[u8]> = scales.iter().map(|s| s.as_slice()).collect();
+        for (level, kernel) in kernels_of(DType::MXFP4, |r| r.split_rows) {
+            for rows in (1..=9usize).chain([63, 64, 65, rows_max]) {
+                let mut out = vec![f32::NAN; rows];
+                (kernel.f)(n, &cs[..rows], &ss[..rows], &a, &mut out);
+                let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(
+                    got,
+                    want[..rows],
+                    "{}@{level} nb={nb} rows={rows}",
+                    kernel.name
+                );
+            }
+            tally.ran(DType::MXFP4, Column::SplitRows, level, &kernel);
+        }
+    }
+    tally.assert_all(Column::SplitRows, &[DType::MXFP4]);
+}

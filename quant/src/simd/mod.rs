@@ -48,6 +48,15 @@ macro_rules! entry {
             unsafe { $kernel(n, w, acts, out) }
         }
     )*};
+    (split_rows $($entry:ident => $kernel:ident),* $(,)?) => {$(
+        /// Safe entry point of a multi-row kernel on rows in the official FP4 layout (see
+        /// the module docs): only handed out after the feature check.
+        pub fn $entry(n: usize, codes: &[&[u8]], scales: &[&[u8]], a: &[u8], out: &mut [f32]) {
+            // SAFETY: `table::kernels` hands this function out only when the CPU reports the
+            // features the kernel is compiled for (checked at run time just before).
+            unsafe { $kernel(n, codes, scales, a, out) }
+        }
+    )*};
     ($($entry:ident => $kernel:ident),* $(,)?) => {$(
         /// Safe entry point (see the module docs): only handed out after the feature check.
         pub fn $entry(n: usize, w: &[u8], a: &[u8]) -> f32 {
@@ -70,6 +79,13 @@ pub type MultiDotFn = fn(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]);
 /// for the float types' reordered f64 sums). The rows' accumulation chains are
 /// independent and their weight streams are read side by side (matvecs: decode).
 pub type RowsDotFn = fn(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]);
+
+/// [`RowsDotFn`] of MXFP4 on rows in the official FP4 layout (an official checkpoint's
+/// experts used in place): row r is `codes[r]` (16 bytes per 32 columns, column 2i in the low
+/// nibble of byte i) and `scales[r]` (one E8M0 byte per 32 columns); `out[r]` has the bits
+/// of the MXFP4 kernels on the row converted by [`crate::fp8::fp4_ds_to_mxfp4`].
+pub type SplitRowsDotFn =
+    fn(n: usize, codes: &[&[u8]], scales: &[&[u8]], a: &[u8], out: &mut [f32]);
 
 /// Weight rows a [`RowsDotFn`] takes per pass (callers group rows by this many).
 pub const DOT_ROWS: usize = 4;

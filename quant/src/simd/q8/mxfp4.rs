@@ -89,9 +89,15 @@ impl Fp4 {
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c"
     )]
     #[inline]
-    fn pair(&self, q: __m512i, act: &MxAct) -> (__m512, __m512) {
+    fn pair<R: Fp4Row>(&self, q: __m512i, act: &MxAct) -> (__m512, __m512) {
         let lo = _mm512_permutexvar_epi8(q, self.table);
         let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(q, 4), self.table);
+        // official order: `lo` holds the even elements, `hi` the odd ones
+        let (lo, hi) = if R::OFFICIAL {
+            (_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi))
+        } else {
+            (lo, hi)
+        };
         (
             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(act.nlo, lo, act.ylo)),
             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(act.nhi, hi, act.yhi)),
@@ -231,6 +237,162 @@ fn dy8(y: &[BlockQ8_0]) -> __m512 {
     _mm512_insertf32x8::<1>(_mm512_castps256_ps512(v), v)
 }
 
+/// Where the multi-row kernel reads a row's blocks: a row of MXFP4 blocks (`&[BlockMXFP4]`),
+/// or a row in the official FP4 layout ([`SplitRow`]: codes and scales apart, low nibble =
+/// even column).
+trait Fp4Row: Copy {
+    /// The codes are in the official order: the unpacked values of the low (even) and high
+    /// (odd) nibbles are interleaved back into element order (elements 0..15, 16..31).
+    const OFFICIAL: bool;
+    /// Blocks in the row.
+    fn nb(&self) -> usize;
+    /// The row cut to its first `nb` blocks.
+    fn cut(self, nb: usize) -> Self;
+    /// The codes from block `b` on: 64 bytes, or (`CHECK`, fewer than four blocks left) a
+    /// masked load of blocks b and b + 1.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F and BW; blocks b and b + 1 are in the row, and without `CHECK`
+    /// also b + 2 and b + 3.
+    unsafe fn load<const CHECK: bool>(&self, b: usize) -> __m512i;
+    /// Two rows' [`Self::load`]s in the pair layout: 128-bit lanes (row i, b), (i + 1, b),
+    /// (i, b + 1), (i + 1, b + 1).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F, BW and VBMI.
+    unsafe fn combine(a: __m512i, b: __m512i, picks: &MxPicks) -> __m512i;
+    /// The E8M0 bytes of blocks `g..g + 8` in the low 64 bits.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F, BW and VBMI; blocks g..g + 8 are in the row.
+    unsafe fn e8(&self, g: usize) -> __m128i;
+    /// Block `b`'s E8M0 byte.
+    fn scale(&self, b: usize) -> u8;
+    /// Block `b` as an MXFP4 block (the scalar last odd block).
+    fn block(&self, b: usize) -> BlockMXFP4;
+    /// The start of block `b`'s codes (prefetches).
+    fn codes_at(&self, b: usize) -> *const u8;
+    /// Bytes of codes per block (prefetch distances).
+    const CODE_BYTES: usize;
+}
+
+impl Fp4Row for &[BlockMXFP4] {
+    const OFFICIAL: bool = false;
+    const CODE_BYTES: usize = size_of::<BlockMXFP4>();
+    fn nb(&self) -> usize {
+        self.len()
+    }
+    fn cut(self, nb: usize) -> Self {
+        &self[..nb]
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn load<const CHECK: bool>(&self, b: usize) -> __m512i {
+        debug_assert!(b + 2 <= self.len() && (CHECK || b + 4 <= self.len()));
+        // SAFETY: block b is in the row (the caller's contract).
+        let p = unsafe { self.as_ptr().add(b) }.cast::<u8>();
+        if !CHECK || self.len() - b >= 4 {
+            // SAFETY: four blocks (68 bytes) from block b are in the row (unaligned load).
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        } else {
+            // SAFETY: blocks b and b + 1 (34 bytes) are in the row; the masked-off bytes
+            // are not read.
+            unsafe { _mm512_maskz_loadu_epi8((1 << 34) - 1, p.cast()) }
+        }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    unsafe fn combine(a: __m512i, b: __m512i, picks: &MxPicks) -> __m512i {
+        _mm512_permutex2var_epi8(a, picks.codes, b)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    unsafe fn e8(&self, g: usize) -> __m128i {
+        // SAFETY: E_PICK has 64 bytes (unaligned load).
+        let idx = unsafe { _mm512_loadu_si512(E_PICK.as_ptr().cast()) };
+        let p = self[g..g + 8].as_ptr().cast::<u8>();
+        // SAFETY: the eight blocks are 136 bytes; the two loads read the first 128.
+        let (lo, hi) = unsafe {
+            (
+                _mm512_loadu_si512(p.cast()),
+                _mm512_loadu_si512(p.add(64).cast()),
+            )
+        };
+        _mm512_castsi512_si128(_mm512_permutex2var_epi8(lo, idx, hi))
+    }
+    fn scale(&self, b: usize) -> u8 {
+        self[b].e
+    }
+    fn block(&self, b: usize) -> BlockMXFP4 {
+        self[b]
+    }
+    fn codes_at(&self, b: usize) -> *const u8 {
+        self[b..].as_ptr().cast()
+    }
+}
+
+/// A row in the official FP4 layout: 16 code bytes per block (column 2i in the low nibble of
+/// byte i) and its E8M0 bytes, each contiguous.
+#[derive(Clone, Copy)]
+struct SplitRow<'a> {
+    codes: &'a [u8],
+    scales: &'a [u8],
+}
+
+impl Fp4Row for SplitRow<'_> {
+    const OFFICIAL: bool = true;
+    const CODE_BYTES: usize = 16;
+    fn nb(&self) -> usize {
+        self.scales.len().min(self.codes.len() / 16)
+    }
+    fn cut(self, nb: usize) -> Self {
+        SplitRow {
+            codes: &self.codes[..16 * nb],
+            scales: &self.scales[..nb],
+        }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn load<const CHECK: bool>(&self, b: usize) -> __m512i {
+        debug_assert!(b + 2 <= self.nb() && (CHECK || b + 4 <= self.nb()));
+        // SAFETY: block b's codes are in the row (the caller's contract).
+        let p = unsafe { self.codes.as_ptr().add(16 * b) };
+        if !CHECK || self.nb() - b >= 4 {
+            // SAFETY: four blocks' codes (64 bytes) from block b are in the row.
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        } else {
+            // SAFETY: blocks b and b + 1 (32 bytes) are in the row; the rest is not read.
+            unsafe { _mm512_maskz_loadu_epi8((1 << 32) - 1, p.cast()) }
+        }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn combine(a: __m512i, b: __m512i, _: &MxPicks) -> __m512i {
+        // 128-bit lanes: a's block b, b's block b, a's block b + 1, b's block b + 1
+        _mm512_permutex2var_epi64(a, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), b)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn e8(&self, g: usize) -> __m128i {
+        let e = &self.scales[g..g + 8];
+        // SAFETY: the eight bytes are in the row (unaligned 64-bit load).
+        unsafe { _mm_loadl_epi64(e.as_ptr().cast()) }
+    }
+    fn scale(&self, b: usize) -> u8 {
+        self.scales[b]
+    }
+    fn block(&self, b: usize) -> BlockMXFP4 {
+        let mut x = [0u8; 17];
+        crate::fp8::fp4_ds_block_to_mxfp4(&self.codes[16 * b..16 * b + 16], self.scales[b], &mut x);
+        let mut blk = BlockMXFP4::zeroed();
+        bytemuck::bytes_of_mut(&mut blk).copy_from_slice(&x);
+        blk
+    }
+    fn codes_at(&self, b: usize) -> *const u8 {
+        self.codes[16 * b..].as_ptr()
+    }
+}
+
 /// MXFP4 · Q8_0 for several weight rows against one activation row (decode).
 ///
 /// A register holds two rows by two blocks: one `vpermt2b` cuts the 16 code bytes of
@@ -249,89 +411,138 @@ fn dy8(y: &[BlockQ8_0]) -> __m512 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     const BATCH: usize = crate::simd::DOT_BATCH;
-    let ys = view::<BlockQ8_0>(a);
+    for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+        let xs: [&[BlockMXFP4]; BATCH] =
+            std::array::from_fn(|r| view::<BlockMXFP4>(rows.get(r).copied().unwrap_or(&[])));
+        // SAFETY: same features as this function.
+        unsafe { rows_of(&xs[..rows.len()], view::<BlockQ8_0>(a), out) };
+    }
+}
+
+/// [`dot_mxfp4_avx512_rows`] on rows in the official FP4 layout (an official checkpoint's
+/// experts used in place): `codes[r]` and `scales[r]` are row r's codes (column 2i in the
+/// low nibble of byte i) and E8M0 bytes. The same registers, with the codes' 128-bit lanes
+/// put in place by one `vpermt2q` per pair of rows and the unpacked values interleaved back
+/// into element order by two `vpunpck*bw`: per row the bits of the reference on the row
+/// converted to MXFP4 ([`crate::fp8::fp4_ds_to_mxfp4`]).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn dot_fp4_split_avx512_rows(
+    _n: usize,
+    codes: &[&[u8]],
+    scales: &[&[u8]],
+    a: &[u8],
+    out: &mut [f32],
+) {
+    const BATCH: usize = crate::simd::DOT_BATCH;
+    let empty = SplitRow {
+        codes: &[],
+        scales: &[],
+    };
+    for ((codes, scales), out) in codes
+        .chunks(BATCH)
+        .zip(scales.chunks(BATCH))
+        .zip(out.chunks_mut(BATCH))
+    {
+        let xs: [SplitRow; BATCH] = std::array::from_fn(|r| match (codes.get(r), scales.get(r)) {
+            (Some(c), Some(s)) => SplitRow {
+                codes: c,
+                scales: s,
+            },
+            _ => empty,
+        });
+        let nr = codes.len().min(scales.len());
+        // SAFETY: same features as this function.
+        unsafe { rows_of(&xs[..nr], view::<BlockQ8_0>(a), out) };
+    }
+}
+
+crate::simd::entry!(split_rows dot_fp4_split_avx512_rows_entry => dot_fp4_split_avx512_rows);
+
+/// The multi-row kernel on up to [`crate::simd::DOT_BATCH`] rows `xs` (see
+/// [`dot_mxfp4_avx512_rows`]).
+///
+/// # Safety
+/// The CPU must have the enabled features.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn rows_of<R: Fp4Row>(xs: &[R], ys: &[BlockQ8_0], out: &mut [f32]) {
+    const BATCH: usize = crate::simd::DOT_BATCH;
     let k4 = Fp4::new();
     let picks = MxPicks::new();
     let pd = crate::simd::PREFETCH_DISTANCE;
     let mut acts = [const { MaybeUninit::<MxAct>::uninit() }; MX_SEG];
     let mut dys = [_mm512_setzero_ps(); MX_SEG / 4];
-    for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-        let mut xs: [&[BlockMXFP4]; BATCH] = [&[]; BATCH];
-        let mut nb = ys.len();
-        for (x, w) in xs.iter_mut().zip(rows) {
-            *x = view::<BlockMXFP4>(w);
-            nb = nb.min(x.len());
+    let nr = xs.len();
+    if nr == 0 {
+        return;
+    }
+    let nb = xs.iter().fold(ys.len(), |n, x| n.min(x.nb()));
+    let pairs = nb / 2;
+    // per four-row pass: [low, high] nibbles of rows (i, i + 1), then of (i + 2, i + 3)
+    let mut acc = [[_mm512_setzero_ps(); 4]; BATCH / 4];
+    for seg in (0..pairs).step_by(MX_SEG) {
+        let segn = (pairs - seg).min(MX_SEG);
+        for (i, act) in acts[..segn].iter_mut().enumerate() {
+            let b = 2 * (seg + i);
+            // SAFETY: same features as this function.
+            act.write(unsafe { mx_act(&ys[b..b + 2], &k4, &picks) });
         }
-        let nr = rows.len();
-        let pairs = nb / 2;
-        // per four-row pass: [low, high] nibbles of rows (i, i + 1), then of (i + 2, i + 3)
-        let mut acc = [[_mm512_setzero_ps(); 4]; BATCH / 4];
-        for seg in (0..pairs).step_by(MX_SEG) {
-            let segn = (pairs - seg).min(MX_SEG);
-            for (i, act) in acts[..segn].iter_mut().enumerate() {
-                let b = 2 * (seg + i);
-                // SAFETY: same features as this function.
-                act.write(unsafe { mx_act(&ys[b..b + 2], &k4, &picks) });
-            }
-            // the groups of eight blocks (the last may hold fewer)
-            let (b0, b1) = (2 * seg, 2 * (seg + segn));
-            for (i, dy) in dys[..segn.div_ceil(4)].iter_mut().enumerate() {
-                let g = b0 + 8 * i;
-                *dy = dy8(&ys[g..(g + 8).min(b1)]);
-            }
-            // SAFETY: the first `segn` entries were written just above.
-            let acts = unsafe { std::slice::from_raw_parts(acts.as_ptr().cast::<MxAct>(), segn) };
-            for (r, acc) in (0..nr).step_by(4).zip(acc.iter_mut()) {
-                let x4: [&[BlockMXFP4]; 4] =
-                    std::array::from_fn(|j| &xs[(r + j).min(nr - 1)][..nb]);
-                let pass = Pass {
-                    xs: &x4,
-                    distinct: (nr - r).min(4),
-                    pd,
-                };
-                // SAFETY: same features as this function; every row has `nb` blocks.
-                unsafe { pass.run(2 * seg, acts, &dys, acc, &k4, &picks) };
-            }
+        // the groups of eight blocks (the last may hold fewer)
+        let (b0, b1) = (2 * seg, 2 * (seg + segn));
+        for (i, dy) in dys[..segn.div_ceil(4)].iter_mut().enumerate() {
+            let g = b0 + 8 * i;
+            *dy = dy8(&ys[g..(g + 8).min(b1)]);
         }
-        for ((r, o), acc) in (0..nr).step_by(4).zip(out.chunks_mut(4)).zip(&acc) {
-            let mut lanes = [[0f32; 16]; 4];
-            for (l, a) in lanes.iter_mut().zip(acc) {
-                // SAFETY: `l` holds 16 f32 (unaligned store).
-                unsafe { _mm512_storeu_ps(l.as_mut_ptr(), *a) };
+        // SAFETY: the first `segn` entries were written just above.
+        let acts = unsafe { std::slice::from_raw_parts(acts.as_ptr().cast::<MxAct>(), segn) };
+        for (r, acc) in (0..nr).step_by(4).zip(acc.iter_mut()) {
+            let x4: [R; 4] = std::array::from_fn(|j| xs[(r + j).min(nr - 1)].cut(nb));
+            let pass = Pass {
+                xs: &x4,
+                distinct: (nr - r).min(4),
+                pd,
+            };
+            // SAFETY: same features as this function; every row has `nb` blocks.
+            unsafe { pass.run(2 * seg, acts, &dys, acc, &k4, &picks) };
+        }
+    }
+    for ((r, o), acc) in (0..nr).step_by(4).zip(out.chunks_mut(4)).zip(&acc) {
+        let mut lanes = [[0f32; 16]; 4];
+        for (l, a) in lanes.iter_mut().zip(acc) {
+            // SAFETY: `l` holds 16 f32 (unaligned store).
+            unsafe { _mm512_storeu_ps(l.as_mut_ptr(), *a) };
+        }
+        for (j, o) in o.iter_mut().enumerate().take(nr - r) {
+            // row j's lanes: even blocks at 4·(j % 2), odd blocks 8 further on
+            let (lo, hi) = (&lanes[2 * (j / 2)], &lanes[2 * (j / 2) + 1]);
+            let e = 4 * (j % 2);
+            let sum: [f32; 8] = std::array::from_fn(|k| {
+                let v = if k < 4 { lo } else { hi };
+                v[e + k % 4] + v[8 + e + k % 4]
+            });
+            let mut s = crate::dot::hsum8(&sum);
+            if nb % 2 == 1 {
+                s += crate::dot::mxfp4_block(&xs[r + j].block(nb - 1), &ys[nb - 1]);
             }
-            for (j, o) in o.iter_mut().enumerate() {
-                // row j's lanes: even blocks at 4·(j % 2), odd blocks 8 further on
-                let (lo, hi) = (&lanes[2 * (j / 2)], &lanes[2 * (j / 2) + 1]);
-                let e = 4 * (j % 2);
-                let sum: [f32; 8] = std::array::from_fn(|k| {
-                    let v = if k < 4 { lo } else { hi };
-                    v[e + k % 4] + v[8 + e + k % 4]
-                });
-                let mut s = crate::dot::hsum8(&sum);
-                if nb % 2 == 1 {
-                    s += crate::dot::mxfp4_block(&xs[r + j][nb - 1], &ys[nb - 1]);
-                }
-                *o = s;
-            }
+            *o = s;
         }
     }
 }
 
 /// One four-row pass of [`dot_mxfp4_avx512_rows`] over a segment of prepared pairs.
-struct Pass<'a> {
+struct Pass<'a, R> {
     /// The four rows, each cut to the blocks every row and the activation have.
-    xs: &'a [&'a [BlockMXFP4]; 4],
+    xs: &'a [R; 4],
     /// How many of them are distinct (the rest repeat the last; not prefetched again).
     distinct: usize,
     /// Software prefetch distance in bytes.
     pd: usize,
 }
 
-impl Pass<'_> {
+impl<R: Fp4Row> Pass<'_, R> {
     /// Adds the pairs `acts` (from block `b0`, a multiple of eight) into `acc`, a group of
     /// eight blocks (four pairs) per step: its scales from [`dxy8`], its prefetches, and the
     /// pairs without a bounds check where two more blocks follow the group (so that every
-    /// 64-byte load stays in its row), else with [`Self::load`]'s check.
+    /// 64-byte load stays in its row), else with [`Fp4Row::load`]'s check.
     ///
     /// # Safety
     /// The CPU must have the enabled features; every row has the blocks of `acts`.
@@ -349,29 +560,26 @@ impl Pass<'_> {
         picks: &MxPicks,
     ) {
         let xs = self.xs;
-        let nb = xs[0].len();
+        let nb = xs[0].nb();
         for (g, acts) in acts.chunks(4).enumerate() {
             let b = b0 + 8 * g;
-            let dx = if b + 8 <= nb {
+            let e: [__m128i; 4] = if b + 8 <= nb {
                 // SAFETY: same features as this function; every row has blocks b..b + 8.
-                unsafe { dxy8(xs, b, dys[g]) }
+                std::array::from_fn(|r| unsafe { xs[r].e8(b) })
             } else {
-                // the last 2–7 blocks: padded copies (their lanes are not used)
-                let pad: [[BlockMXFP4; 8]; 4] = std::array::from_fn(|r| {
-                    let mut t = [BlockMXFP4::zeroed(); 8];
-                    t[..nb - b].copy_from_slice(&xs[r][b..]);
-                    t
-                });
-                let pr: [&[BlockMXFP4]; 4] = pad.each_ref().map(|t| &t[..]);
-                // SAFETY: as above, on the eight padded blocks.
-                unsafe { dxy8(&pr, 0, dys[g]) }
+                // the last 2–7 blocks: padded (their lanes are not used)
+                std::array::from_fn(|r| {
+                    let mut t = [0u8; 16];
+                    for (i, t) in t[..nb - b].iter_mut().enumerate() {
+                        *t = xs[r].scale(b + i);
+                    }
+                    // SAFETY: `t` is 16 bytes (unaligned load).
+                    unsafe { _mm_loadu_si128(t.as_ptr().cast()) }
+                })
             };
+            let dx = dxy8(e, dys[g]);
             for x in &xs[..self.distinct] {
-                crate::simd::prefetch_ahead(
-                    x[b..].as_ptr().cast(),
-                    8 * size_of::<BlockMXFP4>(),
-                    self.pd,
-                );
+                crate::simd::prefetch_ahead(x.codes_at(b), 8 * R::CODE_BYTES, self.pd);
             }
             if b + 10 <= nb {
                 for (k, act) in acts.iter().enumerate() {
@@ -387,38 +595,11 @@ impl Pass<'_> {
         }
     }
 
-    /// Rows i and i + 1's blocks `b` and `b + 1` in one register (see
-    /// [`dot_mxfp4_avx512_rows`]): one 64-byte load per row, or (`CHECK`) a masked load of
-    /// the two blocks' 34 bytes where fewer than four blocks remain in the row.
-    ///
-    /// # Safety
-    /// The CPU must have the enabled features; every row has blocks `b` and `b + 1`, and
-    /// without `CHECK` also `b + 2` and `b + 3`.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    #[inline]
-    unsafe fn load<const CHECK: bool>(&self, r: usize, b: usize, picks: &MxPicks) -> __m512i {
-        let row = |r: usize| {
-            let x = self.xs[r];
-            debug_assert!(b + 2 <= x.len() && (CHECK || b + 4 <= x.len()));
-            // SAFETY: block b is in the row (the caller's contract).
-            let p = unsafe { x.as_ptr().add(b) }.cast::<u8>();
-            if !CHECK || x.len() - b >= 4 {
-                // SAFETY: four blocks (68 bytes) from block b are in the row (unaligned load).
-                unsafe { _mm512_loadu_si512(p.cast()) }
-            } else {
-                // SAFETY: blocks b and b + 1 (34 bytes) are in the row; the masked-off bytes
-                // are not read.
-                unsafe { _mm512_maskz_loadu_epi8((1 << 34) - 1, p.cast()) }
-            }
-        };
-        _mm512_permutex2var_epi8(row(r), picks.codes, row(r + 1))
-    }
-
     /// One pair of blocks `b`, `b + 1` of the four rows into `acc`, with scales from the
     /// group's `dx`.
     ///
     /// # Safety
-    /// As [`Self::load`].
+    /// As [`Fp4Row::load`].
     #[target_feature(
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c"
     )]
@@ -432,20 +613,21 @@ impl Pass<'_> {
         k4: &Fp4,
         picks: &MxPicks,
     ) {
+        let xs = self.xs;
         // SAFETY: the caller's contract.
         let (q01, q23) = unsafe {
             (
-                self.load::<CHECK>(0, b, picks),
-                self.load::<CHECK>(2, b, picks),
+                R::combine(xs[0].load::<CHECK>(b), xs[1].load::<CHECK>(b), picks),
+                R::combine(xs[2].load::<CHECK>(b), xs[3].load::<CHECK>(b), picks),
             )
         };
         let pick = picks.scale[b % 8 / 2];
         let d01 = _mm512_permutexvar_ps(pick, dx[0]);
         let d23 = _mm512_permutexvar_ps(pick, dx[1]);
-        let (l, h) = k4.pair(q01, act);
+        let (l, h) = k4.pair::<R>(q01, act);
         acc[0] = _mm512_fmadd_ps(d01, l, acc[0]);
         acc[1] = _mm512_fmadd_ps(d01, h, acc[1]);
-        let (l, h) = k4.pair(q23, act);
+        let (l, h) = k4.pair::<R>(q23, act);
         acc[2] = _mm512_fmadd_ps(d23, l, acc[2]);
         acc[3] = _mm512_fmadd_ps(d23, h, acc[3]);
     }
@@ -486,31 +668,18 @@ static E_PICK: [u8; 64] = {
     t
 };
 
-/// The scales d = dy·2^(e−128) of blocks `g..g + 8` of the four rows, `dy` the blocks'
+/// The scales d = dy·2^(e−128) of a group of eight blocks of the four rows, from their E8M0
+/// bytes `e` (row r's in the low 64 bits of `e[r]`, [`Fp4Row::e8`]) and `dy` the blocks'
 /// activation scales ([`dy8`]): lane `8·(r % 2) + k` of register `r / 2` is row r's block
-/// g + k. Per row two 64-byte loads and one `vpermt2b` pick the E8M0 bytes; one `vscalefps`
-/// per register forms the products: dy·2^(e−128) rounded once, as the reference's product
-/// of dy and the exact power of two [`e8m0_to_f32_half`] (subnormal results included).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512dq")]
+/// k of the group. One `vscalefps` per register forms the products: dy·2^(e−128) rounded
+/// once, as the reference's product of dy and the exact power of two
+/// [`e8m0_to_f32_half`] (subnormal results included).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
 #[inline]
-unsafe fn dxy8(xs: &[&[BlockMXFP4]; 4], g: usize, dy: __m512) -> [__m512; 2] {
-    // SAFETY: E_PICK has 64 bytes (unaligned load).
-    let idx = unsafe { _mm512_loadu_si512(E_PICK.as_ptr().cast()) };
-    let mut e = [_mm512_setzero_si512(); 4];
-    for (e, x) in e.iter_mut().zip(xs) {
-        let p = x[g..g + 8].as_ptr().cast::<u8>();
-        // SAFETY: the eight blocks are 136 bytes; the two loads read the first 128.
-        let (lo, hi) = unsafe {
-            (
-                _mm512_loadu_si512(p.cast()),
-                _mm512_loadu_si512(p.add(64).cast()),
-            )
-        };
-        *e = _mm512_permutex2var_epi8(lo, idx, hi);
-    }
+fn dxy8(e: [__m128i; 4], dy: __m512) -> [__m512; 2] {
     let mut d = [_mm512_setzero_ps(); 2];
     for (d, e) in d.iter_mut().zip(e.chunks_exact(2)) {
-        let e = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(_mm512_unpacklo_epi64(e[0], e[1])));
+        let e = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(e[0], e[1]));
         let k = _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
         *d = _mm512_scalef_ps(dy, k);
     }
