@@ -123,7 +123,7 @@ fn act<'q>(q: &'q [u8], s: &Shape, j: usize) -> &'q [u8] {
 
 /// Tokens per multi-column kernel call ([`multi_columns`]): all of an expert's tokens in a
 /// 512-token chunk (about twelve), so that each weight row is unpacked once for them.
-const MULTI_COLS: usize = 16;
+pub(crate) const MULTI_COLS: usize = 16;
 
 /// Output columns `rows` of expert `wrows` for the tokens of `group` through the
 /// multi-column kernel: the tokens in batches of up to [`MULTI_COLS`] (no batch of one unless
@@ -494,7 +494,7 @@ impl CpuKernel for MulMatId {
         quantize_all(x, &s, q);
         // one token (decode): four rows per kernel call, in longer chunks for short rows,
         // halved while the active experts would give fewer than four items per thread
-        let split_rows = kernels.split_rows.map(|k| k.f);
+        let split = kernels.split.map(|k| k.f);
         let mut chunk = max_chunk;
         while chunk > CHUNK && bk.active.len() * s.n.div_ceil(chunk) < 4 * cx.nth {
             chunk /= 2;
@@ -515,16 +515,16 @@ impl CpuKernel for MulMatId {
                             drop(pin.take());
                             pin = src.pin(e);
                         }
-                        // one token on an expert in the official FP4 layout: its codes and
-                        // scales straight through the split multi-row kernel
-                        if let (Some(p), Some(split), true) = (&pin, split_rows, rows_dot.is_some())
-                        {
+                        // an expert in the official FP4 layout: its codes and scales straight
+                        // through the split kernels
+                        if let (Some(p), Some(split)) = (&pin, split) {
                             let mask = srcs.get(3);
-                            if split_item(split, s.k, s.n, p, cols.clone(), group, |j| {
-                                let qa = act(q, &s, j);
+                            let io = |j| {
                                 let m = mask.map(|m| m.row_f32(j));
-                                (qa, m, dst.row_range_f32_mut(j, cols.clone()))
-                            }) {
+                                (act(q, &s, j), m, dst.row_range_f32_mut(j, cols.clone()))
+                            };
+                            let (k, n, masked) = (s.k, s.n, mask.is_some());
+                            if split_item(split, k, n, p, cols.clone(), group, masked, io) {
                                 continue;
                             }
                         }

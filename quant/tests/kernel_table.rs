@@ -29,7 +29,7 @@ fn the_table_holds_these_kernels() {
         ((CpuLevel::Avx512Vnni, Column::Rows), 13),
         ((CpuLevel::Avx512Vnni, Column::Multi), 13),
         ((CpuLevel::Avx512Vnni, Column::Tile), 7),
-        ((CpuLevel::Avx512Vnni, Column::SplitRows), 1),
+        ((CpuLevel::Avx512Vnni, Column::Split), 1),
         ((CpuLevel::Avx512Bf16, Column::Tile), 1),
         ((CpuLevel::Amx, Column::Tile), 4),
     ];
@@ -119,8 +119,8 @@ fn each_column_resolves_to_the_highest_level_that_has_it() {
             assert_eq!(k.multi.map(|x| x.name), best(Column::Multi), "{t:?} multi");
             assert_eq!(k.tile.map(|x| x.name), best(Column::Tile), "{t:?} tile");
             assert_eq!(
-                k.split_rows.map(|x| x.name),
-                best(Column::SplitRows),
+                k.split.map(|x| x.name),
+                best(Column::Split),
                 "{t:?} split rows"
             );
             assert_eq!(k.has_simd(), k.dot.name != "scalar");

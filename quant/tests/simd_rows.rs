@@ -221,11 +221,12 @@ fn f8_multi_row_kernel_matches_the_one_row_kernel_bit_for_bit() {
     tally.assert_all(Column::Rows, &[wt]);
 }
 
-/// The MXFP4 multi-row kernels on rows in the official FP4 layout (codes and scales apart,
-/// an official checkpoint's experts used in place) give each row the reference's bits on
-/// that row converted to MXFP4: every pass tail (1..=9 rows), every group-of-eight tail and
-/// odd block counts, long rows across the activation segments, large batches, scales from
-/// subnormal products to 2^7.
+/// The MXFP4 kernels on rows in the official FP4 layout (codes and scales apart, an
+/// official checkpoint's experts used in place) give each row the reference's bits on that
+/// row converted to MXFP4: the multi-row kernel for every pass tail (1..=9 rows), every
+/// group-of-eight tail and odd block counts, long rows across the activation segments, large
+/// batches, scales from subnormal products to 2^7; the multi-column kernel for every column
+/// count 1..=9 (every pass split, the one-column call).
 #[test]
 fn split_fp4_row_kernels_match_the_reference_on_converted_rows() {
     let mut tally = Tally::default();
@@ -265,10 +266,21 @@ fn split_fp4_row_kernels_match_the_reference_on_converted_rows() {
             .collect();
         let cs: Vec<&[u8]> = codes.iter().map(|c| c.as_slice()).collect();
         let ss: Vec<&[u8]> = scales.iter().map(|s| s.as_slice()).collect();
-        for (level, kernel) in kernels_of(DType::MXFP4, |r| r.split_rows) {
+        // the multi-column kernel: row 0 (and row 2, the small scales) against columns of
+        // other activations, every column count 1..=9
+        let cols: Vec<Vec<u8>> = (0..9)
+            .map(|_| {
+                let x = activations(&mut r, n, 2.0);
+                let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
+                quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
+                a
+            })
+            .collect();
+        let acts: Vec<&[u8]> = cols.iter().map(|a| a.as_slice()).collect();
+        for (level, kernel) in kernels_of(DType::MXFP4, |r| r.split) {
             for rows in (1..=9usize).chain([63, 64, 65, rows_max]) {
                 let mut out = vec![f32::NAN; rows];
-                (kernel.f)(n, &cs[..rows], &ss[..rows], &a, &mut out);
+                (kernel.f.rows)(n, &cs[..rows], &ss[..rows], &a, &mut out);
                 let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
                 assert_eq!(
                     got,
@@ -277,8 +289,23 @@ fn split_fp4_row_kernels_match_the_reference_on_converted_rows() {
                     kernel.name
                 );
             }
-            tally.ran(DType::MXFP4, Column::SplitRows, level, &kernel);
+            for row in [0usize, 2] {
+                let w = quant::fp8::fp4_ds_to_mxfp4(cs[row], ss[row], 1, n).unwrap();
+                for m in 1..=acts.len() {
+                    let mut out = vec![f32::NAN; m];
+                    (kernel.f.multi)(n, cs[row], ss[row], &acts[..m], &mut out);
+                    for (c, o) in out.iter().enumerate() {
+                        assert_eq!(
+                            o.to_bits(),
+                            reference(n, &w, acts[c]).to_bits(),
+                            "{}@{level} multi nb={nb} row {row} cols={m} col {c}",
+                            kernel.name
+                        );
+                    }
+                }
+            }
+            tally.ran(DType::MXFP4, Column::Split, level, &kernel);
         }
     }
-    tally.assert_all(Column::SplitRows, &[DType::MXFP4]);
+    tally.assert_all(Column::Split, &[DType::MXFP4]);
 }

@@ -48,6 +48,15 @@ macro_rules! entry {
             unsafe { $kernel(n, w, acts, out) }
         }
     )*};
+    (split_multi $($entry:ident => $kernel:ident),* $(,)?) => {$(
+        /// Safe entry point of a multi-column kernel on a row in the official FP4 layout (see
+        /// the module docs): only handed out after the feature check.
+        pub fn $entry(n: usize, codes: &[u8], scales: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+            // SAFETY: `table::kernels` hands this function out only when the CPU reports the
+            // features the kernel is compiled for (checked at run time just before).
+            unsafe { $kernel(n, codes, scales, acts, out) }
+        }
+    )*};
     (split_rows $($entry:ident => $kernel:ident),* $(,)?) => {$(
         /// Safe entry point of a multi-row kernel on rows in the official FP4 layout (see
         /// the module docs): only handed out after the feature check.
@@ -86,6 +95,21 @@ pub type RowsDotFn = fn(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]);
 /// of the MXFP4 kernels on the row converted by [`crate::fp8::fp4_ds_to_mxfp4`].
 pub type SplitRowsDotFn =
     fn(n: usize, codes: &[&[u8]], scales: &[&[u8]], a: &[u8], out: &mut [f32]);
+
+/// [`MultiDotFn`] of MXFP4 on one row in the official FP4 layout (`codes`, `scales`, as in
+/// [`SplitRowsDotFn`]).
+pub type SplitMultiDotFn =
+    fn(n: usize, codes: &[u8], scales: &[u8], acts: &[&[u8]], out: &mut [f32]);
+
+/// The kernels of MXFP4 rows in the official FP4 layout (an official checkpoint's experts
+/// used in place), the [`table`]'s split column.
+#[derive(Clone, Copy, Debug)]
+pub struct SplitFp4 {
+    /// Several rows · one column.
+    pub rows: SplitRowsDotFn,
+    /// One row · several columns.
+    pub multi: SplitMultiDotFn,
+}
 
 /// Weight rows a [`RowsDotFn`] takes per pass (callers group rows by this many).
 pub const DOT_ROWS: usize = 4;

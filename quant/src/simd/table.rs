@@ -8,9 +8,9 @@
 //! - **multi**: one weight row · several activation rows (prompt chunks and MoE experts with a
 //!   few tokens, [`super::MultiDotFn`]);
 //! - **tile**: a register-tiled GEMM for prompt chunks ([`Tile`]);
-//! - **split rows**: MXFP4 only, the rows column on rows in the official FP4 layout, codes
-//!   and scales apart (an official checkpoint's experts used in place,
-//!   [`super::SplitRowsDotFn`]); where a level has none, callers convert rows to MXFP4 first.
+//! - **split**: MXFP4 only, the rows and multi kernels on rows in the official FP4 layout,
+//!   codes and scales apart (an official checkpoint's experts used in place,
+//!   [`super::SplitFp4`]); where a level has none, callers convert rows to MXFP4 first.
 //!
 //! A level inherits every column it leaves empty from the levels below it, down to the scalar
 //! reference of the type table (`DType::info().vec_dot`), so [`kernels`] resolves a type at a
@@ -180,8 +180,8 @@ pub struct Row {
     pub multi: Option<Kernel<super::MultiDotFn>>,
     /// The prompt-chunk GEMM.
     pub tile: Option<Kernel<Tile>>,
-    /// Several rows in the official FP4 layout · one column (MXFP4).
-    pub split_rows: Option<Kernel<super::SplitRowsDotFn>>,
+    /// The kernels of rows in the official FP4 layout (MXFP4).
+    pub split: Option<Kernel<super::SplitFp4>>,
 }
 
 impl Row {
@@ -193,7 +193,7 @@ impl Row {
             rows: None,
             multi: None,
             tile: None,
-            split_rows: None,
+            split: None,
         }
     }
     const fn dot(mut self, name: &'static str, f: DotFn) -> Row {
@@ -212,8 +212,8 @@ impl Row {
         self.tile = Some(Kernel { name, f });
         self
     }
-    const fn split_rows(mut self, name: &'static str, f: super::SplitRowsDotFn) -> Row {
-        self.split_rows = Some(Kernel { name, f });
+    const fn split(mut self, name: &'static str, f: super::SplitFp4) -> Row {
+        self.split = Some(Kernel { name, f });
         self
     }
 }
@@ -233,8 +233,8 @@ pub struct Kernels {
     pub multi: Option<Kernel<super::MultiDotFn>>,
     /// The prompt-chunk GEMM.
     pub tile: Option<Kernel<Tile>>,
-    /// Several rows in the official FP4 layout · one column (MXFP4 only).
-    pub split_rows: Option<Kernel<super::SplitRowsDotFn>>,
+    /// The kernels of rows in the official FP4 layout (MXFP4 only).
+    pub split: Option<Kernel<super::SplitFp4>>,
 }
 
 impl Kernels {
@@ -264,7 +264,7 @@ pub fn kernels(dtype: DType, level: CpuLevel) -> Option<Kernels> {
         rows: None,
         multi: None,
         tile: None,
-        split_rows: None,
+        split: None,
     };
     for r in table()
         .iter()
@@ -274,7 +274,7 @@ pub fn kernels(dtype: DType, level: CpuLevel) -> Option<Kernels> {
         k.rows = r.rows.or(k.rows);
         k.multi = r.multi.or(k.multi);
         k.tile = r.tile.or(k.tile);
-        k.split_rows = r.split_rows.or(k.split_rows);
+        k.split = r.split.or(k.split);
     }
     Some(k)
 }
@@ -434,7 +434,13 @@ static X86: &[Row] = &[
     Row::new(DType::MXFP4, Avx512Vnni)
         .rows("avx512", m5::dot_mxfp4_avx512_rows_entry)
         .multi("avx512", m5::dot_mxfp4_avx512_multi_entry)
-        .split_rows("avx512", m5::dot_fp4_split_avx512_rows_entry),
+        .split(
+            "avx512",
+            super::SplitFp4 {
+                rows: m5::dot_fp4_split_avx512_rows_entry,
+                multi: m5::dot_fp4_split_avx512_multi_entry,
+            },
+        ),
     // K-quants · Q8_K
     Row::new(DType::Q4_K, Avx2)
         .dot("avx2", k2::dot_q4_k_avx2_entry)
@@ -566,8 +572,8 @@ pub enum Column {
     Multi,
     /// The prompt-chunk GEMM.
     Tile,
-    /// Several rows in the official FP4 layout · one column.
-    SplitRows,
+    /// The kernels of rows in the official FP4 layout.
+    Split,
 }
 
 impl Column {
@@ -577,17 +583,17 @@ impl Column {
         Column::Rows,
         Column::Multi,
         Column::Tile,
-        Column::SplitRows,
+        Column::Split,
     ];
 
-    /// The column's name (`dot`, `rows`, `multi`, `tile`, `split-rows`).
+    /// The column's name (`dot`, `rows`, `multi`, `tile`, `split`).
     pub fn name(self) -> &'static str {
         match self {
             Column::Dot => "dot",
             Column::Rows => "rows",
             Column::Multi => "multi",
             Column::Tile => "tile",
-            Column::SplitRows => "split-rows",
+            Column::Split => "split",
         }
     }
 }
@@ -615,7 +621,7 @@ pub fn inventory() -> Vec<Entry> {
             r.rows.map(|k| k.name),
             r.multi.map(|k| k.name),
             r.tile.map(|k| k.name),
-            r.split_rows.map(|k| k.name),
+            r.split.map(|k| k.name),
         ];
         for (column, name) in Column::ALL.into_iter().zip(names) {
             if let Some(name) = name {

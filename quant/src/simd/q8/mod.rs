@@ -7,6 +7,8 @@
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod fp4_row;
+#[cfg(target_arch = "x86_64")]
 pub(super) mod mxfp4;
 #[cfg(target_arch = "x86_64")]
 pub(super) mod q2_0;

@@ -19,10 +19,10 @@
 //! 17.1–17.4 GB/s against 10.4 for the kernel before it, which put one row per lane and one
 //! block per register (three inserts and two more `vpdpbusd` per block and four rows).
 
+use super::fp4_row::{Fp4Row, SplitRow};
 use crate::blocks::{view, BlockMXFP4, BlockQ8_0};
 use crate::grids::KVALUES_MXFP4;
 use crate::scalar::e8m0_to_f32_half;
-use bytemuck::Zeroable;
 use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
 
@@ -60,6 +60,23 @@ impl Fp4 {
         }
     }
 
+    /// The stored values (+12) of the codes `q`, per 128-bit lane: elements 0..15, then
+    /// 16..31 of the lane's block.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    #[inline]
+    fn values<R: Fp4Row>(&self, q: __m512i) -> (__m512i, __m512i) {
+        // `vpermb` reads an index's low six bits and the table repeats every 16 bytes, so
+        // neither nibble needs a mask: bits 4–5 pick an identical copy, 6–7 are ignored
+        let lo = _mm512_permutexvar_epi8(q, self.table);
+        let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(q, 4), self.table);
+        if R::OFFICIAL {
+            // official order: `lo` holds the even elements, `hi` the odd ones
+            (_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi))
+        } else {
+            (lo, hi)
+        }
+    }
+
     /// One block's exact 4-element sums in f32, per 128-bit lane: the codes `q` (16 bytes
     /// per lane) against the activation halves `ylo` (elements 0..15) and `yhi` (16..31) of
     /// the same lane; `vpdpbusd` starts from −12·Σ₄y, the offset of the stored values.
@@ -67,14 +84,11 @@ impl Fp4 {
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c"
     )]
     #[inline]
-    fn lanes(&self, q: __m512i, ylo: __m512i, yhi: __m512i) -> (__m512, __m512) {
+    fn lanes<R: Fp4Row>(&self, q: __m512i, ylo: __m512i, yhi: __m512i) -> (__m512, __m512) {
         let zero = _mm512_setzero_si512();
         let neg_lo = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, self.twelve, ylo));
         let neg_hi = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, self.twelve, yhi));
-        // `vpermb` reads an index's low six bits and the table repeats every 16 bytes, so
-        // neither nibble needs a mask: bits 4–5 pick an identical copy, 6–7 are ignored
-        let lo = _mm512_permutexvar_epi8(q, self.table);
-        let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(q, 4), self.table);
+        let (lo, hi) = self.values::<R>(q);
         (
             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_lo, lo, ylo)),
             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_hi, hi, yhi)),
@@ -90,14 +104,7 @@ impl Fp4 {
     )]
     #[inline]
     fn pair<R: Fp4Row>(&self, q: __m512i, act: &MxAct) -> (__m512, __m512) {
-        let lo = _mm512_permutexvar_epi8(q, self.table);
-        let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(q, 4), self.table);
-        // official order: `lo` holds the even elements, `hi` the odd ones
-        let (lo, hi) = if R::OFFICIAL {
-            (_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi))
-        } else {
-            (lo, hi)
-        };
+        let (lo, hi) = self.values::<R>(q);
         (
             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(act.nlo, lo, act.ylo)),
             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(act.nhi, hi, act.yhi)),
@@ -235,162 +242,6 @@ fn dy8(y: &[BlockQ8_0]) -> __m512 {
     // SAFETY: same features as this function (`f16x8`'s are among them).
     let v = unsafe { crate::simd::f16x8(&h) };
     _mm512_insertf32x8::<1>(_mm512_castps256_ps512(v), v)
-}
-
-/// Where the multi-row kernel reads a row's blocks: a row of MXFP4 blocks (`&[BlockMXFP4]`),
-/// or a row in the official FP4 layout ([`SplitRow`]: codes and scales apart, low nibble =
-/// even column).
-trait Fp4Row: Copy {
-    /// The codes are in the official order: the unpacked values of the low (even) and high
-    /// (odd) nibbles are interleaved back into element order (elements 0..15, 16..31).
-    const OFFICIAL: bool;
-    /// Blocks in the row.
-    fn nb(&self) -> usize;
-    /// The row cut to its first `nb` blocks.
-    fn cut(self, nb: usize) -> Self;
-    /// The codes from block `b` on: 64 bytes, or (`CHECK`, fewer than four blocks left) a
-    /// masked load of blocks b and b + 1.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 F and BW; blocks b and b + 1 are in the row, and without `CHECK`
-    /// also b + 2 and b + 3.
-    unsafe fn load<const CHECK: bool>(&self, b: usize) -> __m512i;
-    /// Two rows' [`Self::load`]s in the pair layout: 128-bit lanes (row i, b), (i + 1, b),
-    /// (i, b + 1), (i + 1, b + 1).
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 F, BW and VBMI.
-    unsafe fn combine(a: __m512i, b: __m512i, picks: &MxPicks) -> __m512i;
-    /// The E8M0 bytes of blocks `g..g + 8` in the low 64 bits.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 F, BW and VBMI; blocks g..g + 8 are in the row.
-    unsafe fn e8(&self, g: usize) -> __m128i;
-    /// Block `b`'s E8M0 byte.
-    fn scale(&self, b: usize) -> u8;
-    /// Block `b` as an MXFP4 block (the scalar last odd block).
-    fn block(&self, b: usize) -> BlockMXFP4;
-    /// The start of block `b`'s codes (prefetches).
-    fn codes_at(&self, b: usize) -> *const u8;
-    /// Bytes of codes per block (prefetch distances).
-    const CODE_BYTES: usize;
-}
-
-impl Fp4Row for &[BlockMXFP4] {
-    const OFFICIAL: bool = false;
-    const CODE_BYTES: usize = size_of::<BlockMXFP4>();
-    fn nb(&self) -> usize {
-        self.len()
-    }
-    fn cut(self, nb: usize) -> Self {
-        &self[..nb]
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn load<const CHECK: bool>(&self, b: usize) -> __m512i {
-        debug_assert!(b + 2 <= self.len() && (CHECK || b + 4 <= self.len()));
-        // SAFETY: block b is in the row (the caller's contract).
-        let p = unsafe { self.as_ptr().add(b) }.cast::<u8>();
-        if !CHECK || self.len() - b >= 4 {
-            // SAFETY: four blocks (68 bytes) from block b are in the row (unaligned load).
-            unsafe { _mm512_loadu_si512(p.cast()) }
-        } else {
-            // SAFETY: blocks b and b + 1 (34 bytes) are in the row; the masked-off bytes
-            // are not read.
-            unsafe { _mm512_maskz_loadu_epi8((1 << 34) - 1, p.cast()) }
-        }
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    unsafe fn combine(a: __m512i, b: __m512i, picks: &MxPicks) -> __m512i {
-        _mm512_permutex2var_epi8(a, picks.codes, b)
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    unsafe fn e8(&self, g: usize) -> __m128i {
-        // SAFETY: E_PICK has 64 bytes (unaligned load).
-        let idx = unsafe { _mm512_loadu_si512(E_PICK.as_ptr().cast()) };
-        let p = self[g..g + 8].as_ptr().cast::<u8>();
-        // SAFETY: the eight blocks are 136 bytes; the two loads read the first 128.
-        let (lo, hi) = unsafe {
-            (
-                _mm512_loadu_si512(p.cast()),
-                _mm512_loadu_si512(p.add(64).cast()),
-            )
-        };
-        _mm512_castsi512_si128(_mm512_permutex2var_epi8(lo, idx, hi))
-    }
-    fn scale(&self, b: usize) -> u8 {
-        self[b].e
-    }
-    fn block(&self, b: usize) -> BlockMXFP4 {
-        self[b]
-    }
-    fn codes_at(&self, b: usize) -> *const u8 {
-        self[b..].as_ptr().cast()
-    }
-}
-
-/// A row in the official FP4 layout: 16 code bytes per block (column 2i in the low nibble of
-/// byte i) and its E8M0 bytes, each contiguous.
-#[derive(Clone, Copy)]
-struct SplitRow<'a> {
-    codes: &'a [u8],
-    scales: &'a [u8],
-}
-
-impl Fp4Row for SplitRow<'_> {
-    const OFFICIAL: bool = true;
-    const CODE_BYTES: usize = 16;
-    fn nb(&self) -> usize {
-        self.scales.len().min(self.codes.len() / 16)
-    }
-    fn cut(self, nb: usize) -> Self {
-        SplitRow {
-            codes: &self.codes[..16 * nb],
-            scales: &self.scales[..nb],
-        }
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn load<const CHECK: bool>(&self, b: usize) -> __m512i {
-        debug_assert!(b + 2 <= self.nb() && (CHECK || b + 4 <= self.nb()));
-        // SAFETY: block b's codes are in the row (the caller's contract).
-        let p = unsafe { self.codes.as_ptr().add(16 * b) };
-        if !CHECK || self.nb() - b >= 4 {
-            // SAFETY: four blocks' codes (64 bytes) from block b are in the row.
-            unsafe { _mm512_loadu_si512(p.cast()) }
-        } else {
-            // SAFETY: blocks b and b + 1 (32 bytes) are in the row; the rest is not read.
-            unsafe { _mm512_maskz_loadu_epi8((1 << 32) - 1, p.cast()) }
-        }
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn combine(a: __m512i, b: __m512i, _: &MxPicks) -> __m512i {
-        // 128-bit lanes: a's block b, b's block b, a's block b + 1, b's block b + 1
-        _mm512_permutex2var_epi64(a, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), b)
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn e8(&self, g: usize) -> __m128i {
-        let e = &self.scales[g..g + 8];
-        // SAFETY: the eight bytes are in the row (unaligned 64-bit load).
-        unsafe { _mm_loadl_epi64(e.as_ptr().cast()) }
-    }
-    fn scale(&self, b: usize) -> u8 {
-        self.scales[b]
-    }
-    fn block(&self, b: usize) -> BlockMXFP4 {
-        let mut x = [0u8; 17];
-        crate::fp8::fp4_ds_block_to_mxfp4(&self.codes[16 * b..16 * b + 16], self.scales[b], &mut x);
-        let mut blk = BlockMXFP4::zeroed();
-        bytemuck::bytes_of_mut(&mut blk).copy_from_slice(&x);
-        blk
-    }
-    fn codes_at(&self, b: usize) -> *const u8 {
-        self.codes[16 * b..].as_ptr()
-    }
 }
 
 /// MXFP4 · Q8_0 for several weight rows against one activation row (decode).
@@ -617,8 +468,8 @@ impl<R: Fp4Row> Pass<'_, R> {
         // SAFETY: the caller's contract.
         let (q01, q23) = unsafe {
             (
-                R::combine(xs[0].load::<CHECK>(b), xs[1].load::<CHECK>(b), picks),
-                R::combine(xs[2].load::<CHECK>(b), xs[3].load::<CHECK>(b), picks),
+                R::combine(xs[0].load::<CHECK>(b), xs[1].load::<CHECK>(b), picks.codes),
+                R::combine(xs[2].load::<CHECK>(b), xs[3].load::<CHECK>(b), picks.codes),
             )
         };
         let pick = picks.scale[b % 8 / 2];
@@ -656,18 +507,6 @@ fn store_acc(acc: &[[__m512; 2]; 2]) -> [[[f32; 16]; 2]; 2] {
     lanes
 }
 
-/// `vpermt2b` indices of the E8M0 bytes of eight consecutive blocks (17 bytes apart, all
-/// within the first 128 bytes) into bytes 0..8.
-static E_PICK: [u8; 64] = {
-    let mut t = [0u8; 64];
-    let mut k = 0;
-    while k < 8 {
-        t[k] = (17 * k) as u8;
-        k += 1;
-    }
-    t
-};
-
 /// The scales d = dy·2^(e−128) of a group of eight blocks of the four rows, from their E8M0
 /// bytes `e` (row r's in the low 64 bits of `e[r]`, [`Fp4Row::e8`]) and `dy` the blocks'
 /// activation scales ([`dy8`]): lane `8·(r % 2) + k` of register `r / 2` is row r's block
@@ -697,26 +536,59 @@ fn dxy8(e: [__m128i; 4], dy: __m512) -> [__m512; 2] {
 /// one-row kernel.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    let xs = view::<BlockMXFP4>(w);
+    // a call of one column: the one-row kernel (the same bits) costs less than a four-lane
+    // pass (its AVX2/FMA/F16C features are among this function's)
+    let one = |a: &[u8]| crate::simd::q8::avx2::dot_mxfp4_avx2_entry(n, w, a);
+    // SAFETY: same features as this function.
+    unsafe { multi_of(view::<BlockMXFP4>(w), acts, out, one) }
+}
+
+/// [`dot_mxfp4_avx512_multi`] on one row in the official FP4 layout (`codes`, `scales`; see
+/// [`dot_fp4_split_avx512_rows`]): the same registers, the block's values interleaved back
+/// into element order; per column the reference's bits on the row converted to MXFP4.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn dot_fp4_split_avx512_multi(
+    _n: usize,
+    codes: &[u8],
+    scales: &[u8],
+    acts: &[&[u8]],
+    out: &mut [f32],
+) {
+    let row = SplitRow { codes, scales };
+    let one = |a: &[u8]| {
+        let mut o = [0f32];
+        // SAFETY: same features as this function.
+        unsafe { rows_of(&[row], view::<BlockQ8_0>(a), &mut o) };
+        o[0]
+    };
+    // SAFETY: same features as this function.
+    unsafe { multi_of(row, acts, out, one) }
+}
+
+crate::simd::entry!(split_multi dot_fp4_split_avx512_multi_entry => dot_fp4_split_avx512_multi);
+
+/// The multi-column kernel on row `x` (see [`dot_mxfp4_avx512_multi`]); `one` computes a
+/// call's lone column.
+///
+/// # Safety
+/// The CPU must have the enabled features.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn multi_of<R: Fp4Row>(x: R, acts: &[&[u8]], out: &mut [f32], one: impl Fn(&[u8]) -> f32) {
     let k4 = Fp4::new();
     // 128-bit lane c of the four per-column scales: lane c's four floats are dy_c
     let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    // a call of one column: the one-row kernel (the same bits) costs less than a four-lane
-    // pass
-    // (its AVX2/FMA/F16C features are among this function's)
-    let one = crate::simd::q8::avx2::dot_mxfp4_avx2_entry;
     for r in crate::simd::column_split(acts.len(), 4) {
         let (acts, out) = (&acts[r.clone()], &mut out[r]);
         if acts.len() == 1 {
-            out[0] = one(n, w, acts[0]);
+            out[0] = one(acts[0]);
             continue;
         }
         let ys: [&[BlockQ8_0]; 4] =
             std::array::from_fn(|c| view::<BlockQ8_0>(acts[c.min(acts.len() - 1)]));
-        let nb = ys.iter().fold(xs.len(), |n, y| n.min(y.len()));
+        let nb = ys.iter().fold(x.nb(), |n, y| n.min(y.len()));
         let mut acc = [[_mm512_setzero_ps(); 2]; 2];
         let paired = nb / 2 * 2;
-        for (b, x) in xs[..paired].iter().enumerate() {
+        for b in 0..paired {
             // SAFETY: 16 code bytes per weight block, 32 per activation block (unaligned
             // loads).
             let (q, ylo, yhi) = unsafe {
@@ -734,12 +606,12 @@ unsafe fn dot_mxfp4_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
                     _mm512_inserti32x4::<3>(v, _mm_loadu_si128(ys[3][b].qs[o..].as_ptr().cast()))
                 };
                 (
-                    _mm512_broadcast_i32x4(_mm_loadu_si128(x.qs.as_ptr().cast())),
+                    _mm512_broadcast_i32x4(_mm_loadu_si128(x.codes16(b).as_ptr().cast())),
                     half(0),
                     half(16),
                 )
             };
-            let (l_lo, l_hi) = k4.lanes(q, ylo, yhi);
+            let (l_lo, l_hi) = k4.lanes::<R>(q, ylo, yhi);
             let hy = [ys[0][b].d, ys[1][b].d, ys[2][b].d, ys[3][b].d];
             let hq = hy
                 .iter()
@@ -749,7 +621,7 @@ unsafe fn dot_mxfp4_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
             // d_c = dy_c·2^(e−128): the reference's one f32 product
             let d = _mm512_mul_ps(
                 _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(dy4)),
-                _mm512_set1_ps(e8m0_to_f32_half(x.e)),
+                _mm512_set1_ps(e8m0_to_f32_half(x.scale(b))),
             );
             let [a_lo, a_hi] = &mut acc[b % 2];
             *a_lo = _mm512_fmadd_ps(d, l_lo, *a_lo);
@@ -759,7 +631,7 @@ unsafe fn dot_mxfp4_avx512_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
         for (c, o) in out.iter_mut().enumerate() {
             let mut s = crate::dot::hsum8(&lane_sums(&lanes, c));
             if nb % 2 == 1 {
-                s += crate::dot::mxfp4_block(&xs[nb - 1], &ys[c][nb - 1]);
+                s += crate::dot::mxfp4_block(&x.block(nb - 1), &ys[c][nb - 1]);
             }
             *o = s;
         }
