@@ -3,8 +3,11 @@
 # (`--ram B`), fathom on its memory map (`--ram off`) and llama.cpp on its memory map, side by
 # side in one sitting, for each memory figure B.
 #
-#   benches/compare/compare_ram.sh MODEL.gguf [-b 8,12,16] [-t 2] [-p 512] [-n 16] [-r 1]
-#                                  [-o docs/perf/DATE-issue34-ram.md]
+#   benches/compare/compare_ram.sh MODEL [-b 8,12,16] [-t 2] [-p 512] [-n 16] [-r 1]
+#                                  [-e cache,mmap,llama] [-o docs/perf/DATE-issue34-ram.md]
+#
+# MODEL is a .gguf or an official checkpoint's directory (`-e cache,mmap`: llama.cpp does not
+# read checkpoints; fathom `--ram off` then uses the FP4 experts in place from the shards).
 #
 # "The same memory": before each figure B a balloon process holds touched anonymous memory
 # (no swap here, so it stays resident) until the memory available is B + 0.25 GiB; every
@@ -18,7 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 model=${1:?usage: compare_ram.sh MODEL.gguf [-b 8,12,16] [-t 2] [-p 512] [-n 16] [-r 1] [-o OUT]}
 shift
-budgets=8,12,16 threads=2 prompts=512 gens=16 reps=1 outfile=
+budgets=8,12,16 threads=2 prompts=512 gens=16 reps=1 outfile= engines=cache,mmap,llama
 while [ $# -gt 0 ]; do
   case $1 in
     -b) budgets=$2; shift 2 ;;
@@ -27,6 +30,7 @@ while [ $# -gt 0 ]; do
     -n) gens=$2; shift 2 ;;
     -r) reps=$2; shift 2 ;;
     -o) outfile=$2; shift 2 ;;
+    -e) engines=$2; shift 2 ;;
     *) echo "compare_ram.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +48,15 @@ cleanup() { [ -n "$balloon_pid" ] && kill "$balloon_pid" 2>/dev/null || true; rm
 trap cleanup EXIT
 
 avail_kib() { awk '/^MemAvailable:/ {print $2}' /proc/meminfo; }
-drop() { python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED); os.close(fd)" "$model"; }
+# drops the cached pages of the model file (every file of a checkpoint directory)
+drop() {
+  python3 -c "
+import os, sys
+p = sys.argv[1]
+for f in ([os.path.join(p, n) for n in os.listdir(p)] if os.path.isdir(p) else [p]):
+    if os.path.isfile(f):
+        fd = os.open(f, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)" "$model"
+}
 # holds MiB of touched memory until killed; prints nothing
 balloon() {
   python3 -c "
@@ -85,7 +97,7 @@ for b in ${budgets//,/ }; do
   hold=$(( ($(avail_kib) / 1024) - b * 1024 - 256 ))
   if [ "$hold" -gt 0 ]; then balloon "$hold"; fi
   echo "memory $b GiB: $(( $(avail_kib) / 1024 )) MiB available" >&2
-  for engine in cache mmap llama; do
+  for engine in ${engines//,/ }; do
     drop
     case $engine in
       cache|mmap)

@@ -175,8 +175,9 @@ fn check_converted(path: &Path, c: models::model::ConvertedBytes, avail: u64) ->
     };
     bail!(
         "{}: loading this checkpoint converts its weights into {:.1} GiB of memory (FP8 \
-         expansions and the stacked experts), and {:.1} GiB is available{q8}. With --ram GIB \
-         its routed experts are read from disk into a cache of that budget instead",
+         expansions and experts copied into memory), and {:.1} GiB is available{q8}. The \
+         default --st-weights uses the experts in place from the files; with --ram GIB they \
+         are read from disk into a cache of that budget",
         path.display(),
         gib(c.bytes),
         gib(avail)
