@@ -14,7 +14,7 @@ use fathom_models::deepseek4::forward::input;
 use fathom_models::deepseek4::tensors::official_name;
 use fathom_models::deepseek4::{Builder, Hparams, PrefillInputs, SafetensorsWeights};
 use fathom_models::safetensors::SafetensorsModel;
-use fathom_models::weights::policy::Fp8Policy;
+use fathom_models::weights::policy::{Fp4Policy, Fp8Policy};
 use fathom_models::weights::StOptions;
 use fathom_models::weights::{ForwardError, Weights};
 use graph::{Graph, NodeKind, TensorId};
@@ -458,8 +458,10 @@ fn fp8_fp4_dequantization_bit_exact() {
 #[test]
 fn fp4_stack_is_lossless_mxfp4() {
     let (mut exact, hp) = open_fp8(StOptions::fp32());
+    // the stacked copy (the default uses the FP4 experts in place: `checkpoint_fp4_in_place.rs`)
     let (mut packed, _) = open_fp8(StOptions {
         fp8: Fp8Policy::Q8_0,
+        fp4: Fp4Policy::Mxfp4,
         ..StOptions::default()
     });
     let (ge, _) = build_recording(&mut exact, &hp);
