@@ -272,7 +272,9 @@ mod tests {
             bytes: 144 << 30,
             with_q8_0: None,
         };
+        // no Q8_0 figure to offer; the in-place default and --ram are still named
         let e = check_converted(p, q, 22 << 30).unwrap_err().to_string();
-        assert!(!e.contains("--st-weights"), "{e}");
+        assert!(!e.contains("q8_0"), "{e}");
+        assert!(e.contains("in place") && e.contains("--ram"), "{e}");
     }
 }
