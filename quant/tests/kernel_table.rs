@@ -21,6 +21,7 @@ fn the_table_holds_these_kernels() {
         ((CpuLevel::Avx2, Column::Rows), 9),
         ((CpuLevel::Avx2, Column::Tile), 5),
         ((CpuLevel::Avx2, Column::Multi), 9),
+        ((CpuLevel::Avx2, Column::Split), 1),
         ((CpuLevel::Avx512, Column::Dot), 4),
         ((CpuLevel::Avx512, Column::Rows), 4),
         ((CpuLevel::Avx512, Column::Multi), 1),

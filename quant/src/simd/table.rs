@@ -430,7 +430,14 @@ static X86: &[Row] = &[
     Row::new(DType::MXFP4, Avx2)
         .dot("avx2", q2::dot_mxfp4_avx2_entry)
         .rows("avx2", q2::dot_mxfp4_avx2_rows_entry)
-        .multi("avx2", q2::dot_mxfp4_avx2_multi_entry),
+        .multi("avx2", q2::dot_mxfp4_avx2_multi_entry)
+        .split(
+            "avx2",
+            super::SplitFp4 {
+                rows: q2::dot_fp4_split_avx2_rows_entry,
+                multi: q2::dot_fp4_split_avx2_multi_entry,
+            },
+        ),
     Row::new(DType::MXFP4, Avx512Vnni)
         .rows("avx512", m5::dot_mxfp4_avx512_rows_entry)
         .multi("avx512", m5::dot_mxfp4_avx512_multi_entry)

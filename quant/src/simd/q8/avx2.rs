@@ -1,6 +1,7 @@
 //! AVX2 kernels for the weight types dotted with Q8_0 activations (Q8_0, MXFP4, Q2_0), each
 //! in the reference's accumulation order, so each returns the reference's bits.
 
+use super::fp4_row::{Fp4Row, SplitRow};
 use crate::blocks::{view, BlockMXFP4, BlockQ2_0, BlockQ8_0};
 use crate::dot::hsum8;
 use crate::grids::KVALUES_MXFP4;
@@ -46,10 +47,10 @@ unsafe fn lanes_abs(ax: __m256i, qx: __m256i, qy: __m256i) -> __m256 {
 /// in scalar code ([`mxfp4_finish`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let xs = view::<BlockMXFP4>(w);
-    let ys = view::<BlockQ8_0>(a);
+    let (xs, ys) = (view::<BlockMXFP4>(w), view::<BlockQ8_0>(a));
+    let nb = xs.len().min(ys.len());
     let mut acc = [_mm256_setzero_ps(); 2];
-    let pairs = xs.len() / 2;
+    let pairs = nb / 2;
     let mut d = [0f32; 8];
     for p in 0..pairs {
         if p % 4 == 0 {
@@ -57,18 +58,10 @@ unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             d = unsafe { mxfp4_dy8(ys, 2 * p, 2 * pairs) };
         }
         // SAFETY: same features as this function.
-        unsafe {
-            mxfp4_pair(
-                &xs[2 * p..2 * p + 2],
-                &ys[2 * p..2 * p + 2],
-                &d,
-                2 * p,
-                &mut acc,
-            )
-        };
+        unsafe { mxfp4_pair(&xs, 2 * p, &ys[2 * p..2 * p + 2], &d, &mut acc) };
     }
     // SAFETY: same features as this function.
-    unsafe { mxfp4_finish(acc, xs, ys, pairs) }
+    unsafe { mxfp4_finish(acc, &xs, nb, ys, pairs) }
 }
 
 /// MXFP4 · Q8_0 for several weight rows against one activation row, four rows per pass:
@@ -79,29 +72,80 @@ unsafe fn dot_mxfp4_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
-    let pd = crate::simd::PREFETCH_DISTANCE;
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let (xs, nb) = crate::simd::row_views::<BlockMXFP4>(rows, ys.len());
-        let xs = &xs[..rows.len()];
-        let mut acc = [[_mm256_setzero_ps(); 2]; 4];
-        let pairs = nb / 2;
-        let mut d = [0f32; 8];
-        for p in 0..pairs {
-            if p % 4 == 0 {
-                // SAFETY: same features as this function.
-                d = unsafe { mxfp4_dy8(ys, 2 * p, 2 * pairs) };
-            }
-            for (x, acc) in xs.iter().zip(acc.iter_mut()) {
-                let xp = &x[2 * p..2 * p + 2];
-                crate::simd::prefetch_ahead(xp.as_ptr().cast(), size_of_val(xp), pd);
-                // SAFETY: same features as this function.
-                unsafe { mxfp4_pair(xp, &ys[2 * p..2 * p + 2], &d, 2 * p, acc) };
-            }
-        }
-        for ((x, acc), o) in xs.iter().zip(acc).zip(out.iter_mut()) {
+        let xs: [&[BlockMXFP4]; 4] =
+            std::array::from_fn(|r| view::<BlockMXFP4>(rows.get(r).copied().unwrap_or(&[])));
+        // SAFETY: same features as this function.
+        unsafe { mxfp4_rows_of(&xs[..rows.len()], ys, out) };
+    }
+}
+
+/// [`dot_mxfp4_avx2_rows`] on rows in the official FP4 layout (`codes[r]`, `scales[r]`: see
+/// [`crate::simd::SplitRowsDotFn`]): the same steps, each block's even and odd values
+/// interleaved back into element order ([`mxfp4_decode`]); per row the reference's bits on
+/// the row converted to MXFP4.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_fp4_split_avx2_rows(
+    _n: usize,
+    codes: &[&[u8]],
+    scales: &[&[u8]],
+    a: &[u8],
+    out: &mut [f32],
+) {
+    let ys = view::<BlockQ8_0>(a);
+    let nr = codes.len().min(scales.len());
+    for (r0, out) in (0..nr).step_by(4).zip(out.chunks_mut(4)) {
+        let xs: [SplitRow; 4] = std::array::from_fn(|r| SplitRow {
+            codes: codes.get(r0 + r).copied().unwrap_or(&[]),
+            scales: scales.get(r0 + r).copied().unwrap_or(&[]),
+        });
+        // SAFETY: same features as this function.
+        unsafe { mxfp4_rows_of(&xs[..(nr - r0).min(4)], ys, out) };
+    }
+}
+
+/// [`dot_mxfp4_avx2_multi`] on one row in the official FP4 layout (see
+/// [`dot_fp4_split_avx2_rows`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_fp4_split_avx2_multi(
+    _n: usize,
+    codes: &[u8],
+    scales: &[u8],
+    acts: &[&[u8]],
+    out: &mut [f32],
+) {
+    // SAFETY: same features as this function.
+    unsafe { mxfp4_multi_of(SplitRow { codes, scales }, acts, out) }
+}
+
+crate::simd::entry!(split_rows dot_fp4_split_avx2_rows_entry => dot_fp4_split_avx2_rows);
+crate::simd::entry!(split_multi dot_fp4_split_avx2_multi_entry => dot_fp4_split_avx2_multi);
+
+/// The multi-row kernel on up to four rows `xs` (see [`dot_mxfp4_avx2_rows`]).
+///
+/// # Safety
+/// The CPU must have the enabled features.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn mxfp4_rows_of<R: Fp4Row>(xs: &[R], ys: &[BlockQ8_0], out: &mut [f32]) {
+    let pd = crate::simd::PREFETCH_DISTANCE;
+    let nb = xs.iter().fold(ys.len(), |n, x| n.min(x.nb()));
+    let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+    let pairs = nb / 2;
+    let mut d = [0f32; 8];
+    for p in 0..pairs {
+        if p % 4 == 0 {
             // SAFETY: same features as this function.
-            *o = unsafe { mxfp4_finish(acc, &x[..nb], &ys[..nb], pairs) };
+            d = unsafe { mxfp4_dy8(ys, 2 * p, 2 * pairs) };
         }
+        for (x, acc) in xs.iter().zip(acc.iter_mut()) {
+            crate::simd::prefetch_ahead(x.codes_at(2 * p), 2 * R::CODE_BYTES, pd);
+            // SAFETY: same features as this function.
+            unsafe { mxfp4_pair(x, 2 * p, &ys[2 * p..2 * p + 2], &d, acc) };
+        }
+    }
+    for ((x, acc), o) in xs.iter().zip(acc).zip(out.iter_mut()) {
+        // SAFETY: same features as this function.
+        *o = unsafe { mxfp4_finish(acc, x, nb, ys, pairs) };
     }
 }
 
@@ -110,27 +154,37 @@ unsafe fn dot_mxfp4_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f3
 /// [`dot_mxfp4_avx2`]'s operations and order, the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_mxfp4_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    let xs = view::<BlockMXFP4>(w);
+    // SAFETY: same features as this function.
+    unsafe { mxfp4_multi_of(view::<BlockMXFP4>(w), acts, out) }
+}
+
+/// The multi-column kernel on row `x` (see [`dot_mxfp4_avx2_multi`]).
+///
+/// # Safety
+/// The CPU must have the enabled features.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn mxfp4_multi_of<R: Fp4Row>(x: R, acts: &[&[u8]], out: &mut [f32]) {
+    let nb = x.nb();
     for r in crate::simd::column_split(acts.len(), 8) {
         let (acts, out) = (&acts[r.clone()], &mut out[r]);
         let mut ys: [&[BlockQ8_0]; 8] = [&[]; 8];
         for (y, a) in ys.iter_mut().zip(acts) {
             *y = view::<BlockQ8_0>(a);
-            assert!(
-                y.len() >= xs.len(),
-                "activation row shorter than the weight row"
-            );
+            assert!(y.len() >= nb, "activation row shorter than the weight row");
         }
         let ys = &ys[..acts.len()];
         let mut acc = [[_mm256_setzero_ps(); 2]; 8];
-        let pairs = xs.len() / 2;
+        let pairs = nb / 2;
         for p in 0..pairs {
             let ib = 2 * p;
             // SAFETY: same features as this function.
-            let codes = unsafe { [mxfp4_decode(&xs[ib]), mxfp4_decode(&xs[ib + 1])] };
+            let codes = unsafe { [mxfp4_decode(&x, ib), mxfp4_decode(&x, ib + 1)] };
             // |codes| once for all columns
             let abs = codes.map(|c| _mm256_sign_epi8(c, c));
-            let (e0, e1) = (e8m0_to_f32_half(xs[ib].e), e8m0_to_f32_half(xs[ib + 1].e));
+            let (e0, e1) = (
+                e8m0_to_f32_half(x.scale(ib)),
+                e8m0_to_f32_half(x.scale(ib + 1)),
+            );
             for (y, acc) in ys.iter().zip(acc.iter_mut()) {
                 for (k, ((w, a), e)) in codes.iter().zip(abs).zip([e0, e1]).enumerate() {
                     let yb = &y[ib + k];
@@ -145,26 +199,32 @@ unsafe fn dot_mxfp4_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
         }
         for ((y, acc), o) in ys.iter().zip(acc).zip(out.iter_mut()) {
             // SAFETY: same features as this function.
-            *o = unsafe { mxfp4_finish(acc, xs, &y[..xs.len()], pairs) };
+            *o = unsafe { mxfp4_finish(acc, &x, nb, y, pairs) };
         }
     }
 }
 
-/// The 32 codes of an MXFP4 block as int8 values (elements 0..15, then 16..31).
+/// The 32 codes of block `b` of `x` as int8 values (elements 0..15, then 16..31): the low and
+/// high nibbles through the value table, and for the official layout (low nibble = even
+/// element) interleaved back into element order.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn mxfp4_decode(x: &BlockMXFP4) -> __m256i {
+unsafe fn mxfp4_decode<R: Fp4Row>(x: &R, b: usize) -> __m256i {
     // SAFETY: KVALUES_MXFP4 has 16 bytes, a block 16 code bytes (unaligned loads).
     let (table, q) = unsafe {
         (
             _mm_loadu_si128(KVALUES_MXFP4.as_ptr().cast()),
-            _mm_loadu_si128(x.qs.as_ptr().cast()),
+            _mm_loadu_si128(x.codes16(b).as_ptr().cast()),
         )
     };
     let m4 = _mm_set1_epi8(0x0F);
     let lo = _mm_shuffle_epi8(table, _mm_and_si128(q, m4));
     let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
-    _mm256_set_m128i(hi, lo)
+    if R::OFFICIAL {
+        _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi))
+    } else {
+        _mm256_set_m128i(hi, lo)
+    }
 }
 
 /// The activation scales of blocks `at..min(at + 8, end)` as f32 (the rest 0), converted
@@ -182,32 +242,44 @@ unsafe fn mxfp4_dy8(ys: &[BlockQ8_0], at: usize, end: usize) -> [f32; 8] {
     d
 }
 
-/// Blocks `ib` and `ib + 1` (`xs`, `ys`: the pair) into the two accumulators: lane sums of
-/// the codes by the activations, times `dy·2^(e−128)` (`d`: the scales of the eight blocks
-/// from a multiple of eight containing `ib`), fused into accumulator `k` for block `ib + k`.
+/// Blocks `ib` and `ib + 1` of row `x` (`ys`: the activation pair) into the two
+/// accumulators: lane sums of the codes by the activations, times `dy·2^(e−128)` (`d`: the
+/// scales of the eight blocks from a multiple of eight containing `ib`), fused into
+/// accumulator `k` for block `ib + k`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn mxfp4_pair(
-    xs: &[BlockMXFP4],
+unsafe fn mxfp4_pair<R: Fp4Row>(
+    x: &R,
+    ib: usize,
     ys: &[BlockQ8_0],
     d: &[f32; 8],
-    ib: usize,
     acc: &mut [__m256; 2],
 ) {
-    for (k, (x, y)) in xs.iter().zip(ys).enumerate() {
+    for (k, y) in ys.iter().enumerate().take(2) {
         // SAFETY: 32 activation code bytes per block (unaligned load); the features of this
         // function cover the helpers.
-        let l = unsafe { lanes(mxfp4_decode(x), _mm256_loadu_si256(y.qs.as_ptr().cast())) };
-        let dk = _mm256_set1_ps(d[(ib + k) % 8] * e8m0_to_f32_half(x.e));
+        let l = unsafe {
+            lanes(
+                mxfp4_decode(x, ib + k),
+                _mm256_loadu_si256(y.qs.as_ptr().cast()),
+            )
+        };
+        let dk = _mm256_set1_ps(d[(ib + k) % 8] * e8m0_to_f32_half(x.scale(ib + k)));
         acc[k] = _mm256_fmadd_ps(dk, l, acc[k]);
     }
 }
 
 /// The reference's end: the two accumulators' lanes added, then in the fixed tree, then the
-/// odd last block (`xs[2·pairs..]`) in scalar code.
+/// odd last block of the row's first `nb` (`2·pairs..nb`) in scalar code.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn mxfp4_finish(acc: [__m256; 2], xs: &[BlockMXFP4], ys: &[BlockQ8_0], pairs: usize) -> f32 {
+unsafe fn mxfp4_finish<R: Fp4Row>(
+    acc: [__m256; 2],
+    x: &R,
+    nb: usize,
+    ys: &[BlockQ8_0],
+    pairs: usize,
+) -> f32 {
     let mut l1 = [0f32; 8];
     let mut l2 = [0f32; 8];
     // SAFETY: room for 8 f32 each.
@@ -217,8 +289,8 @@ unsafe fn mxfp4_finish(acc: [__m256; 2], xs: &[BlockMXFP4], ys: &[BlockQ8_0], pa
     }
     let sum: [f32; 8] = std::array::from_fn(|k| l1[k] + l2[k]);
     let mut s = hsum8(&sum);
-    for ib in 2 * pairs..xs.len() {
-        s += crate::dot::mxfp4_block(&xs[ib], &ys[ib]);
+    for ib in 2 * pairs..nb {
+        s += crate::dot::mxfp4_block(&x.block(ib), &ys[ib]);
     }
     s
 }
