@@ -1,13 +1,13 @@
 //! A pinned routed expert's weight rows as MUL_MAT_ID's kernels take them
 //! ([`pinned_rows`]): its bytes as they are, or — an official checkpoint's FP4 expert used in
 //! place, whose codes and scales are tensors of their own ([`ExpertLayout::Fp4Split`]) — the
-//! item's rows converted to MXFP4 just before the kernels read them. The conversion is the
-//! one loading makes (`quant::fp8::fp4_ds_blocks_to_mxfp4`: the scale byte and the codes
-//! kept, the nibbles placed as ggml places them), so every kernel and every bit are those of
-//! the stacked MXFP4 copy, without the copy.
+//! item's `(codes, scales)` rows for the split kernels ([`split_rows`]), or, where the CPU
+//! level has none, its rows converted to MXFP4 just before the kernels read them. The
+//! conversion is the one loading makes (`quant::fp8::fp4_ds_blocks_to_mxfp4`: the scale byte
+//! and the codes kept, the nibbles placed as ggml places them), so every kernel and every bit
+//! are those of the stacked MXFP4 copy, without the copy.
 
 use crate::mul_mat::WeightRows;
-use crate::mul_mat_id::MULTI_COLS;
 use crate::TensorRef;
 use graph::{ExpertLayout, Pinned};
 use quant::DType;
@@ -50,71 +50,20 @@ pub(crate) fn pinned_rows<'a>(
     }
 }
 
-/// One item of a pinned expert in the official FP4 layout, straight from its codes and
-/// scales through the split kernels `kernels` (no conversion): for each output row `j` of
-/// `group`, `io(j)` gives its activation, its row mask and its output columns `cols`.
-/// Several tokens without a mask take the multi-column kernel (each weight row once for up
-/// to [`MULTI_COLS`] of them), the others the multi-row kernel. `false` (nothing written)
-/// where the expert is in another layout or its tensors do not fit the weight's shape.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn split_item<'o>(
-    kernels: quant::simd::SplitFp4,
+/// Row `r`'s `(codes, scales)` of a pinned expert in the official FP4 layout of a `{k, n, E}`
+/// weight, for the split kernels (`quant::simd::SplitFp4`); `None` where the expert is in
+/// another layout or its tensors do not fit the shape.
+pub(crate) fn split_rows<'p>(
+    p: &'p Pinned,
     k: usize,
     n: usize,
-    p: &Pinned,
-    cols: std::ops::Range<usize>,
-    group: &[u32],
-    masked: bool,
-    io: impl Fn(usize) -> (&'o [u8], Option<&'o [f32]>, &'o mut [f32]),
-) -> bool {
+) -> Option<impl Fn(usize) -> (&'p [u8], &'p [u8]) + Copy + 'p> {
     let ExpertLayout::Fp4Split { codes, scales } = p.layout() else {
-        return false;
+        return None;
     };
     let (cb, sb) = (k / 2, k / 32);
-    if !k.is_multiple_of(32) || codes.len() != n * cb || scales.len() != n * sb || cols.end > n {
-        return false;
-    }
-    let row = |r: usize| (&codes[r * cb..(r + 1) * cb], &scales[r * sb..(r + 1) * sb]);
-    if group.len() > 1 && !masked {
-        for batch in quant::simd::column_split(group.len(), MULTI_COLS) {
-            let js = &group[batch];
-            let mut acts: [&[u8]; MULTI_COLS] = [&[]; MULTI_COLS];
-            let mut outs: [&mut [f32]; MULTI_COLS] = std::array::from_fn(|_| Default::default());
-            for ((a, o), &j) in acts.iter_mut().zip(outs.iter_mut()).zip(js) {
-                let (qa, _, out) = io(j as usize);
-                (*a, *o) = (qa, out);
-            }
-            let (acts, outs) = (&acts[..js.len()], &mut outs[..js.len()]);
-            let mut res = [0f32; MULTI_COLS];
-            for (i, r) in cols.clone().enumerate() {
-                let (c, s) = row(r);
-                (kernels.multi)(k, c, s, acts, &mut res[..js.len()]);
-                for (o, &v) in outs.iter_mut().zip(&res) {
-                    o[i] = v;
-                }
-            }
-        }
-        return true;
-    }
-    for &j in group {
-        let (qa, mask, out) = io(j as usize);
-        crate::mul_mat::dot_rows(
-            |k, rows: &[(&[u8], &[u8])], a, out| {
-                let c: [&[u8]; quant::simd::DOT_BATCH] =
-                    std::array::from_fn(|i| rows.get(i).map_or(&[][..], |r| r.0));
-                let s: [&[u8]; quant::simd::DOT_BATCH] =
-                    std::array::from_fn(|i| rows.get(i).map_or(&[][..], |r| r.1));
-                (kernels.rows)(k, &c[..rows.len()], &s[..rows.len()], a, out)
-            },
-            k,
-            row,
-            |r| mask.is_some_and(|m| m[r] == 0.0),
-            qa,
-            cols.clone(),
-            out,
-        );
-    }
-    true
+    let fits = k.is_multiple_of(32) && codes.len() == n * cb && scales.len() == n * sb;
+    fits.then_some(move |r: usize| (&codes[r * cb..(r + 1) * cb], &scales[r * sb..(r + 1) * sb]))
 }
 
 #[cfg(test)]

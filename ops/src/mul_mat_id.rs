@@ -17,7 +17,7 @@
 //! with several tokens are in `mul_mat_id_tiles.rs`.
 
 use crate::case::CaseBuilder;
-use crate::expert_rows::{pinned_rows, split_item};
+use crate::expert_rows::{pinned_rows, split_rows};
 use crate::mul_mat::WeightRows;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
@@ -133,16 +133,15 @@ fn act<'q>(q: &'q [u8], s: &Shape, j: usize) -> &'q [u8] {
 
 /// Tokens per multi-column kernel call ([`multi_columns`]): all of an expert's tokens in a
 /// 512-token chunk (about twelve), so that each weight row is unpacked once for them.
-pub(crate) const MULTI_COLS: usize = 16;
+const MULTI_COLS: usize = 16;
 
-/// Output columns `rows` of expert `wrows` for the tokens of `group` through the
-/// multi-column kernel: the tokens in batches of up to [`MULTI_COLS`] (no batch of one unless
-/// the group is one token), each batch's activations and output rows looked up once and
-/// then one kernel call per weight row.
+/// Output columns `rows` of an expert for the tokens of `group` through the multi-column
+/// kernel, `multi(n, acts, out)` for weight row `n`: the tokens in batches of up to
+/// [`MULTI_COLS`] (no batch of one unless the group is one token), each batch's activations
+/// and output rows looked up once and then one kernel call per weight row.
 fn multi_columns(
-    multi: quant::simd::MultiDotFn,
+    multi: impl Fn(usize, &[&[u8]], &mut [f32]),
     s: &Shape,
-    wrows: &WeightRows,
     rows: std::ops::Range<usize>,
     group: &[u32],
     q: &[u8],
@@ -159,7 +158,7 @@ fn multi_columns(
         let (acts, outs) = (&acts[..js.len()], &mut outs[..js.len()]);
         let mut res = [0f32; MULTI_COLS];
         for (i, n) in rows.clone().enumerate() {
-            multi(s.k, wrows.row(n), acts, &mut res[..js.len()]);
+            multi(n, acts, &mut res[..js.len()]);
             for (o, &r) in outs.iter_mut().zip(&res) {
                 o[i] = r;
             }
@@ -328,11 +327,14 @@ impl CpuKernel for MulMatId {
         // one expert's panels: at most one row per token, each chunk rounded up to a pair
         let pbytes = grid.map_or(0, |_| group_panels_bytes(&s, amx));
         let qbytes = s.qrow * s.b * s.t;
-        // the rows of one item converted from another layout (paged experts only)
+        // the rows of one item converted from the official FP4 layout (paged MXFP4 experts
+        // on a level without the split kernels only)
         let rows_dot = kernels.rows.map(|k| k.f).filter(|_| s.t == 1);
         let max_chunk =
             rows_dot.map_or(CHUNK, |_| crate::mul_mat::matvec_chunk(w.desc.row_bytes()));
-        let sbytes = if cx.experts.is_some() {
+        let converts =
+            cx.experts.is_some() && w.desc.dtype == DType::MXFP4 && kernels.split.is_none();
+        let sbytes = if converts {
             max_chunk * w.desc.nb[1]
         } else {
             0
@@ -386,17 +388,33 @@ impl CpuKernel for MulMatId {
                             pin = src.pin(e);
                         }
                         // an expert in the official FP4 layout: its codes and scales straight
-                        // through the split kernels
-                        if let (Some(p), Some(split)) = (&pin, split) {
+                        // through the split kernels, by the paths below (several tokens
+                        // without a mask: multi-column; else multi-row per token)
+                        let rows = pin.as_ref().and_then(|p| split_rows(p, s.k, s.n));
+                        if let (Some(row), Some(split)) = (rows, split) {
                             let mask = srcs.get(3);
-                            let io = |j| {
-                                let m = mask.map(|m| m.row_f32(j));
-                                (act(q, &s, j), m, dst.row_range_f32_mut(j, cols.clone()))
-                            };
-                            let (k, n, masked) = (s.k, s.n, mask.is_some());
-                            if split_item(split, k, n, p, cols.clone(), group, masked, io) {
+                            if group.len() > 1 && mask.is_none() {
+                                let multi = |n, acts: &[&[u8]], out: &mut [f32]| {
+                                    let (c, sc) = row(n);
+                                    (split.multi)(s.k, c, sc, acts, out)
+                                };
+                                multi_columns(multi, &s, cols.clone(), group, q, dst);
                                 continue;
                             }
+                            for &j in group {
+                                let j = j as usize;
+                                let m = mask.map(|m| m.row_f32(j));
+                                crate::mul_mat::dot_rows(
+                                    split.rows,
+                                    s.k,
+                                    row,
+                                    |n| m.is_some_and(|m| m[n] == 0.0),
+                                    act(q, &s, j),
+                                    cols.clone(),
+                                    dst.row_range_f32_mut(j, cols.clone()),
+                                );
+                            }
+                            continue;
                         }
                         match pin
                             .as_ref()
@@ -450,7 +468,9 @@ impl CpuKernel for MulMatId {
                 if let (Some(multi), true, None) = (multi, group.len() > 1, srcs.get(3)) {
                     // several tokens chose this expert: each weight row is unpacked once for
                     // up to `MULTI_COLS` of them (same bits as one at a time)
-                    multi_columns(multi, &s, &wrows, cols.clone(), group, q, dst);
+                    let multi =
+                        |n, acts: &[&[u8]], out: &mut [f32]| multi(s.k, wrows.row(n), acts, out);
+                    multi_columns(multi, &s, cols.clone(), group, q, dst);
                     continue;
                 }
                 if let (Some(multi), true) = (multi, group.len() > 1) {

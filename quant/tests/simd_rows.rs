@@ -266,6 +266,7 @@ fn split_fp4_row_kernels_match_the_reference_on_converted_rows() {
             .collect();
         let cs: Vec<&[u8]> = codes.iter().map(|c| c.as_slice()).collect();
         let ss: Vec<&[u8]> = scales.iter().map(|s| s.as_slice()).collect();
+        let pairs: Vec<(&[u8], &[u8])> = cs.iter().copied().zip(ss.iter().copied()).collect();
         // the multi-column kernel: row 0 (and row 2, the small scales) against columns of
         // other activations, every column count 1..=9
         let cols: Vec<Vec<u8>> = (0..9)
@@ -280,7 +281,7 @@ fn split_fp4_row_kernels_match_the_reference_on_converted_rows() {
         for (level, kernel) in kernels_of(DType::MXFP4, |r| r.split) {
             for rows in (1..=9usize).chain([63, 64, 65, rows_max]) {
                 let mut out = vec![f32::NAN; rows];
-                (kernel.f.rows)(n, &cs[..rows], &ss[..rows], &a, &mut out);
+                (kernel.f.rows)(n, &pairs[..rows], &a, &mut out);
                 let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
                 assert_eq!(
                     got,

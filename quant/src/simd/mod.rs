@@ -60,10 +60,10 @@ macro_rules! entry {
     (split_rows $($entry:ident => $kernel:ident),* $(,)?) => {$(
         /// Safe entry point of a multi-row kernel on rows in the official FP4 layout (see
         /// the module docs): only handed out after the feature check.
-        pub fn $entry(n: usize, codes: &[&[u8]], scales: &[&[u8]], a: &[u8], out: &mut [f32]) {
+        pub fn $entry(n: usize, rows: &[(&[u8], &[u8])], a: &[u8], out: &mut [f32]) {
             // SAFETY: `table::kernels` hands this function out only when the CPU reports the
             // features the kernel is compiled for (checked at run time just before).
-            unsafe { $kernel(n, codes, scales, a, out) }
+            unsafe { $kernel(n, rows, a, out) }
         }
     )*};
     ($($entry:ident => $kernel:ident),* $(,)?) => {$(
@@ -90,11 +90,10 @@ pub type MultiDotFn = fn(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]);
 pub type RowsDotFn = fn(n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]);
 
 /// [`RowsDotFn`] of MXFP4 on rows in the official FP4 layout (an official checkpoint's
-/// experts used in place): row r is `codes[r]` (16 bytes per 32 columns, column 2i in the low
-/// nibble of byte i) and `scales[r]` (one E8M0 byte per 32 columns); `out[r]` has the bits
-/// of the MXFP4 kernels on the row converted by [`crate::fp8::fp4_ds_to_mxfp4`].
-pub type SplitRowsDotFn =
-    fn(n: usize, codes: &[&[u8]], scales: &[&[u8]], a: &[u8], out: &mut [f32]);
+/// experts used in place): row r is `rows[r] = (codes, scales)`, 16 code bytes per 32
+/// columns (column 2i in the low nibble of byte i) and one E8M0 byte per 32 columns; `out[r]`
+/// has the bits of the MXFP4 kernels on the row converted by [`crate::fp8::fp4_ds_to_mxfp4`].
+pub type SplitRowsDotFn = fn(n: usize, rows: &[(&[u8], &[u8])], a: &[u8], out: &mut [f32]);
 
 /// [`MultiDotFn`] of MXFP4 on one row in the official FP4 layout (`codes`, `scales`, as in
 /// [`SplitRowsDotFn`]).

@@ -80,27 +80,18 @@ unsafe fn dot_mxfp4_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f3
     }
 }
 
-/// [`dot_mxfp4_avx2_rows`] on rows in the official FP4 layout (`codes[r]`, `scales[r]`: see
+/// [`dot_mxfp4_avx2_rows`] on rows in the official FP4 layout (`(codes, scales)` pairs: see
 /// [`crate::simd::SplitRowsDotFn`]): the same steps, each block's even and odd values
 /// interleaved back into element order ([`mxfp4_decode`]); per row the reference's bits on
 /// the row converted to MXFP4.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_fp4_split_avx2_rows(
-    _n: usize,
-    codes: &[&[u8]],
-    scales: &[&[u8]],
-    a: &[u8],
-    out: &mut [f32],
-) {
+unsafe fn dot_fp4_split_avx2_rows(_n: usize, rows: &[(&[u8], &[u8])], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
-    let nr = codes.len().min(scales.len());
-    for (r0, out) in (0..nr).step_by(4).zip(out.chunks_mut(4)) {
-        let xs: [SplitRow; 4] = std::array::from_fn(|r| SplitRow {
-            codes: codes.get(r0 + r).copied().unwrap_or(&[]),
-            scales: scales.get(r0 + r).copied().unwrap_or(&[]),
-        });
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let xs: [SplitRow; 4] =
+            std::array::from_fn(|r| rows.get(r).copied().unwrap_or((&[], &[])).into());
         // SAFETY: same features as this function.
-        unsafe { mxfp4_rows_of(&xs[..(nr - r0).min(4)], ys, out) };
+        unsafe { mxfp4_rows_of(&xs[..rows.len()], ys, out) };
     }
 }
 

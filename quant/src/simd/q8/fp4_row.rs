@@ -118,6 +118,13 @@ pub(super) struct SplitRow<'a> {
     pub scales: &'a [u8],
 }
 
+impl<'a> From<(&'a [u8], &'a [u8])> for SplitRow<'a> {
+    /// A `(codes, scales)` row ([`crate::simd::SplitRowsDotFn`]).
+    fn from((codes, scales): (&'a [u8], &'a [u8])) -> Self {
+        SplitRow { codes, scales }
+    }
+}
+
 impl Fp4Row for SplitRow<'_> {
     const OFFICIAL: bool = true;
     const CODE_BYTES: usize = 16;

@@ -271,39 +271,19 @@ unsafe fn dot_mxfp4_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
 }
 
 /// [`dot_mxfp4_avx512_rows`] on rows in the official FP4 layout (an official checkpoint's
-/// experts used in place): `codes[r]` and `scales[r]` are row r's codes (column 2i in the
-/// low nibble of byte i) and E8M0 bytes. The same registers, with the codes' 128-bit lanes
+/// experts used in place): `rows[r]` is row r's codes (column 2i in the low nibble of byte
+/// i) and E8M0 bytes. The same registers, with the codes' 128-bit lanes
 /// put in place by one `vpermt2q` per pair of rows and the unpacked values interleaved back
 /// into element order by two `vpunpck*bw`: per row the bits of the reference on the row
 /// converted to MXFP4 ([`crate::fp8::fp4_ds_to_mxfp4`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn dot_fp4_split_avx512_rows(
-    _n: usize,
-    codes: &[&[u8]],
-    scales: &[&[u8]],
-    a: &[u8],
-    out: &mut [f32],
-) {
+unsafe fn dot_fp4_split_avx512_rows(_n: usize, rows: &[(&[u8], &[u8])], a: &[u8], out: &mut [f32]) {
     const BATCH: usize = crate::simd::DOT_BATCH;
-    let empty = SplitRow {
-        codes: &[],
-        scales: &[],
-    };
-    for ((codes, scales), out) in codes
-        .chunks(BATCH)
-        .zip(scales.chunks(BATCH))
-        .zip(out.chunks_mut(BATCH))
-    {
-        let xs: [SplitRow; BATCH] = std::array::from_fn(|r| match (codes.get(r), scales.get(r)) {
-            (Some(c), Some(s)) => SplitRow {
-                codes: c,
-                scales: s,
-            },
-            _ => empty,
-        });
-        let nr = codes.len().min(scales.len());
+    for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+        let xs: [SplitRow; BATCH] =
+            std::array::from_fn(|r| rows.get(r).copied().unwrap_or((&[], &[])).into());
         // SAFETY: same features as this function.
-        unsafe { rows_of(&xs[..nr], view::<BlockQ8_0>(a), out) };
+        unsafe { rows_of(&xs[..rows.len()], view::<BlockQ8_0>(a), out) };
     }
 }
 
