@@ -3,25 +3,32 @@
 //! Reference: plain two-pass softmax in f64 — all logits of a row, max (sink included), sum of
 //! exps, then `Σ P·kv` — reading every element with `get` (any strides).
 //!
-//! Forward: online (streaming) softmax in f32 over KV blocks of [`BLK`] keys. Work items are
-//! `(token, head chunk)` pairs claimed from the node's counter; the chunk size is chosen so
-//! that there are at least `nth` items where `T·H` allows (all heads of a token form one
-//! item when `T ≥ nth`; decode with H = 64 on 16 threads gives chunks of 4 heads). KV is not
-//! split across threads (no split-K), so decode parallelism is bounded by `T·H`.
-//! Within an item each block's mask values are read once, blocks that are fully masked are
-//! skipped, and an f16 block is converted to f32 **once** and then used for every head of the
-//! chunk (f32 rows are used in place). Per head it keeps a running max `m`, a running sum `l`
-//! and an f32 accumulator, rescaled by `exp(m_old − m_new)` when a block raises the max; the
-//! sink joins at the end (`M = max(m, sink)`). Dots use 8 f32 lanes. Unlike ggml (which rounds
-//! q to f16 for an f16 K and accumulates V in f16), everything after the K/V load is f32.
-//! Block boundaries do not depend on the thread count, so results are identical at any `nth`.
+//! Forward: online (streaming) softmax in f32 over blocks of up to [`BLK`] *visible* keys.
+//! Work items are `(token, head chunk)` pairs claimed from the node's counter; the chunk size
+//! is chosen so that there are at least `nth` items where `T·H` allows (all heads of a token
+//! form one item when `T ≥ nth`; decode with H = 64 on 16 threads gives chunks of 4 heads).
+//! KV is not split across threads (no split-K), so decode parallelism is bounded by `T·H`.
+//! Each item first lists its token's visible keys (mask ≠ −∞, the mask row read in place
+//! where it is contiguous f32) and walks that list BLK at a time: a V4 CSA layer's mask shows
+//! each token its window and the indexer's 512 picks among thousands of compressed entries,
+//! so blocks of key *positions* held about 7 visible keys of 32 and their tiles ran mostly
+//! empty. An f16 block is converted to f32 **once** and then used for every head of the chunk
+//! (f32 rows are used in place). Per head it keeps a running max `m`, a running sum `l` and
+//! an f32 accumulator, rescaled by `exp(m_old − m_new)` when a block raises the max
+//! (`softmax_update`); the sink joins at the end (`M = max(m, sink)`). Dots use 8 f32
+//! lanes. Unlike ggml (which rounds q to f16 for an f16 K and accumulates V in f16),
+//! everything after the K/V load is f32. Blocks depend only on the token's visible keys, not
+//! on the thread count, so results are identical at any `nth`.
 //!
 //! With AVX2+FMA or AVX-512F and a head size that is a multiple of 16 (V4: 512), each block is two
 //! register-tiled products instead of per-(head, key) loops: `S = Q·Kᵀ` over the block's
 //! visible keys for the whole head chunk, the softmax update per head, then `acc += P·V`
 //! (`flash_attn_simd`); FMA accumulation, so not the scalar path's bits, but the same per-head
-//! results at any thread count (a tile's heads are independent). Measured on the iq2 synth
-//! file's 512-token prefill: 5.1 → 1.6 ms per token.
+//! results at any thread count (a tile's heads are independent); with AVX-512F the softmax
+//! update is vectorized too (a vector `exp` with libm's bits but for about one in a thousand,
+//! the sum in key order). Measured on the iq2 synth
+//! file's 512-token prefill: 5.1 → 1.6 ms per token; `cargo bench -p fathom-benches --bench
+//! attention` times one CSA layer at depth (docs/kernels.md, "Flash attention at depth").
 
 use crate::case::CaseBuilder;
 use crate::softmax::mask_input;
@@ -102,6 +109,46 @@ fn nan_max(m: f32, s: f32) -> f32 {
     }
 }
 
+/// One head's step of the online softmax over a block of scores `s` (the raw dots `q·k`):
+/// `s ← scale·s + mask`; the running max `mx` rises to the block's maximum (NaN once any score
+/// is NaN); `s ← exp(s − mx)` (0 where the score is −∞) and their sum is added to `l`. Returns
+/// the factor the head's accumulator (and `l`, done here) takes when the max rose. A block
+/// whose scores are all −∞ is zeroed and changes nothing.
+pub(crate) fn softmax_update(
+    s: &mut [f32],
+    mask: &[f32],
+    scale: f32,
+    mx: &mut f32,
+    l: &mut f32,
+) -> Option<f32> {
+    let mut bm = f32::NEG_INFINITY;
+    for (sv, &m) in s.iter_mut().zip(mask) {
+        *sv = scale * *sv + m;
+        bm = nan_max(bm, *sv);
+    }
+    if bm == f32::NEG_INFINITY {
+        s.fill(0.0);
+        return None;
+    }
+    let mut up = None;
+    if bm > *mx || bm.is_nan() {
+        let f = (*mx - bm).exp();
+        *l *= f;
+        *mx = bm;
+        up = Some(f);
+    }
+    for sv in s.iter_mut() {
+        let p = if *sv == f32::NEG_INFINITY {
+            0.0
+        } else {
+            (*sv - *mx).exp()
+        };
+        *l += p;
+        *sv = p;
+    }
+    up
+}
+
 impl CpuKernel for FlashAttnExt {
     fn reference(&self, _cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let Dims { d, h, t, n_kv } = dims(srcs);
@@ -170,18 +217,29 @@ impl CpuKernel for FlashAttnExt {
         let kvlen = if direct { 0 } else { BLK * d };
         let simd = crate::flash_attn_simd::available(cx.cpu) && d.is_multiple_of(16);
         let slen = if simd { hc * BLK } else { 0 };
-        let need = kvlen + hc * d + 2 * hc + 2 * BLK + slen;
+        let need = kvlen + hc * d + 2 * hc + n_kv + BLK + slen;
         let mut scratch = std::mem::take(&mut cx.scratch.f32s);
         if scratch.len() < need {
             scratch.resize(need, 0.0);
         }
+        let mut bytes = std::mem::take(&mut cx.scratch.bytes);
+        let bneed = 4 * n_kv + 4;
+        if bytes.len() < bneed {
+            bytes.resize(bneed, 0);
+        }
+        let (_, vis, _) = bytemuck::pod_align_to_mut::<u8, u32>(&mut bytes[..bneed]);
         let buf = &mut scratch[..need];
         let (kvbuf, rest) = buf.split_at_mut(kvlen);
         let (acc, rest) = rest.split_at_mut(hc * d);
         let (mx, rest) = rest.split_at_mut(hc);
         let (l, rest) = rest.split_at_mut(hc);
-        let (mk, rest) = rest.split_at_mut(BLK);
+        let (mvis, rest) = rest.split_at_mut(n_kv);
         let (s, sblk) = rest.split_at_mut(BLK);
+        // the mask's rows in place where they are contiguous f32
+        let mask_rows = self
+            .mask_src()
+            .map(|i| &srcs[i])
+            .filter(|m| n_kv > 0 && m.desc.dtype == DType::F32 && m.desc.rows_contiguous());
         let mut qrows: Vec<&[f32]> = Vec::with_capacity(hc);
         while let Some(items) = cx.claim(t * nsplit, 1) {
             for item in items {
@@ -190,78 +248,63 @@ impl CpuKernel for FlashAttnExt {
                 acc.fill(0.0);
                 mx.fill(f32::NEG_INFINITY);
                 l.fill(0.0);
-                for j0 in (0..n_kv).step_by(BLK) {
-                    let nb = BLK.min(n_kv - j0);
-                    let mut any = false;
-                    for (j, m) in mk[..nb].iter_mut().enumerate() {
-                        *m = mask_at(self, srcs, j0 + j, tt);
-                        any |= *m != f32::NEG_INFINITY;
+                // the token's visible keys (mask ≠ −∞) in key order, with their mask values;
+                // blocks are runs of BLK *visible* keys, so a sparse mask (the indexer's
+                // top-k among thousands of compressed entries) gives full tiles
+                let mut nvis = 0;
+                let mut see = |j: usize, m: f32| {
+                    if m != f32::NEG_INFINITY {
+                        vis[nvis] = j as u32;
+                        mvis[nvis] = m;
+                        nvis += 1;
                     }
-                    if !any {
-                        continue;
+                };
+                match mask_rows {
+                    Some(mr) => {
+                        for (j, &m) in mr.row_f32(tt)[..n_kv].iter().enumerate() {
+                            see(j, m);
+                        }
                     }
+                    None => (0..n_kv).for_each(|j| see(j, mask_at(self, srcs, j, tt))),
+                }
+                for g0 in (0..nvis).step_by(BLK) {
+                    let nb = BLK.min(nvis - g0);
+                    let (keys, mk) = (&vis[g0..g0 + nb], &mvis[g0..g0 + nb]);
                     if !direct {
-                        for (j, out) in kvbuf.chunks_exact_mut(d).take(nb).enumerate() {
-                            if mk[j] != f32::NEG_INFINITY {
-                                kv.row_to_f32(j0 + j, out);
-                            }
+                        for (&j, out) in keys.iter().zip(kvbuf.chunks_exact_mut(d)) {
+                            kv.row_to_f32(j as usize, out);
                         }
                     }
                     let kvbuf = &*kvbuf;
-                    let row = |j: usize| -> &[f32] {
+                    let row = |i: usize| -> &[f32] {
                         if direct {
-                            kv.row_f32(j0 + j)
+                            kv.row_f32(keys[i] as usize)
                         } else {
-                            &kvbuf[j * d..(j + 1) * d]
+                            &kvbuf[i * d..(i + 1) * d]
                         }
                     };
                     if simd {
-                        // tiled: S = Q·Kᵀ over the visible keys, softmax update per head,
+                        // tiled: S = Q·Kᵀ over the block, softmax update per head,
                         // acc += P·V (see `flash_attn_simd`)
-                        let mut vis = [0usize; BLK];
-                        let mut nv = 0;
-                        for (j, &m) in mk[..nb].iter().enumerate() {
-                            if m != f32::NEG_INFINITY {
-                                vis[nv] = j;
-                                nv += 1;
-                            }
-                        }
-                        let krows: [&[f32]; BLK] = std::array::from_fn(|i| row(vis[i.min(nv - 1)]));
+                        let krows: [&[f32]; BLK] = std::array::from_fn(|i| row(i.min(nb - 1)));
                         qrows.clear();
                         qrows.extend(heads.clone().map(|head| q.row_f32(head + h * tt)));
-                        crate::flash_attn_simd::qk(cx.cpu, &qrows, &krows[..nv], d, sblk, BLK);
+                        crate::flash_attn_simd::qk(cx.cpu, &qrows, &krows[..nb], d, sblk, BLK);
                         for hi in 0..heads.len() {
-                            let srow = &mut sblk[hi * BLK..hi * BLK + nv];
-                            let mut bm = f32::NEG_INFINITY;
-                            for (sv, &j) in srow.iter_mut().zip(&vis[..nv]) {
-                                *sv = self.scale * *sv + mk[j];
-                                bm = nan_max(bm, *sv);
-                            }
-                            if bm == f32::NEG_INFINITY {
-                                srow.fill(0.0);
-                                continue;
-                            }
-                            if bm > mx[hi] || bm.is_nan() {
-                                let f = (mx[hi] - bm).exp();
+                            let srow = &mut sblk[hi * BLK..hi * BLK + nb];
+                            let (m, sum) = (&mut mx[hi], &mut l[hi]);
+                            let up = crate::flash_attn_simd::softmax_update(
+                                cx.cpu, srow, mk, self.scale, m, sum,
+                            );
+                            if let Some(f) = up {
                                 acc[hi * d..(hi + 1) * d].iter_mut().for_each(|x| *x *= f);
-                                l[hi] *= f;
-                                mx[hi] = bm;
-                            }
-                            for sv in srow.iter_mut() {
-                                let p = if *sv == f32::NEG_INFINITY {
-                                    0.0
-                                } else {
-                                    (*sv - mx[hi]).exp()
-                                };
-                                l[hi] += p;
-                                *sv = p;
                             }
                         }
                         crate::flash_attn_simd::pv(
                             cx.cpu,
                             sblk,
                             BLK,
-                            &krows[..nv],
+                            &krows[..nb],
                             acc,
                             d,
                             heads.len(),
@@ -270,30 +313,18 @@ impl CpuKernel for FlashAttnExt {
                     }
                     for (hi, head) in heads.clone().enumerate() {
                         let qr = q.row_f32(head + h * tt);
-                        let mut bm = f32::NEG_INFINITY;
-                        for (j, (sj, &m)) in s[..nb].iter_mut().zip(&mk[..nb]).enumerate() {
-                            *sj = if m == f32::NEG_INFINITY {
-                                f32::NEG_INFINITY
-                            } else {
-                                self.scale * dot(qr, row(j)) + m
-                            };
-                            bm = nan_max(bm, *sj);
-                        }
-                        if bm == f32::NEG_INFINITY {
-                            continue;
+                        for (i, sj) in s[..nb].iter_mut().enumerate() {
+                            *sj = dot(qr, row(i));
                         }
                         let a = &mut acc[hi * d..(hi + 1) * d];
-                        if bm > mx[hi] || bm.is_nan() {
-                            let f = (mx[hi] - bm).exp();
+                        let up =
+                            softmax_update(&mut s[..nb], mk, self.scale, &mut mx[hi], &mut l[hi]);
+                        if let Some(f) = up {
                             a.iter_mut().for_each(|x| *x *= f);
-                            l[hi] *= f;
-                            mx[hi] = bm;
                         }
-                        for (j, &sj) in s[..nb].iter().enumerate() {
-                            if sj != f32::NEG_INFINITY {
-                                let p = (sj - mx[hi]).exp();
-                                l[hi] += p;
-                                axpy(a, p, row(j));
+                        for (i, &p) in s[..nb].iter().enumerate() {
+                            if p != 0.0 {
+                                axpy(a, p, row(i));
                             }
                         }
                     }
@@ -322,7 +353,7 @@ impl CpuKernel for FlashAttnExt {
                 }
             }
         }
-        cx.scratch.f32s = scratch;
+        (cx.scratch.f32s, cx.scratch.bytes) = (scratch, bytes);
     }
 
     fn cases() -> Vec<Case> {

@@ -1,0 +1,154 @@
+//! Criterion benches of V4's attention nodes at depth, on the executor, with the shapes of
+//! one CSA layer of DeepSeek-V4-Flash (64 heads of 512, one shared K = V row per key; the
+//! Lightning Indexer's 64 heads of 128):
+//!
+//! - `op/flash_attn/<T>x<n_kv>/t<threads>`: `T` query tokens over `n_kv` keys = a 128-key
+//!   sliding window plus the compressed cache after `depth` tokens (`depth / 4` entries), each
+//!   token seeing its window and 512 compressed entries picked at random (the indexer's
+//!   top-k, as an additive mask);
+//! - `op/dsa_indexer/<T>x<n_kv>/t<threads>`: the indexer's scores and top-512 of `T` tokens
+//!   over `n_kv` compressed F32 keys, all visible.
+//!
+//! Throughput is query tokens per second (criterion's elem/s). `T = 1` is a decode step,
+//! `T = 64` a slice of a prompt chunk (a 512-token chunk is eight of them).
+//!
+//! `cargo bench -p fathom-benches --bench attention` (all), or e.g. `-- 'op/flash_attn'`.
+#![allow(missing_docs)] // criterion_group! generates undocumented functions
+
+use backends::{ExecConfig, Executor};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use graph::{Graph, TensorDesc};
+
+/// V4-Flash's attention heads and head size.
+const HEADS: usize = 64;
+const HEAD_DIM: usize = 512;
+/// The indexer's heads and head size, and its top-k.
+const IDX_HEADS: usize = 64;
+const IDX_DIM: usize = 128;
+const TOP_K: usize = 512;
+/// Sliding-window keys ahead of the compressed ones.
+const WINDOW: usize = 128;
+
+fn cfg(threads: usize) -> ExecConfig {
+    ExecConfig {
+        threads,
+        cpus: None,
+        pin: true,
+        elide_barriers: true,
+        spin: 20_000,
+        profile: None,
+        guards: false,
+        ..ExecConfig::default()
+    }
+}
+
+/// A xorshift stream of values in `[-1, 1)`.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.unit() * scale).collect()
+    }
+}
+
+/// Additive mask `{n_kv, t}`: each token sees the window and `TOP_K` random compressed keys.
+fn sparse_mask(rng: &mut Rng, n_kv: usize, t: usize) -> Vec<f32> {
+    let comp = n_kv - WINDOW;
+    let mut m = vec![f32::NEG_INFINITY; n_kv * t];
+    for row in m.chunks_exact_mut(n_kv) {
+        row[..WINDOW].fill(0.0);
+        let mut picked = 0;
+        while picked < TOP_K.min(comp) {
+            let j = WINDOW + (rng.next() as usize) % comp;
+            if row[j] != 0.0 {
+                row[j] = 0.0;
+                picked += 1;
+            }
+        }
+    }
+    m
+}
+
+fn flash_attn(t: usize, n_kv: usize, threads: usize) -> Executor {
+    let mut g = Graph::new();
+    let f32d = |ne: &[usize]| TensorDesc::f32(ne).expect("shape");
+    let q = g.input("q", f32d(&[HEAD_DIM, HEADS, t])).expect("input");
+    let kv = g.input("kv", f32d(&[HEAD_DIM, n_kv])).expect("input");
+    let mask = g.input("mask", f32d(&[n_kv, t])).expect("input");
+    let sinks = g.input("sinks", f32d(&[HEADS])).expect("input");
+    let scale = 1.0 / (HEAD_DIM as f32).sqrt();
+    let y = g
+        .flash_attn_ext(q, kv, Some(mask), Some(sinks), scale)
+        .expect("flash_attn_ext");
+    g.output("y", y).expect("output");
+    let mut e = Executor::new(g, cfg(threads));
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    e.set_input_f32("q", &rng.vec(HEAD_DIM * HEADS * t, 1.0))
+        .expect("q");
+    e.set_input_f32("kv", &rng.vec(HEAD_DIM * n_kv, 1.0))
+        .expect("kv");
+    e.set_input_f32("mask", &sparse_mask(&mut rng, n_kv, t))
+        .expect("mask");
+    e.set_input_f32("sinks", &rng.vec(HEADS, 1.0))
+        .expect("sinks");
+    e
+}
+
+fn indexer(t: usize, n_kv: usize, threads: usize) -> Executor {
+    let mut g = Graph::new();
+    let f32d = |ne: &[usize]| TensorDesc::f32(ne).expect("shape");
+    let q = g.input("q", f32d(&[IDX_DIM, IDX_HEADS, t])).expect("input");
+    let k = g.input("k", f32d(&[IDX_DIM, n_kv])).expect("input");
+    let w = g.input("w", f32d(&[IDX_HEADS, t])).expect("input");
+    let nv = g
+        .input(
+            "nv",
+            TensorDesc::new(quant::DType::I32, &[t]).expect("shape"),
+        )
+        .expect("input");
+    let y = g.dsa_indexer(q, k, w, nv, TOP_K).expect("dsa_indexer");
+    g.output("y", y).expect("output");
+    let mut e = Executor::new(g, cfg(threads));
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    e.set_input_f32("q", &rng.vec(IDX_DIM * IDX_HEADS * t, 1.0))
+        .expect("q");
+    e.set_input_f32("k", &rng.vec(IDX_DIM * n_kv, 1.0))
+        .expect("k");
+    e.set_input_f32("w", &rng.vec(IDX_HEADS * t, 0.1))
+        .expect("w");
+    e.set_input_i32("nv", &vec![n_kv as i32; t]).expect("nv");
+    e
+}
+
+fn bench_attention(c: &mut Criterion) {
+    let mut g = c.benchmark_group("op");
+    g.sample_size(10);
+    for depth in [8192usize, 32768] {
+        let comp = depth / 4;
+        for t in [1usize, 64] {
+            g.throughput(Throughput::Elements(t as u64));
+            for threads in [1usize, 2] {
+                let n_kv = WINDOW + comp;
+                let mut e = flash_attn(t, n_kv, threads);
+                let id = BenchmarkId::new(format!("flash_attn/{t}x{n_kv}"), format!("t{threads}"));
+                g.bench_function(id, |b| b.iter(|| e.run()));
+                let mut e = indexer(t, comp, threads);
+                let id = BenchmarkId::new(format!("dsa_indexer/{t}x{comp}"), format!("t{threads}"));
+                g.bench_function(id, |b| b.iter(|| e.run()));
+            }
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_attention);
+criterion_main!(benches);
