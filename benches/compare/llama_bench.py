@@ -8,6 +8,11 @@ through llama-cpp-python's low-level API, measured the way `fathom bench` measur
   tokens are decoded once (untimed, in --ubatch chunks), their state is saved
   (`llama_state_seq_get_data`) and restored before every repetition of every test, as
   `fathom bench -d` restores its depth state.
+- --sweep N (like ik_llama.cpp's `llama-sweep-bench` and `fathom bench --sweep`): one
+  sequence filled to N tokens an --ubatch chunk at a time after a one-chunk warm-up, every
+  chunk timed; at every --sweep-stride-th chunk the first -n length of decode is timed from
+  the state there (saved and restored). One object per measured chunk: n_depth, speed_pp (the
+  chunk), speed_prompt (all chunks so far), speed_tg.
 
 Prints one JSON array with llama-bench's field names (n_prompt, n_gen, n_threads, avg_ts,
 stddev_ts), one object per test, so compare.sh can join it with `fathom bench --json`.
@@ -41,6 +46,54 @@ def decode(ctx, toks, pos0):
         L.llama_batch_free(batch)
 
 
+def sweep(a, ctx, mem, n_vocab, n_gen):
+    """The --sweep rows (module doc)."""
+    rng = random.Random(0)
+    toks = [rng.randrange(n_vocab) for _ in range(a.sweep)]
+    L.llama_memory_clear(mem, True)
+    decode(ctx, toks[: a.ubatch], 0)  # warm-up
+    L.llama_synchronize(ctx)
+    L.llama_memory_clear(mem, True)
+    rows, total = [], 0.0
+    for i, s in enumerate(range(0, a.sweep, a.ubatch)):
+        chunk = toks[s : min(s + a.ubatch, a.sweep)]
+        measure = i % a.sweep_stride == 0
+        tg = None
+        if measure and n_gen:
+            size = L.llama_state_seq_get_size(ctx, 0)
+            state = (ctypes.c_uint8 * size)()
+            if s and L.llama_state_seq_get_data(ctx, state, size, 0) != size:
+                sys.exit("llama.cpp could not save the sweep's state")
+            t0 = time.perf_counter()
+            for j in range(n_gen):
+                decode(ctx, [rng.randrange(n_vocab)], s + j)
+            L.llama_synchronize(ctx)
+            tg = n_gen / (time.perf_counter() - t0)
+            L.llama_memory_clear(mem, True)
+            if s and L.llama_state_seq_set_data(ctx, state, size, 0) != size:
+                sys.exit("llama.cpp could not restore the sweep's state")
+        t0 = time.perf_counter()
+        decode(ctx, chunk, s)
+        L.llama_synchronize(ctx)
+        dt = time.perf_counter() - t0
+        total += dt
+        if measure:
+            rows.append(
+                {
+                    "engine": "llama.cpp",
+                    "n_threads": a.threads,
+                    "n_ubatch": a.ubatch,
+                    "n_depth": s,
+                    "speed_pp": len(chunk) / dt,
+                    "speed_prompt": (s + len(chunk)) / total,
+                    "n_gen": n_gen,
+                    "speed_tg": tg,
+                }
+            )
+            print(f"llama.cpp sweep: {s + len(chunk)} tokens, {rows[-1]['speed_prompt']:.2f} tok/s so far", file=sys.stderr)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-m", "--model", required=True)
@@ -50,6 +103,8 @@ def main():
     ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("-u", "--ubatch", type=int, default=512)
     ap.add_argument("-d", "--depth", type=int, default=0)
+    ap.add_argument("--sweep", type=int, default=0)
+    ap.add_argument("--sweep-stride", type=int, default=1)
     a = ap.parse_args()
 
     @ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
@@ -67,7 +122,7 @@ def main():
     prompts = [int(x) for x in a.prompt.split(",") if int(x) > 0]
     gens = [int(x) for x in a.gen.split(",") if int(x) > 0]
     cp = L.llama_context_default_params()
-    cp.n_ctx = a.depth + max(prompts + [0]) + max(gens + [0]) + 16
+    cp.n_ctx = max(a.depth + max(prompts + [0]), a.sweep) + max(gens + [0]) + 16
     cp.n_batch = a.ubatch
     cp.n_ubatch = a.ubatch
     cp.n_threads = a.threads
@@ -78,6 +133,12 @@ def main():
     mem = L.llama_get_memory(ctx)
     rng = random.Random(0)
     out = []
+
+    if a.sweep:
+        print(json.dumps(sweep(a, ctx, mem, n_vocab, max(gens + [0]))))
+        L.llama_free(ctx)
+        L.llama_model_free(model)
+        return
 
     # the depth: decoded once (untimed), its state saved and restored before every repetition
     # of every test (V4's compressed caches cannot be cut back: `llama_memory_seq_rm` refuses)

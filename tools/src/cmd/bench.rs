@@ -74,6 +74,15 @@ pub struct Args {
     /// --parallel` does); the decode rate is of all of them together.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     parallel: u64,
+    /// Instead of the tests: fill one sequence to this many tokens a prompt chunk (`-u`) at a
+    /// time, timing every chunk: prefill at each depth, the prompt rate so far, and `-n`
+    /// tokens of decode at each measured depth (like ik_llama.cpp's `llama-sweep-bench`).
+    #[arg(long, conflicts_with_all = ["depth", "parallel", "prompt"])]
+    sweep: Option<usize>,
+    /// With `--sweep`: measure every Nth chunk (the others are filled and timed for the
+    /// prompt rate only).
+    #[arg(long, default_value_t = 1, requires = "sweep")]
+    sweep_stride: usize,
     /// Live MoE configuration (TOML or `.bin`), applied before the tests and re-checked before
     /// each test; without a value `/tmp/dsv4_moe_cfg.bin`.
     #[arg(long, num_args = 0..=1, default_missing_value = "/tmp/dsv4_moe_cfg.bin")]
@@ -190,7 +199,8 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
     (m, var.sqrt())
 }
 
-fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+/// `n` pseudo-random token ids below `vocab` (a fixed stream per `seed`).
+pub(super) fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
@@ -304,6 +314,7 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     let ctx = opts.ctx.unwrap_or_else(|| {
         let longest = args.prompt.iter().chain(args.gen.iter()).copied().max();
         let deepest = args.depth.iter().copied().max().unwrap_or(0);
+        let deepest = deepest.max(args.sweep.unwrap_or(0));
         longest
             .unwrap_or(1)
             .saturating_add(deepest)
@@ -353,6 +364,21 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
             }
         }
     };
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if let Some(n) = args.sweep {
+        poll_moe(true);
+        let sweep = super::bench_sweep::Sweep {
+            tokens: n,
+            stride: args.sweep_stride,
+            gen: args.gen.iter().copied().max().unwrap_or(0),
+            ubatch: args.ubatch,
+        };
+        let how = (name.as_str(), threads, args.json);
+        return super::bench_sweep::run(&mut session, &sweep, info.n_vocab, how, &mut out);
+    }
     let mut rows = Vec::new();
     for &d in &args.depth {
         // the depth's state, evaluated once (untimed) and restored before every repetition
@@ -449,10 +475,6 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
             });
         }
     }
-    let name = path
-        .file_name()
-        .map(|f| f.to_string_lossy().to_string())
-        .unwrap_or_default();
     if args.json {
         let v: Vec<serde_json::Value> = rows
             .iter()

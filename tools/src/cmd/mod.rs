@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_disk;
 pub mod bench_matvec;
+pub mod bench_sweep;
 pub mod chat;
 pub mod inspect;
 pub mod kl;
