@@ -81,6 +81,66 @@ fn json_has_llama_bench_fields_and_ours() {
 }
 
 #[test]
+fn sweep_times_every_chunk_and_decodes_at_the_stride() {
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/tests/fixtures/dsv4-tiny/dsv4-tiny-Q8_0.gguf"
+    );
+    // 40 tokens in chunks of 8: chunks at depths 0, 8, .., 32; every second one measured
+    let v = json_of(&[
+        "bench",
+        "-m",
+        model,
+        "--sweep",
+        "40",
+        "-u",
+        "8",
+        "--sweep-stride",
+        "2",
+        "-n",
+        "3",
+        "-t",
+        "2",
+        "--json",
+    ]);
+    let rows = v.as_array().unwrap();
+    let depths: Vec<u64> = rows
+        .iter()
+        .map(|r| r["n_depth"].as_u64().unwrap())
+        .collect();
+    assert_eq!(depths, [0, 16, 32]);
+    for r in rows {
+        for f in ["speed_pp", "speed_prompt", "speed_tg"] {
+            assert!(r[f].as_f64().unwrap() > 0.0, "{f} in {r}");
+        }
+        assert_eq!(
+            (r["n_ubatch"].as_u64(), r["n_gen"].as_u64()),
+            (Some(8), Some(3))
+        );
+    }
+    // without decode tokens, no tg; a sweep is its own test, not combinable with -d
+    let v = json_of(&[
+        "bench", "-m", model, "--sweep", "16", "-u", "8", "-n", "0", "--json",
+    ]);
+    assert!(
+        v[1]["speed_tg"].is_null() && v[1]["speed_pp"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+    let out = fathom()
+        .args(["bench", "-m", model, "--sweep", "16", "-d", "8"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--sweep"));
+    let out = fathom()
+        .args(["bench", "-m", model, "--sweep", "16", "--sweep-stride", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--sweep-stride"));
+}
+
+#[test]
 fn diskbw_reads_the_model_file() {
     let model = concat!(
         env!("CARGO_MANIFEST_DIR"),
