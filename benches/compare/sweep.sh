@@ -39,6 +39,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -r "$model" ] || { echo "sweep.sh: cannot read $model" >&2; exit 2; }
+model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
 has() { [[ ",$engines," == *",$1,"* ]]; }
 fathom=${FATHOM:-}
 if [ -z "$fathom" ]; then
@@ -60,6 +61,7 @@ if has ik && [ -z "$ik" ]; then
     cmake --build "$src/build" --target llama-sweep-bench -j"$(nproc)" >&2
   fi
 fi
+if has ik; then ik=$(cd "$(dirname "$ik")" && pwd)/$(basename "$ik"); fi
 venv=${FATHOM_COMPARE_VENV:-$root/target/compare-venv}
 if has llama && ! "$venv/bin/python" -c "import llama_cpp" 2>/dev/null; then
   echo "sweep.sh: no llama-cpp-python in $venv: run benches/compare/compare.sh once to build it" >&2
@@ -78,9 +80,10 @@ fi
 if has ik; then
   echo "ik_llama.cpp: llama-sweep-bench -c $tokens" >&2
   membw ik; warm
-  "$ik" -m "$model" -t "$threads" -c "$tokens" -b "$ubatch" -ub "$ubatch" -n "$gen" \
-    --sweep-stride "$stride" --output-format jsonl ${IK_ARGS:-} >"$out/ik.log" 2>&1
-  grep '^{' "$out/ik.log" >"$out/ik.jsonl" || { tail -20 "$out/ik.log" >&2; exit 1; }
+  # in the scratch directory: llama-sweep-bench also writes llama.log to its working directory
+  (cd "$out" && "$ik" -m "$model" -t "$threads" -c "$tokens" -b "$ubatch" -ub "$ubatch" \
+    -n "$gen" --sweep-stride "$stride" --output-format jsonl ${IK_ARGS:-} >"$out/ik.log" 2>&1)
+  grep -a '^{' "$out/ik.log" >"$out/ik.jsonl" || { tail -20 "$out/ik.log" >&2; exit 1; }
 fi
 if has llama; then
   echo "llama.cpp: llama_bench.py --sweep $tokens" >&2
@@ -106,6 +109,8 @@ if os.path.exists(p):
     total, last = 0.0, None
     for line in open(p):
         r = json.loads(line)
+        if r["n_kv"] >= int(tokens):
+            break  # ik rounds its context up (to 256): rows past N
         chunks = 1 if last is None else (r["n_kv"] - last) // int(ub)
         total += r["t_pp"] * chunks
         last = r["n_kv"]
