@@ -130,13 +130,7 @@ pub(crate) fn softmax_update(
         s.fill(0.0);
         return None;
     }
-    let mut up = None;
-    if bm > *mx || bm.is_nan() {
-        let f = (*mx - bm).exp();
-        *l *= f;
-        *mx = bm;
-        up = Some(f);
-    }
+    let up = raise_max(bm, mx, l);
     for sv in s.iter_mut() {
         let p = if *sv == f32::NEG_INFINITY {
             0.0
@@ -147,6 +141,19 @@ pub(crate) fn softmax_update(
         *sv = p;
     }
     up
+}
+
+/// The running max `mx` raised to a block's max `bm` (NaN wins): `l` rescaled, and the factor
+/// the accumulator takes returned; `None` when the max stays.
+pub(crate) fn raise_max(bm: f32, mx: &mut f32, l: &mut f32) -> Option<f32> {
+    if bm > *mx || bm.is_nan() {
+        let f = (*mx - bm).exp();
+        *l *= f;
+        *mx = bm;
+        Some(f)
+    } else {
+        None
+    }
 }
 
 impl CpuKernel for FlashAttnExt {

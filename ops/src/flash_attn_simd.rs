@@ -225,13 +225,7 @@ unsafe fn softmax_avx512(
         s.fill(0.0);
         return None;
     }
-    let mut up = None;
-    if bm > *mx || bm.is_nan() {
-        let f = (*mx - bm).exp();
-        *l *= f;
-        *mx = bm;
-        up = Some(f);
-    }
+    let up = crate::flash_attn::raise_max(bm, mx, l);
     let m = _mm512_set1_ps(*mx);
     for (i, &v) in v.iter().enumerate() {
         // −∞ scores (and the lanes past n) give 0
