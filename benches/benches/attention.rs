@@ -6,6 +6,7 @@
 //!   sliding window plus the compressed cache after `depth` tokens (`depth / 4` entries), each
 //!   token seeing its window and 512 compressed entries picked at random (the indexer's
 //!   top-k, as an additive mask);
+//! - `op/flash_attn_avx2/…`: the same with the AVX2 kernels, on a CPU that has more;
 //! - `op/dsa_indexer/<T>x<n_kv>/t<threads>`: the indexer's scores and top-512 of `T` tokens
 //!   over `n_kv` compressed F32 keys, all visible.
 //!
@@ -18,6 +19,7 @@
 use backends::{ExecConfig, Executor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use graph::{Graph, TensorDesc};
+use quant::simd::CpuLevel;
 
 /// V4-Flash's attention heads and head size.
 const HEADS: usize = 64;
@@ -29,9 +31,10 @@ const TOP_K: usize = 512;
 /// Sliding-window keys ahead of the compressed ones.
 const WINDOW: usize = 128;
 
-fn cfg(threads: usize) -> ExecConfig {
+fn cfg(threads: usize, cpu: CpuLevel) -> ExecConfig {
     ExecConfig {
         threads,
+        cpu,
         cpus: None,
         pin: true,
         elide_barriers: true,
@@ -78,7 +81,7 @@ fn sparse_mask(rng: &mut Rng, n_kv: usize, t: usize) -> Vec<f32> {
     m
 }
 
-fn flash_attn(t: usize, n_kv: usize, threads: usize) -> Executor {
+fn flash_attn(t: usize, n_kv: usize, threads: usize, cpu: CpuLevel) -> Executor {
     let mut g = Graph::new();
     let f32d = |ne: &[usize]| TensorDesc::f32(ne).expect("shape");
     let q = g.input("q", f32d(&[HEAD_DIM, HEADS, t])).expect("input");
@@ -90,7 +93,7 @@ fn flash_attn(t: usize, n_kv: usize, threads: usize) -> Executor {
         .flash_attn_ext(q, kv, Some(mask), Some(sinks), scale)
         .expect("flash_attn_ext");
     g.output("y", y).expect("output");
-    let mut e = Executor::new(g, cfg(threads));
+    let mut e = Executor::new(g, cfg(threads, cpu));
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     e.set_input_f32("q", &rng.vec(HEAD_DIM * HEADS * t, 1.0))
         .expect("q");
@@ -117,7 +120,7 @@ fn indexer(t: usize, n_kv: usize, threads: usize) -> Executor {
         .expect("input");
     let y = g.dsa_indexer(q, k, w, nv, TOP_K).expect("dsa_indexer");
     g.output("y", y).expect("output");
-    let mut e = Executor::new(g, cfg(threads));
+    let mut e = Executor::new(g, cfg(threads, CpuLevel::detect()));
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     e.set_input_f32("q", &rng.vec(IDX_DIM * IDX_HEADS * t, 1.0))
         .expect("q");
@@ -138,9 +141,18 @@ fn bench_attention(c: &mut Criterion) {
             g.throughput(Throughput::Elements(t as u64));
             for threads in [1usize, 2] {
                 let n_kv = WINDOW + comp;
-                let mut e = flash_attn(t, n_kv, threads);
+                let mut e = flash_attn(t, n_kv, threads, CpuLevel::detect());
                 let id = BenchmarkId::new(format!("flash_attn/{t}x{n_kv}"), format!("t{threads}"));
                 g.bench_function(id, |b| b.iter(|| e.run()));
+                if CpuLevel::detect() > CpuLevel::Avx2 {
+                    // the AVX2 kernels on a CPU with more
+                    let mut e = flash_attn(t, n_kv, threads, CpuLevel::Avx2);
+                    let id = BenchmarkId::new(
+                        format!("flash_attn_avx2/{t}x{n_kv}"),
+                        format!("t{threads}"),
+                    );
+                    g.bench_function(id, |b| b.iter(|| e.run()));
+                }
                 let mut e = indexer(t, comp, threads);
                 let id = BenchmarkId::new(format!("dsa_indexer/{t}x{comp}"), format!("t{threads}"));
                 g.bench_function(id, |b| b.iter(|| e.run()));

@@ -24,9 +24,9 @@
 //! register-tiled products instead of per-(head, key) loops: `S = Q·Kᵀ` over the block's
 //! visible keys for the whole head chunk, the softmax update per head, then `acc += P·V`
 //! (`flash_attn_simd`); FMA accumulation, so not the scalar path's bits, but the same per-head
-//! results at any thread count (a tile's heads are independent); with AVX-512F the softmax
-//! update is vectorized too (a vector `exp` with libm's bits but for about one in a thousand,
-//! the sum in key order). Measured on the iq2 synth
+//! results at any thread count (a tile's heads are independent); the softmax step is
+//! vectorized too (`flash_attn_softmax`: a vector `exp` with libm's bits but for about one in
+//! a thousand, the sum in key order, so the scalar step's results). Measured on the iq2 synth
 //! file's 512-token prefill: 5.1 → 1.6 ms per token; `cargo bench -p fathom-benches --bench
 //! attention` times one CSA layer at depth (docs/kernels.md, "Flash attention at depth").
 
@@ -300,7 +300,7 @@ impl CpuKernel for FlashAttnExt {
                         for hi in 0..heads.len() {
                             let srow = &mut sblk[hi * BLK..hi * BLK + nb];
                             let (m, sum) = (&mut mx[hi], &mut l[hi]);
-                            let up = crate::flash_attn_simd::softmax_update(
+                            let up = crate::flash_attn_softmax::softmax_update(
                                 cx.cpu, srow, mk, self.scale, m, sum,
                             );
                             if let Some(f) = up {

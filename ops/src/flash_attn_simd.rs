@@ -12,9 +12,8 @@
 //!   the accumulators stay in registers over the block's keys, each key's four v vectors are
 //!   loaded once for the four heads, the probabilities are broadcast; column slices outer,
 //!   heads inner, so a slice of the block's v rows stays in L1 for every head.
-//! - `softmax_update`: one head's online-softmax step on two 16-lane registers, with
-//!   `exp_avx512` (AVX-512F only; the scalar step otherwise): the scalar step's results but
-//!   for a last bit of about one exp in a thousand.
+//!
+//! The softmax step between them is `flash_attn_softmax`'s.
 //!
 //! Both accumulate in f32 with FMA; the sums are the same as the scalar path's up to
 //! rounding (tested against the f64 reference by test-ops). With AVX2 only (sixteen 256-bit
@@ -158,150 +157,6 @@ fn lane_sums4(a: [std::arch::x86_64::__m512; 4]) -> [f32; 4] {
     // SAFETY: `out` holds four floats.
     unsafe { _mm_storeu_ps(out.as_mut_ptr(), r) };
     out
-}
-
-/// [`crate::flash_attn::softmax_update`] for a block of at most 32 scores: with AVX-512F on
-/// two 16-lane registers with a vector `exp` ([`exp_avx512`]: glibc's `expf` bits but for
-/// about one value in a thousand, within one ulp) and the probabilities summed in key order,
-/// so the step is the scalar one's up to those rare last bits; the scalar loop otherwise.
-pub(crate) fn softmax_update(
-    cpu: quant::simd::CpuLevel,
-    s: &mut [f32],
-    mask: &[f32],
-    scale: f32,
-    mx: &mut f32,
-    l: &mut f32,
-) -> Option<f32> {
-    assert!(s.len() <= 32 && mask.len() == s.len());
-    #[cfg(target_arch = "x86_64")]
-    if wide(cpu) {
-        // SAFETY: AVX-512F was detected; s and mask hold s.len() ≤ 32 floats (asserted).
-        return unsafe { softmax_avx512(s, mask, scale, mx, l) };
-    }
-    crate::flash_attn::softmax_update(s, mask, scale, mx, l)
-}
-
-/// [`softmax_update`] on two masked 16-lane registers.
-///
-/// # Safety
-/// The CPU must have AVX-512F; `s` and `mask` hold `s.len() ≤ 32` floats.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn softmax_avx512(
-    s: &mut [f32],
-    mask: &[f32],
-    scale: f32,
-    mx: &mut f32,
-    l: &mut f32,
-) -> Option<f32> {
-    use std::arch::x86_64::*;
-    let n = s.len();
-    let lanes = |i: usize| -> __mmask16 {
-        let k = n.saturating_sub(16 * i).min(16);
-        ((1u32 << k) - 1) as __mmask16
-    };
-    let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
-    let mut v = [ninf; 2];
-    let mut nan = 0u16;
-    for (i, v) in v.iter_mut().enumerate() {
-        let k = lanes(i);
-        // SAFETY: the lanes of `k` are below n, inside `s` and `mask`.
-        let (sv, m) = unsafe {
-            (
-                _mm512_maskz_loadu_ps(k, s.as_ptr().add(16 * i)),
-                _mm512_maskz_loadu_ps(k, mask.as_ptr().add(16 * i)),
-            )
-        };
-        let x = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(scale), sv), m);
-        *v = _mm512_mask_mov_ps(ninf, k, x);
-        nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(*v, *v);
-    }
-    let bm = if nan != 0 {
-        f32::NAN
-    } else {
-        _mm512_reduce_max_ps(_mm512_max_ps(v[0], v[1]))
-    };
-    if bm == f32::NEG_INFINITY {
-        s.fill(0.0);
-        return None;
-    }
-    let up = crate::flash_attn::raise_max(bm, mx, l);
-    let m = _mm512_set1_ps(*mx);
-    for (i, &v) in v.iter().enumerate() {
-        // −∞ scores (and the lanes past n) give 0
-        let live = _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(v, ninf);
-        let p = _mm512_maskz_mov_ps(live, exp_avx512(_mm512_sub_ps(v, m)));
-        // SAFETY: the lanes below n are inside `s`.
-        unsafe { _mm512_mask_storeu_ps(s.as_mut_ptr().add(16 * i), lanes(i), p) };
-    }
-    // summed in key order, as the scalar step does: a lane-tree sum rounds differently, and
-    // a last-bit change in the normalizer can flip a quantized model's routing downstream
-    for &p in s.iter() {
-        *l += p;
-    }
-    up
-}
-
-/// `exp(x)` lane-wise, evaluated in f64 and rounded once to f32: x = n·ln 2 + r (Cody–Waite,
-/// |r| ≤ ln 2 / 2), e^r by its Taylor series to r¹³ (relative error below 10⁻¹⁷), scaled by
-/// 2ⁿ (`vscalefpd`). So each result is the correctly rounded e^x but where e^x lies within
-/// about 10⁻¹⁶ of a rounding boundary: in practice the bits of glibc's `expf` (0.502 ulp),
-/// which the scalar step calls. Where they differ, a routing or top-k choice of a quantized
-/// model can flip (the tiny MXFP4 model's KL against llama.cpp moved by a tenth with a
-/// 2-ulp f32 polynomial). 0 below about −103.9, NaN for NaN.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[inline]
-pub(crate) fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
-    use std::arch::x86_64::*;
-    // max(−110, x) keeps NaN (vmaxps returns its second operand then) and keeps n small
-    let x = _mm512_max_ps(
-        _mm512_set1_ps(-110.0),
-        _mm512_min_ps(_mm512_set1_ps(89.0), x),
-    );
-    let lo = exp_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)));
-    let hi = exp_pd(_mm512_cvtps_pd(_mm256_castpd_ps(
-        _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(x)),
-    )));
-    let lo = _mm512_castpd_ps(_mm512_castpd256_pd512(_mm256_castps_pd(_mm512_cvtpd_ps(
-        lo,
-    ))));
-    _mm512_castpd_ps(_mm512_insertf64x4::<1>(
-        _mm512_castps_pd(lo),
-        _mm256_castps_pd(_mm512_cvtpd_ps(hi)),
-    ))
-}
-
-/// e^x on eight f64 lanes for |x| ≤ 110 or NaN (see [`exp_avx512`]).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn exp_pd(x: std::arch::x86_64::__m512d) -> std::arch::x86_64::__m512d {
-    use std::arch::x86_64::*;
-    /// ln 2 split: the high part has 32 trailing zero bits, so n·LN2_HI is exact.
-    const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
-    const LN2_LO: f64 = std::f64::consts::LN_2 - LN2_HI;
-    let n = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-        _mm512_mul_pd(x, _mm512_set1_pd(std::f64::consts::LOG2_E)),
-    );
-    let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(LN2_HI), x);
-    let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(LN2_LO), r);
-    /// 1 / k! for k ≤ 13.
-    const INV_FACT: [f64; 14] = {
-        let mut a = [1f64; 14];
-        let mut k = 1;
-        while k < 14 {
-            a[k] = a[k - 1] / k as f64;
-            k += 1;
-        }
-        a
-    };
-    // Σ_{k ≤ 13} r^k / k!, Horner from the top
-    let mut p = _mm512_set1_pd(INV_FACT[13]);
-    for &c in INV_FACT[..13].iter().rev() {
-        p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c));
-    }
-    _mm512_scalef_pd(p, n)
 }
 
 /// `acc[h·d + e] += Σ_j p[h·ldp + j]·v[j][e]` for every `h < nh`, `e < d` (a multiple of 16),
@@ -538,10 +393,6 @@ mod tests {
             .collect()
     }
 
-    fn close(a: f32, b: f32, rel: f32) -> bool {
-        (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= rel * a.abs().max(b.abs())
-    }
-
     /// The QK and PV tiles at every level this CPU has, against f64 sums, for head and key
     /// counts around the tile sizes and head sizes of one, three and 32 vectors.
     #[test]
@@ -595,114 +446,6 @@ mod tests {
                                 "{level:?} pv d={d} h={h} e={e}: {got} vs {want}"
                             );
                         }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The vector exp against `f32::exp` (glibc's `expf`, 0.502 ulp): within one ulp
-    /// everywhere and the same bits but for one value in a thousand (both are nearly
-    /// correctly rounded; the old f32 polynomial differed in about a third).
-    #[test]
-    fn vector_exp_is_libm_exp_nearly_everywhere() {
-        if !wide(CpuLevel::detect()) {
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::*;
-            let mut xs = values(7, 1 << 16, -110.0, 0.0);
-            xs.extend(values(8, 4096, -1.0, 1.0));
-            xs.extend(values(9, 4096, -1e-3, 1e-3));
-            xs.extend([
-                0.0,
-                -0.0,
-                -87.3,
-                -103.9,
-                -104.5,
-                -200.0,
-                f32::NEG_INFINITY,
-                80.0,
-            ]);
-            xs.extend([f32::NAN, -1e30, 1e-30, -1e-30, f32::MIN_POSITIVE]);
-            let mut differ = 0;
-            for c in xs.chunks(16) {
-                let mut buf = [0f32; 16];
-                buf[..c.len()].copy_from_slice(c);
-                let mut out = [0f32; 16];
-                // SAFETY: AVX-512F was detected; both buffers hold 16 floats.
-                unsafe {
-                    let v = exp_avx512(_mm512_loadu_ps(buf.as_ptr()));
-                    _mm512_storeu_ps(out.as_mut_ptr(), v);
-                }
-                for (&x, &y) in c.iter().zip(&out) {
-                    let want = x.exp();
-                    if want.is_nan() {
-                        assert!(y.is_nan(), "exp({x}) = {y}, want NaN");
-                        continue;
-                    }
-                    let ulps = (y.to_bits() as i64 - want.to_bits() as i64).abs();
-                    assert!(ulps <= 1, "exp({x}) = {y}, want {want}");
-                    differ += usize::from(ulps != 0);
-                }
-            }
-            assert!(differ * 1000 < xs.len(), "{differ} of {} differ", xs.len());
-        }
-    }
-
-    #[test]
-    fn vector_softmax_update_matches_the_scalar_one() {
-        if !wide(CpuLevel::detect()) {
-            return;
-        }
-        let inf = f32::INFINITY;
-        let mut seed = 1;
-        for n in 1..=32 {
-            for case in 0..8 {
-                seed += 1;
-                let mut s = values(seed, n, -30.0, 30.0);
-                let mut mask = vec![0f32; n];
-                match case {
-                    1 => mask.iter_mut().step_by(3).for_each(|m| *m = -inf),
-                    2 => mask.fill(-inf),
-                    3 => s[n / 2] = f32::NAN,
-                    4 => s[n - 1] = inf,
-                    5 => mask
-                        .iter_mut()
-                        .enumerate()
-                        .for_each(|(i, m)| *m = -(i as f32)),
-                    _ => {}
-                }
-                for (mx0, l0) in [
-                    (f32::NEG_INFINITY, 0.0),
-                    (5.0, 2.5),
-                    (100.0, 7.0),
-                    (f32::NAN, 1.0),
-                ] {
-                    let (mut a, mut b) = (s.clone(), s.clone());
-                    let (mut mxa, mut la, mut mxb, mut lb) = (mx0, l0, mx0, l0);
-                    let ua =
-                        crate::flash_attn::softmax_update(&mut a, &mask, 0.7, &mut mxa, &mut la);
-                    let ub =
-                        softmax_update(CpuLevel::detect(), &mut b, &mask, 0.7, &mut mxb, &mut lb);
-                    let what = format!("n={n} case={case} mx0={mx0}");
-                    assert!(
-                        mxa.to_bits() == mxb.to_bits() || (mxa.is_nan() && mxb.is_nan()),
-                        "{what}: max"
-                    );
-                    assert_eq!(ua.is_some(), ub.is_some(), "{what}: rescale");
-                    if let (Some(x), Some(y)) = (ua, ub) {
-                        assert!(close(x, y, 0.0), "{what}: factor {x} vs {y}");
-                    }
-                    assert!(close(la, lb, 1e-5), "{what}: sum {la} vs {lb}");
-                    for (x, y) in a.iter().zip(&b) {
-                        // subnormal probabilities: absolute error
-                        let tiny = x.abs() < 1.2e-38 && y.abs() < 1.2e-38;
-                        assert!(
-                            close(*x, *y, 8.0 * f32::EPSILON) || tiny,
-                            "{what}: p {x} vs {y}"
-                        );
                     }
                 }
             }

@@ -20,6 +20,7 @@ mod expert_prefetch;
 mod expert_rows;
 mod flash_attn;
 mod flash_attn_simd;
+mod flash_attn_softmax;
 mod get_rows;
 mod hadamard;
 mod index_mask;
