@@ -42,6 +42,12 @@ impl CaseRng {
     pub fn f32s(&mut self, n: usize, scale: f32) -> Vec<f32> {
         (0..n).map(|_| self.uniform() * scale).collect()
     }
+    /// `n` values uniform in [lo, hi).
+    pub fn f32s_in(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n)
+            .map(|_| lo + (hi - lo) * (0.5 * self.uniform() + 0.5))
+            .collect()
+    }
 }
 
 /// Builder that collects inputs while a case graph is made.

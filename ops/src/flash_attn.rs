@@ -255,6 +255,11 @@ impl CpuKernel for FlashAttnExt {
                 acc.fill(0.0);
                 mx.fill(f32::NEG_INFINITY);
                 l.fill(0.0);
+                if simd {
+                    // the item's query rows, for every block's QK tiles
+                    qrows.clear();
+                    qrows.extend(heads.clone().map(|head| q.row_f32(head + h * tt)));
+                }
                 // the token's visible keys (mask ≠ −∞) in key order, with their mask values;
                 // blocks are runs of BLK *visible* keys, so a sparse mask (the indexer's
                 // top-k among thousands of compressed entries) gives full tiles
@@ -294,8 +299,6 @@ impl CpuKernel for FlashAttnExt {
                         // tiled: S = Q·Kᵀ over the block, softmax update per head,
                         // acc += P·V (see `flash_attn_simd`)
                         let krows: [&[f32]; BLK] = std::array::from_fn(|i| row(i.min(nb - 1)));
-                        qrows.clear();
-                        qrows.extend(heads.clone().map(|head| q.row_f32(head + h * tt)));
                         crate::flash_attn_simd::qk(cx.cpu, &qrows, &krows[..nb], d, sblk, BLK);
                         for hi in 0..heads.len() {
                             let srow = &mut sblk[hi * BLK..hi * BLK + nb];

@@ -378,20 +378,8 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::case::CaseRng;
     use quant::simd::CpuLevel;
-
-    /// xorshift values in `[lo, hi)`.
-    fn values(seed: u64, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
-            })
-            .collect()
-    }
 
     /// The QK and PV tiles at every level this CPU has, against f64 sums, for head and key
     /// counts around the tile sizes and head sizes of one, three and 32 vectors.
@@ -405,8 +393,8 @@ mod tests {
             for d in [16, 48, 512] {
                 for (nh, nk) in [(1, 1), (3, 5), (4, 4), (5, 9), (9, 32), (64, 7)] {
                     seed += 1;
-                    let qv = values(seed, nh * d, -1.0, 1.0);
-                    let kv = values(seed + 1000, nk * d, -1.0, 1.0);
+                    let qv = CaseRng::new(seed).f32s_in(nh * d, -1.0, 1.0);
+                    let kv = CaseRng::new(seed + 1000).f32s_in(nk * d, -1.0, 1.0);
                     let q: Vec<&[f32]> = qv.chunks(d).collect();
                     let k: Vec<&[f32]> = kv.chunks(d).collect();
                     let lds = 32;
@@ -427,8 +415,8 @@ mod tests {
                             );
                         }
                     }
-                    let p = values(seed + 2000, nh * lds, 0.0, 1.0);
-                    let acc0 = values(seed + 3000, nh * d, -1.0, 1.0);
+                    let p = CaseRng::new(seed + 2000).f32s_in(nh * lds, 0.0, 1.0);
+                    let acc0 = CaseRng::new(seed + 3000).f32s_in(nh * d, -1.0, 1.0);
                     let mut acc = acc0.clone();
                     pv(level, &p, lds, &k, &mut acc, d, nh);
                     for h in 0..nh {

@@ -281,19 +281,7 @@ fn exp_pd_avx2(x: std::arch::x86_64::__m256d) -> std::arch::x86_64::__m256d {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// xorshift values in `[lo, hi)`.
-    fn values(seed: u64, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
-            })
-            .collect()
-    }
+    use crate::case::CaseRng;
 
     fn close(a: f32, b: f32, rel: f32) -> bool {
         (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= rel * a.abs().max(b.abs())
@@ -310,9 +298,9 @@ mod tests {
                 continue;
             }
             use std::arch::x86_64::*;
-            let mut xs = values(7, 1 << 16, -110.0, 0.0);
-            xs.extend(values(8, 4096, -1.0, 1.0));
-            xs.extend(values(9, 4096, -1e-3, 1e-3));
+            let mut xs = CaseRng::new(7).f32s_in(1 << 16, -110.0, 0.0);
+            xs.extend(CaseRng::new(8).f32s_in(4096, -1.0, 1.0));
+            xs.extend(CaseRng::new(9).f32s_in(4096, -1e-3, 1e-3));
             xs.extend([
                 0.0,
                 -0.0,
@@ -375,7 +363,7 @@ mod tests {
         for n in 1..=32 {
             for case in 0..8 {
                 seed += 1;
-                let mut s = values(seed, n, -30.0, 30.0);
+                let mut s = CaseRng::new(seed).f32s_in(n, -30.0, 30.0);
                 let mut mask = vec![0f32; n];
                 match case {
                     1 => mask.iter_mut().step_by(3).for_each(|m| *m = -inf),
