@@ -16,8 +16,9 @@
 //! `cargo bench -p fathom-benches --bench attention` (all), or e.g. `-- 'op/flash_attn'`.
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
 
-use backends::{ExecConfig, Executor};
+use backends::Executor;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use fathom_benches::{exec_config, test_data};
 use graph::{Graph, TensorDesc};
 use quant::simd::CpuLevel;
 
@@ -31,47 +32,17 @@ const TOP_K: usize = 512;
 /// Sliding-window keys ahead of the compressed ones.
 const WINDOW: usize = 128;
 
-fn cfg(threads: usize, cpu: CpuLevel) -> ExecConfig {
-    ExecConfig {
-        threads,
-        cpu,
-        cpus: None,
-        pin: true,
-        elide_barriers: true,
-        spin: 20_000,
-        profile: None,
-        guards: false,
-        ..ExecConfig::default()
-    }
-}
-
-/// A xorshift stream of values in `[-1, 1)`.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
-        (0..n).map(|_| self.unit() * scale).collect()
-    }
-}
-
-/// Additive mask `{n_kv, t}`: each token sees the window and `TOP_K` random compressed keys.
-fn sparse_mask(rng: &mut Rng, n_kv: usize, t: usize) -> Vec<f32> {
+/// Additive mask `{n_kv, t}`: each token sees the window and `TOP_K` compressed keys spread
+/// over the cache (a multiplicative hash of pick and token, duplicates skipped).
+fn sparse_mask(n_kv: usize, t: usize) -> Vec<f32> {
     let comp = n_kv - WINDOW;
     let mut m = vec![f32::NEG_INFINITY; n_kv * t];
-    for row in m.chunks_exact_mut(n_kv) {
+    for (tt, row) in m.chunks_exact_mut(n_kv).enumerate() {
         row[..WINDOW].fill(0.0);
-        let mut picked = 0;
+        let (mut picked, mut k) = (0, 0usize);
         while picked < TOP_K.min(comp) {
-            let j = WINDOW + (rng.next() as usize) % comp;
+            let j = WINDOW + (k.wrapping_mul(2_654_435_761) ^ tt.wrapping_mul(40_503)) % comp;
+            k += 1;
             if row[j] != 0.0 {
                 row[j] = 0.0;
                 picked += 1;
@@ -93,15 +64,14 @@ fn flash_attn(t: usize, n_kv: usize, threads: usize, cpu: CpuLevel) -> Executor 
         .flash_attn_ext(q, kv, Some(mask), Some(sinks), scale)
         .expect("flash_attn_ext");
     g.output("y", y).expect("output");
-    let mut e = Executor::new(g, cfg(threads, cpu));
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    e.set_input_f32("q", &rng.vec(HEAD_DIM * HEADS * t, 1.0))
+    let mut e = Executor::new(g, exec_config(threads, cpu));
+    e.set_input_f32("q", &test_data(HEAD_DIM * HEADS * t, 1))
         .expect("q");
-    e.set_input_f32("kv", &rng.vec(HEAD_DIM * n_kv, 1.0))
+    e.set_input_f32("kv", &test_data(HEAD_DIM * n_kv, 2))
         .expect("kv");
-    e.set_input_f32("mask", &sparse_mask(&mut rng, n_kv, t))
+    e.set_input_f32("mask", &sparse_mask(n_kv, t))
         .expect("mask");
-    e.set_input_f32("sinks", &rng.vec(HEADS, 1.0))
+    e.set_input_f32("sinks", &test_data(HEADS, 3))
         .expect("sinks");
     e
 }
@@ -120,14 +90,16 @@ fn indexer(t: usize, n_kv: usize, threads: usize) -> Executor {
         .expect("input");
     let y = g.dsa_indexer(q, k, w, nv, TOP_K).expect("dsa_indexer");
     g.output("y", y).expect("output");
-    let mut e = Executor::new(g, cfg(threads, CpuLevel::detect()));
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    e.set_input_f32("q", &rng.vec(IDX_DIM * IDX_HEADS * t, 1.0))
+    let mut e = Executor::new(g, exec_config(threads, CpuLevel::detect()));
+    e.set_input_f32("q", &test_data(IDX_DIM * IDX_HEADS * t, 4))
         .expect("q");
-    e.set_input_f32("k", &rng.vec(IDX_DIM * n_kv, 1.0))
+    e.set_input_f32("k", &test_data(IDX_DIM * n_kv, 5))
         .expect("k");
-    e.set_input_f32("w", &rng.vec(IDX_HEADS * t, 0.1))
-        .expect("w");
+    let w: Vec<f32> = test_data(IDX_HEADS * t, 6)
+        .iter()
+        .map(|x| 0.1 * x)
+        .collect();
+    e.set_input_f32("w", &w).expect("w");
     e.set_input_i32("nv", &vec![n_kv as i32; t]).expect("nv");
     e
 }

@@ -11,23 +11,12 @@
 //! `cargo bench -p fathom-benches --bench mul_mat` (all), or e.g. `-- 'op/mul_mat/q8_0'`.
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
 
-use backends::{ExecConfig, Executor};
+use backends::Executor;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use fathom_benches::exec_config;
 use graph::{Graph, TensorDesc, WeightData};
+use quant::simd::CpuLevel;
 use quant::DType;
-
-fn cfg(threads: usize) -> ExecConfig {
-    ExecConfig {
-        threads,
-        cpus: None,
-        pin: true,
-        elide_barriers: true,
-        spin: 20_000,
-        profile: None,
-        guards: false,
-        ..ExecConfig::default()
-    }
-}
 
 /// Random weight blocks of `t` (sane f16 scales at the types' scale offsets).
 fn weights(t: DType, k: usize, n: usize) -> Vec<u8> {
@@ -81,7 +70,7 @@ fn executor(t: DType, k: usize, n: usize, cols: usize, threads: usize) -> Execut
         .expect("input");
     let y = g.mul_mat(w, x).expect("mul_mat");
     g.output("y", y).expect("output");
-    let mut e = Executor::new(g, cfg(threads));
+    let mut e = Executor::new(g, exec_config(threads, CpuLevel::detect()));
     let xs: Vec<f32> = (0..k * cols)
         .map(|i| ((i * 31) % 200) as f32 / 100.0 - 1.0)
         .collect();
