@@ -38,20 +38,8 @@ done
 [ -r "$model" ] || { echo "compare_ik.sh: cannot read $model" >&2; exit 2; }
 ik=${IK_BENCH:-}
 commit=${IK_COMMIT:-8337e4cd3}
-if [ -z "$ik" ]; then
-  src=${IK_DIR:-$root/target/ik_llama.cpp}
-  ik=$src/build/bin/llama-bench
-  if [ ! -x "$ik" ]; then
-    if [ ! -d "$src/.git" ]; then
-      git clone -q https://github.com/ikawrakow/ik_llama.cpp "$src"
-    fi
-    git -C "$src" checkout -q "$commit"
-    echo "building ik_llama.cpp $commit llama-bench in $src (about 12 min on 2 cores)" >&2
-    cmake -S "$src" -B "$src/build" -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-      -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_SERVER=OFF >&2
-    cmake --build "$src/build" --target llama-bench -j"$(nproc)" >&2
-  fi
-fi
+. "$here/ik_build.sh"
+[ -n "$ik" ] || ik=$(ik_tool llama-bench)
 fathom=${FATHOM:-}
 if [ -z "$fathom" ]; then
   (cd "$root" && cargo build --release -q -p fathom-tools)

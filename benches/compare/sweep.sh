@@ -16,7 +16,7 @@
 # bandwidth measured before each run (printed in the table).
 #
 # ik_llama.cpp: IK_SWEEP=path/to/llama-sweep-bench, else $IK_DIR (default
-# target/ik_llama.cpp, cloned and configured as compare_ik.sh does) is built for target
+# target/ik_llama.cpp, cloned and configured by ik_build.sh, as for compare_ik.sh) is built for target
 # `llama-sweep-bench`. IK_ARGS adds arguments (e.g. "-rtr 1"). llama.cpp: the virtualenv
 # compare.sh builds ($FATHOM_COMPARE_VENV, default target/compare-venv). FATHOM=path/to/fathom
 # skips fathom's build; FATHOM_ARGS adds `fathom bench` arguments. Not part of CI.
@@ -47,21 +47,12 @@ if [ -z "$fathom" ]; then
   fathom=$root/target/release/fathom
 fi
 commit=${IK_COMMIT:-8337e4cd3}
+. "$here/ik_build.sh"
 ik=${IK_SWEEP:-}
-if has ik && [ -z "$ik" ]; then
-  src=${IK_DIR:-$root/target/ik_llama.cpp}
-  ik=$src/build/bin/llama-sweep-bench
-  if [ ! -x "$ik" ]; then
-    if [ ! -d "$src/.git" ]; then
-      git clone -q https://github.com/ikawrakow/ik_llama.cpp "$src"
-    fi
-    git -C "$src" checkout -q "$commit"
-    cmake -S "$src" -B "$src/build" -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-      -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_SERVER=OFF >&2
-    cmake --build "$src/build" --target llama-sweep-bench -j"$(nproc)" >&2
-  fi
+if has ik; then
+  if [ -z "$ik" ]; then ik=$(ik_tool llama-sweep-bench); fi
+  ik=$(cd "$(dirname "$ik")" && pwd)/$(basename "$ik")  # llama-sweep-bench runs elsewhere
 fi
-if has ik; then ik=$(cd "$(dirname "$ik")" && pwd)/$(basename "$ik"); fi
 venv=${FATHOM_COMPARE_VENV:-$root/target/compare-venv}
 if has llama && ! "$venv/bin/python" -c "import llama_cpp" 2>/dev/null; then
   echo "sweep.sh: no llama-cpp-python in $venv: run benches/compare/compare.sh once to build it" >&2
