@@ -47,13 +47,55 @@ struct Dims {
     n_kv: usize,
 }
 
-fn dims(srcs: &[TensorRef]) -> Dims {
+fn dims(op: &FlashAttnExt, srcs: &[TensorRef]) -> Dims {
     let (q, kv) = (&srcs[0].desc, &srcs[1].desc);
     Dims {
         d: q.ne[0],
         h: q.ne[1],
         t: q.ne[2],
-        n_kv: kv.ne[1],
+        n_kv: kv.ne[1] + op.kv2_src().map_or(0, |i| srcs[i].desc.ne[1]),
+    }
+}
+
+/// The key/value rows: `kv`'s, then `kv2`'s if the op has a second part (read in place).
+struct KvRows<'s, 'a> {
+    kv: &'s TensorRef<'a>,
+    kv2: Option<&'s TensorRef<'a>>,
+    n1: usize,
+}
+
+impl<'s, 'a> KvRows<'s, 'a> {
+    fn new(op: &FlashAttnExt, srcs: &'s [TensorRef<'a>]) -> Self {
+        let kv = &srcs[1];
+        KvRows {
+            kv,
+            kv2: op.kv2_src().map(|i| &srcs[i]),
+            n1: kv.desc.ne[1],
+        }
+    }
+    /// The part holding key `j`, and `j`'s row in it.
+    #[inline]
+    fn part(&self, j: usize) -> (&'s TensorRef<'a>, usize) {
+        match self.kv2 {
+            Some(kv2) if j >= self.n1 => (kv2, j - self.n1),
+            _ => (self.kv, j),
+        }
+    }
+    /// Key `j`'s row, in place (f32 parts only).
+    #[inline]
+    fn row_f32(&self, j: usize) -> &'a [f32] {
+        let (p, r) = self.part(j);
+        p.row_f32(r)
+    }
+    /// Key `j`'s row converted to f32 into `out`.
+    fn row_to_f32(&self, j: usize, out: &mut [f32]) {
+        let (p, r) = self.part(j);
+        p.row_to_f32(r, out);
+    }
+    /// Element `i` of key `j`.
+    fn get(&self, i: usize, j: usize) -> f32 {
+        let (p, r) = self.part(j);
+        p.get(i, r, 0, 0)
     }
 }
 
@@ -158,11 +200,9 @@ pub(crate) fn raise_max(bm: f32, mx: &mut f32, l: &mut f32) -> Option<f32> {
 
 impl CpuKernel for FlashAttnExt {
     fn reference(&self, _cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
-        let Dims { d, h, t, n_kv } = dims(srcs);
-        let (q, kv) = (&srcs[0], &srcs[1]);
-        let kvf: Vec<f64> = (0..n_kv * d)
-            .map(|i| kv.get(i % d, i / d, 0, 0) as f64)
-            .collect();
+        let Dims { d, h, t, n_kv } = dims(self, srcs);
+        let (q, kv) = (&srcs[0], KvRows::new(self, srcs));
+        let kvf: Vec<f64> = (0..n_kv * d).map(|i| kv.get(i % d, i / d) as f64).collect();
         let mut z = vec![0f64; n_kv];
         let mut o = vec![0f64; d];
         for tt in 0..t {
@@ -216,9 +256,9 @@ impl CpuKernel for FlashAttnExt {
     }
 
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
-        let Dims { d, h, t, n_kv } = dims(srcs);
-        let (q, kv) = (&srcs[0], &srcs[1]);
-        let direct = kv.desc.dtype == DType::F32;
+        let Dims { d, h, t, n_kv } = dims(self, srcs);
+        let (q, kv) = (&srcs[0], KvRows::new(self, srcs));
+        let direct = kv.kv.desc.dtype == DType::F32;
         let hc = head_chunk(h, t, cx.nth);
         let nsplit = h.div_ceil(hc);
         let kvlen = if direct { 0 } else { BLK * d };
@@ -392,6 +432,8 @@ struct Cfg {
     perm_q: bool,
     /// kv is every other row of a larger cache (row stride 2 rows).
     strided_kv: bool,
+    /// The rows come as two parts, `kv` and `kv2`, split after this many rows.
+    split: Option<usize>,
     quick: bool,
 }
 
@@ -407,6 +449,7 @@ const fn cfg(d: usize, h: usize, t: usize, n_kv: usize, kv: DType) -> Cfg {
         sinks: false,
         perm_q: false,
         strided_kv: false,
+        split: None,
         quick: true,
     }
 }
@@ -452,6 +495,18 @@ const CASES: &[Cfg] = &[
         mask: Some((F16, 4)),
         sinks: true,
         ..cfg(512, 3, 2, 0, F16)
+    },
+    // window and compressed entries as two parts (cached V4 layers)
+    Cfg {
+        mask: Some((F32, 6)),
+        sinks: true,
+        split: Some(9),
+        ..cfg(64, 5, 3, 47, F32)
+    },
+    Cfg {
+        mask: Some((F16, 3)),
+        split: Some(2),
+        ..cfg(32, 2, 2, 5, F16)
     },
     // V4-Flash decode: 128 window keys + 512 compressed entries, 64 heads
     Cfg {
@@ -517,7 +572,11 @@ fn build_case(c: &Cfg) -> Case {
     } else {
         b.input_f32("q", &[c.d, c.h, c.t], 3.0).expect("case")
     };
-    let kv = if c.strided_kv {
+    let mut kv2 = None;
+    let kv = if let Some(n1) = c.split {
+        kv2 = Some(float_input(&mut b, "kv2", c.kv, &[c.d, c.n_kv - n1], 1.0));
+        float_input(&mut b, "kv", c.kv, &[c.d, n1], 1.0)
+    } else if c.strided_kv {
         let cache = float_input(&mut b, "cache", c.kv, &[c.d, 2 * c.n_kv + 1], 1.0);
         let rb = c.d * c.kv.type_size();
         let nb = [c.kv.type_size(), 2 * rb, 2 * rb * c.n_kv, 2 * rb * c.n_kv];
@@ -532,10 +591,12 @@ fn build_case(c: &Cfg) -> Case {
         .sinks
         .then(|| b.input_f32("sinks", &[c.h], 2.0).expect("case"));
     let scale = 1.0 / (c.d as f32).sqrt();
-    let out = b.g.flash_attn_ext(q, kv, mask, sinks, scale).expect("case");
+    let out =
+        b.g.flash_attn_parts(q, kv, kv2, mask, sinks, scale)
+            .expect("case");
     let name = format!(
-        "FLASH_ATTN_EXT q{{{},{},{}}} kv {}{{{},{}}} mask={:?} full={} sinks={} perm_q={} strided_kv={}",
-        c.d, c.h, c.t, c.kv, c.d, c.n_kv, c.mask, c.full, c.sinks, c.perm_q, c.strided_kv
+        "FLASH_ATTN_EXT q{{{},{},{}}} kv {}{{{},{}}} mask={:?} full={} sinks={} perm_q={} strided_kv={} split={:?}",
+        c.d, c.h, c.t, c.kv, c.d, c.n_kv, c.mask, c.full, c.sinks, c.perm_q, c.strided_kv, c.split
     );
     b.finish(name, out, 1e-10, c.quick).expect("case")
 }
@@ -599,6 +660,7 @@ mod tests {
             scale,
             has_mask: true,
             has_sinks: true,
+            has_kv2: false,
         };
         let srcs = [
             f32s(&[d, h, t], &q),
@@ -651,6 +713,7 @@ mod tests {
             scale: 1.0,
             has_mask: true,
             has_sinks: true,
+            has_kv2: false,
         };
         // n_kv = 0
         let srcs = [
@@ -677,6 +740,66 @@ mod tests {
             let want = 2.0 * 2.0 * e / (2.0 * e + 1.0);
             assert!((y[16] as f64 - want).abs() < 1e-6);
         }
+    }
+
+    #[test]
+    fn two_parts_give_the_bits_of_one() {
+        // a sparse mask over 70 keys split after 23 (blocks of visible keys straddle the
+        // parts); the same keys as one tensor must give the same bits on both paths
+        let (d, h, t, n, n1) = (64, 3, 2, 70, 23);
+        let mut rng = CaseRng::new(7);
+        let q = rng.f32s(d * h * t, 2.0);
+        let kv = rng.f32s(d * n, 1.0);
+        let mask: Vec<f32> = rng
+            .f32s(n * t, 1.0)
+            .iter()
+            .map(|&x| if x > 0.2 { f32::NEG_INFINITY } else { 0.0 })
+            .collect();
+        let sinks = rng.f32s(h, 1.0);
+        let one = FlashAttnExt {
+            scale: 0.125,
+            has_mask: true,
+            has_sinks: true,
+            has_kv2: false,
+        };
+        let two = FlashAttnExt {
+            has_kv2: true,
+            ..one.clone()
+        };
+        for half in [false, true] {
+            let rows = |a: usize, b: usize| {
+                if half {
+                    f16s(&[d, b - a], &kv[a * d..b * d])
+                } else {
+                    f32s(&[d, b - a], &kv[a * d..b * d])
+                }
+            };
+            let common = [f32s(&[d, h, t], &q), rows(0, n)];
+            let tail = [f32s(&[n, t], &mask), f32s(&[h], &sinks)];
+            let whole: Vec<_> = common.iter().chain(&tail).cloned().collect();
+            let parts = [
+                common[0].clone(),
+                rows(0, n1),
+                tail[0].clone(),
+                tail[1].clone(),
+                rows(n1, n),
+            ];
+            for fwd in [false, true] {
+                let (a, b) = (run(&one, &whole, fwd), run(&two, &parts, fwd));
+                assert!(a.iter().any(|&x| x != 0.0));
+                let same = a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "half={half} fwd={fwd}");
+            }
+        }
+        // a second part must match the first's type and row size, and the mask both parts
+        let descs = |p: &[(TensorDesc, Vec<u8>)]| p.iter().map(|(d, _)| *d).collect::<Vec<_>>();
+        let mut bad = vec![f32s(&[d, h, t], &q), f32s(&[d, n1], &kv[..n1 * d])];
+        bad.extend([f32s(&[n, t], &mask), f32s(&[h], &sinks)]);
+        bad.push(f16s(&[d, n - n1], &kv[n1 * d..]));
+        assert!(two.infer(&descs(&bad).iter().collect::<Vec<_>>()).is_err());
+        bad[4] = f32s(&[d, n - n1 - 1], &kv[n1 * d..(n - 1) * d]);
+        let e = two.infer(&descs(&bad).iter().collect::<Vec<_>>());
+        assert!(e.unwrap_err().to_string().contains("mask"));
     }
 
     #[test]

@@ -1,11 +1,17 @@
 //! FLASH_ATTN_EXT: fused DeepSeek-V4 attention with **one shared K = V head** and per-head
 //! sinks (spec §4.4 steps 6–9, §4.8; the `build_attn_mha` flash path of llama.cpp).
 //!
-//! Sources (optional ones by position, see [`FlashAttnExt::has_mask`] /
-//! [`FlashAttnExt::has_sinks`]): `q` f32 `{D, H, T}` (contiguous rows, any row strides),
-//! `kv` f32 or f16 `{D, n_kv}` (contiguous rows, any row stride: a view of a cache; the same
-//! rows are the keys and the values, RoPE'd dims included), optional `mask` f32 or f16
-//! `{n_kv, T}` (any strides; 0 or −∞ for DS4, shared by all heads), optional `sinks` f32 `{H}`.
+//! Sources (optional ones by position, see [`FlashAttnExt::has_mask`],
+//! [`FlashAttnExt::has_sinks`] and [`FlashAttnExt::has_kv2`]): `q` f32 `{D, H, T}` (contiguous
+//! rows, any row strides), `kv` f32 or f16 `{D, n_kv}` (contiguous rows, any row stride: a view
+//! of a cache; the same rows are the keys and the values, RoPE'd dims included), optional
+//! `mask` f32 or f16 `{n_kv, T}` (any strides; 0 or −∞ for DS4, shared by all heads), optional
+//! `sinks` f32 `{H}`, optional `kv2` `{D, n_kv2}` of `kv`'s type: more key/value rows, read
+//! in place after `kv`'s (keys `n_kv..n_kv + n_kv2`; the mask is then `{n_kv + n_kv2, T}`).
+//! With `kv2` a cached V4 layer attends over its window and its compressed-entry cache
+//! without first copying the whole cache into one tensor (at 32k context that copy was
+//! 16 MiB per CSA layer and decode step, for the 512 entries the indexer picks); the result
+//! is the same, bit for bit, as over the two parts concatenated.
 //! Output f32 `{D, H, T}`:
 //!
 //! `z_{h,t,k} = scale·(q_{h,t}·kv_k) + mask_{k,t}`,
@@ -29,8 +35,10 @@ pub struct FlashAttnExt {
     pub scale: f32,
     /// `srcs[2]` is the mask.
     pub has_mask: bool,
-    /// The last source is the sinks vector.
+    /// The source after the mask is the sinks vector.
     pub has_sinks: bool,
+    /// The last source is a second part of the key/value rows (`kv2`, after `kv`'s).
+    pub has_kv2: bool,
 }
 
 impl FlashAttnExt {
@@ -42,19 +50,28 @@ impl FlashAttnExt {
     pub fn sinks_src(&self) -> Option<usize> {
         self.has_sinks.then_some(2 + usize::from(self.has_mask))
     }
+    /// Index of the second key/value part, if any.
+    pub fn kv2_src(&self) -> Option<usize> {
+        self.has_kv2
+            .then_some(2 + usize::from(self.has_mask) + usize::from(self.has_sinks))
+    }
 }
 
 impl OpDef for FlashAttnExt {
     const NAME: &'static str = "FLASH_ATTN_EXT";
     fn infer(&self, srcs: &[&TensorDesc]) -> Result<TensorDesc, GraphError> {
-        let want = 2 + usize::from(self.has_mask) + usize::from(self.has_sinks);
+        let want = 2
+            + usize::from(self.has_mask)
+            + usize::from(self.has_sinks)
+            + usize::from(self.has_kv2);
         if srcs.len() != want {
             return Err(shape_err(
                 Self::NAME,
                 format!(
-                    "expects {want} sources (q, kv{}{}), got {}",
+                    "expects {want} sources (q, kv{}{}{}), got {}",
                     if self.has_mask { ", mask" } else { "" },
                     if self.has_sinks { ", sinks" } else { "" },
+                    if self.has_kv2 { ", kv2" } else { "" },
                     srcs.len()
                 ),
             ));
@@ -87,14 +104,36 @@ impl OpDef for FlashAttnExt {
         if !self.scale.is_finite() {
             return Err(shape_err(Self::NAME, "scale must be finite"));
         }
+        let mut n_kv = kv.ne[1];
+        if let Some(i) = self.kv2_src() {
+            let kv2 = srcs[i];
+            if kv2.dtype != kv.dtype
+                || !kv2.rows_contiguous()
+                || kv2.ne[0] != kv.ne[0]
+                || kv2.ne[2] != 1
+                || kv2.ne[3] != 1
+            {
+                return Err(shape_err(
+                    Self::NAME,
+                    format!(
+                        "kv2 must be {} {{{}, n_kv2}} with contiguous rows, like kv, got {} {}",
+                        kv.dtype,
+                        q.ne[0],
+                        kv2.dtype,
+                        kv2.shape_str()
+                    ),
+                ));
+            }
+            n_kv += kv2.ne[1];
+        }
         if let Some(i) = self.mask_src() {
             let m = srcs[i];
-            if !matches!(m.dtype, DType::F32 | DType::F16) || m.ne != [kv.ne[1], q.ne[2], 1, 1] {
+            if !matches!(m.dtype, DType::F32 | DType::F16) || m.ne != [n_kv, q.ne[2], 1, 1] {
                 return Err(shape_err(
                     Self::NAME,
                     format!(
                         "mask must be f32/f16 {{n_kv = {}, T = {}}}, got {}",
-                        kv.ne[1],
+                        n_kv,
                         q.ne[2],
                         m.shape_str()
                     ),
@@ -128,12 +167,32 @@ impl Graph {
         sinks: Option<TensorId>,
         scale: f32,
     ) -> Result<TensorId, GraphError> {
+        self.flash_attn_parts(q, kv, None, mask, sinks, scale)
+    }
+
+    /// [`Graph::flash_attn_ext`] over the rows of `kv` followed by those of `kv2`, each read
+    /// in place (module doc).
+    pub fn flash_attn_parts(
+        &mut self,
+        q: TensorId,
+        kv: TensorId,
+        kv2: Option<TensorId>,
+        mask: Option<TensorId>,
+        sinks: Option<TensorId>,
+        scale: f32,
+    ) -> Result<TensorId, GraphError> {
         let op = FlashAttnExt {
             scale,
             has_mask: mask.is_some(),
             has_sinks: sinks.is_some(),
+            has_kv2: kv2.is_some(),
         };
-        let srcs: Vec<TensorId> = [q, kv].into_iter().chain(mask).chain(sinks).collect();
+        let srcs: Vec<TensorId> = [q, kv]
+            .into_iter()
+            .chain(mask)
+            .chain(sinks)
+            .chain(kv2)
+            .collect();
         self.op(op, &srcs)
     }
 }

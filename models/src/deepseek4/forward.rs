@@ -138,6 +138,15 @@ impl Compressor {
     }
 }
 
+/// What one layer's attention reads: the window's rows `kv`, the compressed entries `comp`
+/// (read in place after them, so a cache is never copied into one key tensor) and the
+/// additive mask over both.
+struct Keys {
+    kv: TensorId,
+    comp: Option<TensorId>,
+    mask: TensorId,
+}
+
 /// Builds the prefill graph for one model and one prompt length.
 pub struct Builder<'a, W: Weights> {
     /// The graph being built.
@@ -522,9 +531,9 @@ impl<'a, W: Weights> Builder<'a, W> {
         let o = if !self.slots.is_empty() {
             self.slots_attention(l, a, qr, q, kv, sinks)?
         } else {
-            let (keys, mask) = self.keys(l, a, qr, kv)?;
+            let k = self.keys(l, a, qr, kv)?;
             self.g
-                .flash_attn_ext(q, keys, Some(mask), Some(sinks), scale)?
+                .flash_attn_parts(q, k.kv, k.comp, Some(k.mask), Some(sinks), scale)?
         };
         let o = self.g.rope(o, self.pos, self.rope(l, n_offs, true))?; // de-rotation (step 10)
 
@@ -547,33 +556,39 @@ impl<'a, W: Weights> Builder<'a, W> {
         a: TensorId,
         qr: TensorId,
         kv: TensorId,
-    ) -> Result<(TensorId, TensorId), ForwardError> {
+    ) -> Result<Keys, ForwardError> {
         let hp = self.hp;
         let (hd, t) = (hp.head_dim, self.t);
-        Ok(if self.cache.is_some() {
+        let window = |b: &mut Self| -> Result<Keys, ForwardError> {
+            Ok(Keys {
+                kv,
+                comp: None,
+                mask: b.swa_mask()?,
+            })
+        };
+        if self.cache.is_some() {
             let pre = self.layer_pre(l, a, qr)?;
-            self.cached_keys(l, &pre, kv)?
+            return self.cached_keys(l, &pre, kv);
+        }
+        let kind = hp.attn_kind(l);
+        if kind == AttnKind::Sliding {
+            return window(self);
+        }
+        let ratio = hp.compress_ratios[l];
+        let Some(comp) = self.compressor(l, a, Compressor::Attention, hd, ratio)? else {
+            return window(self);
+        };
+        let nw = t / ratio as usize;
+        let cmask = if kind == AttnKind::Hca {
+            self.input_f32(input::comp_mask(ratio), &[nw, t])?
         } else {
-            match hp.attn_kind(l) {
-                AttnKind::Sliding => (kv, self.swa_mask()?),
-                kind => {
-                    let ratio = hp.compress_ratios[l];
-                    match self.compressor(l, a, Compressor::Attention, hd, ratio)? {
-                        None => (kv, self.swa_mask()?),
-                        Some(comp) => {
-                            let nw = t / ratio as usize;
-                            let cmask = if kind == AttnKind::Hca {
-                                self.input_f32(input::comp_mask(ratio), &[nw, t])?
-                            } else {
-                                self.indexer_mask(l, a, qr, nw, ratio)?
-                            };
-                            let keys = self.g.concat(kv, comp, 1)?;
-                            let mask = self.g.concat(self.swa_mask()?, cmask, 0)?;
-                            (keys, mask)
-                        }
-                    }
-                }
-            }
+            self.indexer_mask(l, a, qr, nw, ratio)?
+        };
+        let mask = self.g.concat(self.swa_mask()?, cmask, 0)?;
+        Ok(Keys {
+            kv,
+            comp: Some(comp),
+            mask,
         })
     }
 

@@ -18,7 +18,7 @@
 //! `[window ring (old) ‖ chunk kv ‖ all compressed entries]`, masked per query by position.
 //! Fixed shapes with runtime indices (−1 = skip) keep one plan per chunk length.
 
-use super::{input, Builder, Compressor};
+use super::{input, Builder, Compressor, Keys};
 use crate::deepseek4::hparams::{AttnKind, Hparams};
 use crate::weights::{ForwardError, Weights};
 use graph::{Graph, TensorDesc, TensorId};
@@ -214,9 +214,10 @@ impl<W: Weights> Builder<'_, W> {
                 b.cache = Some(layout.clone());
                 b.swa_mask =
                     Some(b.input_f32(super::input::SWA_MASK.into(), &[b.hp.window + 1, 1])?);
-                let (keys, mask) = b.cached_keys(l, &pre_i, kv_i)?;
+                let k = b.cached_keys(l, &pre_i, kv_i)?;
+                let (mask, sinks) = (Some(k.mask), Some(sinks));
                 let o =
-                    b.g.flash_attn_ext(q_i, keys, Some(mask), Some(sinks), scale)?;
+                    b.g.flash_attn_parts(q_i, k.kv, k.comp, mask, sinks, scale)?;
                 out = Some(match out {
                     None => o,
                     Some(prev) => b.g.concat(prev, o, 2)?,
@@ -235,13 +236,14 @@ impl<W: Weights> Builder<'_, W> {
     }
 
     /// Keys and mask of layer `l` in cached mode, from its [`LayerPre`]; also writes this
-    /// chunk's kv into the ring.
+    /// chunk's kv into the ring. The compressed entries stay in their cache: attention reads
+    /// them in place after the window's rows.
     pub(super) fn cached_keys(
         &mut self,
         l: usize,
         pre: &LayerPre,
         kv: TensorId,
-    ) -> Result<(TensorId, TensorId), ForwardError> {
+    ) -> Result<Keys, ForwardError> {
         let hp = self.hp;
         let t = self.t;
         let ring = self.layout()?.get(&format!("l{l}.kv"))?;
@@ -250,7 +252,11 @@ impl<W: Weights> Builder<'_, W> {
         self.g.set_rows(ring, kv, slot)?;
         let kind = hp.attn_kind(l);
         if kind == AttnKind::Sliding {
-            return Ok((win, self.swa_mask()?));
+            return Ok(Keys {
+                kv: win,
+                comp: None,
+                mask: self.swa_mask()?,
+            });
         }
         let ratio = hp.compress_ratios[l];
         let cap = self.layout()?.span.div_ceil(ratio as usize);
@@ -264,9 +270,12 @@ impl<W: Weights> Builder<'_, W> {
             let keys = self.compressor_cached(l, idx, "idx", hp.idx_dim, ratio)?;
             self.indexer_pick(q, keys, cap, ratio)?
         };
-        let keys = self.g.concat(win, comp, 1)?;
         let mask = self.g.concat(self.swa_mask()?, cmask, 0)?;
-        Ok((keys, mask))
+        Ok(Keys {
+            kv: win,
+            comp: Some(comp),
+            mask,
+        })
     }
 
     /// One compressor in cached mode, from its projections; returns the entries of the span
