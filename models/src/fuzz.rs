@@ -82,20 +82,20 @@ pub fn config_json(data: &[u8]) {
     }
 }
 
-/// A `tokenizer.json` (written to a per-process temporary folder and loaded as a checkpoint
-/// tokenizer), then used.
+/// A `tokenizer.json` (written to a per-process temporary folder, removed afterwards, and
+/// loaded as a checkpoint tokenizer), then used.
 pub fn tokenizer(data: &[u8]) {
     let dir = std::env::temp_dir().join(format!("fathom-fuzz-tok-{}", std::process::id()));
-    if std::fs::create_dir_all(&dir).is_err()
-        || std::fs::write(dir.join("tokenizer.json"), data).is_err()
+    if std::fs::create_dir_all(&dir).is_ok()
+        && std::fs::write(dir.join("tokenizer.json"), data).is_ok()
     {
-        return;
-    }
-    if let Ok(t) = Tokenizer::from_dir(&dir) {
-        if let Ok(ids) = t.encode("Hello, world! 你好", true) {
-            let _ = t.decode(&ids);
+        if let Ok(t) = Tokenizer::from_dir(&dir) {
+            if let Ok(ids) = t.encode("Hello, world! 你好", true) {
+                let _ = t.decode(&ids);
+            }
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A MoE config: the first byte chooses the binary form (odd) or TOML (even); resolved
