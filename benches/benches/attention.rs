@@ -8,7 +8,9 @@
 //!   top-k, as an additive mask);
 //! - `op/flash_attn_avx2/…`: the same with the AVX2 kernels, on a CPU that has more;
 //! - `op/dsa_indexer/<T>x<n_kv>/t<threads>`: the indexer's scores and top-512 of `T` tokens
-//!   over `n_kv` compressed F32 keys, all visible.
+//!   over `n_kv` compressed F32 keys, all visible (the fused DSA_INDEXER, tokens per thread);
+//! - `op/dsa_scores_select/1x<n_kv>/t<threads>`: the same for one token as the decode step
+//!   computes it, DSA_SCORES (keys split between the threads) then DSA_SELECT.
 //!
 //! Throughput is query tokens per second (criterion's elem/s). `T = 1` is a decode step,
 //! `T = 64` a slice of a prompt chunk (a 512-token chunk is eight of them).
@@ -76,7 +78,8 @@ fn flash_attn(t: usize, n_kv: usize, threads: usize, cpu: CpuLevel) -> Executor 
     e
 }
 
-fn indexer(t: usize, n_kv: usize, threads: usize) -> Executor {
+/// The indexer's picks of `t` tokens: fused (DSA_INDEXER) or as DSA_SCORES + DSA_SELECT.
+fn indexer(t: usize, n_kv: usize, threads: usize, fused: bool) -> Executor {
     let mut g = Graph::new();
     let f32d = |ne: &[usize]| TensorDesc::f32(ne).expect("shape");
     let q = g.input("q", f32d(&[IDX_DIM, IDX_HEADS, t])).expect("input");
@@ -88,7 +91,12 @@ fn indexer(t: usize, n_kv: usize, threads: usize) -> Executor {
             TensorDesc::new(quant::DType::I32, &[t]).expect("shape"),
         )
         .expect("input");
-    let y = g.dsa_indexer(q, k, w, nv, TOP_K).expect("dsa_indexer");
+    let y = if fused {
+        g.dsa_indexer(q, k, w, nv, TOP_K).expect("dsa_indexer")
+    } else {
+        let s = g.dsa_scores(q, k, w, nv).expect("dsa_scores");
+        g.dsa_select(s, TOP_K).expect("dsa_select")
+    };
     g.output("y", y).expect("output");
     let mut e = Executor::new(g, exec_config(threads, CpuLevel::detect()));
     e.set_input_f32("q", &test_data(IDX_DIM * IDX_HEADS * t, 4))
@@ -125,9 +133,17 @@ fn bench_attention(c: &mut Criterion) {
                     );
                     g.bench_function(id, |b| b.iter(|| e.run()));
                 }
-                let mut e = indexer(t, comp, threads);
+                let mut e = indexer(t, comp, threads, true);
                 let id = BenchmarkId::new(format!("dsa_indexer/{t}x{comp}"), format!("t{threads}"));
                 g.bench_function(id, |b| b.iter(|| e.run()));
+                if t == 1 {
+                    let mut e = indexer(t, comp, threads, false);
+                    let id = BenchmarkId::new(
+                        format!("dsa_scores_select/{t}x{comp}"),
+                        format!("t{threads}"),
+                    );
+                    g.bench_function(id, |b| b.iter(|| e.run()));
+                }
             }
         }
     }

@@ -24,6 +24,17 @@ impl Src {
             data: v.iter().map(|x| x.to_bits()).collect(),
         }
     }
+    /// A contiguous f16 tensor (values rounded to f16).
+    pub fn f16(ne: &[usize], v: &[f32]) -> Src {
+        let desc = TensorDesc::new(DType::F16, ne).expect("shape");
+        assert_eq!(desc.nelements(), v.len());
+        let h: Vec<u16> = v.iter().map(|&x| quant::scalar::f32_to_f16(x)).collect();
+        let data = h
+            .chunks(2)
+            .map(|p| u32::from(p[0]) | u32::from(*p.get(1).unwrap_or(&0)) << 16)
+            .collect();
+        Src { desc, data }
+    }
     /// A contiguous i32 vector.
     pub fn i32(v: &[i32]) -> Src {
         Src {

@@ -7,8 +7,10 @@
 //! reference then sorts all `n_kv` entries with a float comparator, the forward kernel keeps
 //! only visible finite candidates as `u64` keys (order-preserving score bits, then the index)
 //! and runs a partial selection (`select_nth_unstable` + sort of the top). Tokens are claimed
-//! one at a time from the node's counter (later tokens see more keys). DSA_SCORES' reference is an independent f64 evaluation; its forward claims
-//! `(token, 64-entry)` chunks so decode (T = 1) uses every thread.
+//! one at a time from the node's counter (later tokens see more keys). DSA_SCORES' reference
+//! is an independent f64 evaluation; its forward claims `(token, 64-entry)` chunks so decode
+//! (T = 1) uses every thread, with the same score function (so DSA_SELECT of its scores is
+//! DSA_INDEXER's result, bit for bit).
 
 use crate::case::CaseBuilder;
 use crate::mhc::dot_f32;
@@ -50,7 +52,7 @@ pub fn score(q: &TensorRef, t: usize, heads: usize, k: &[f32], w: &[f32]) -> f32
 }
 
 /// A score's canonical form: NaN → `−∞`, `−0 → +0`.
-fn canonical(s: f32) -> f32 {
+pub(crate) fn canonical(s: f32) -> f32 {
     if s.is_nan() {
         f32::NEG_INFINITY
     } else if s == 0.0 {
@@ -71,7 +73,7 @@ fn key_row<'a>(k: &TensorRef<'a>, e: usize, buf: &'a mut [f32]) -> &'a [f32] {
 }
 
 /// Sort key: ascending order = descending score, then ascending index.
-fn desc_key(s: f32, e: usize) -> u64 {
+pub(crate) fn desc_key(s: f32, e: usize) -> u64 {
     let b = s.to_bits();
     let ord = if b & 0x8000_0000 != 0 {
         !b
@@ -81,6 +83,124 @@ fn desc_key(s: f32, e: usize) -> u64 {
     (u64::from(!ord) << 32) | e as u64
 }
 
+/// The picks of one token from its candidates (`desc_key`s of its finite scores) into `out`:
+/// the `min(top_k, len)` best in order, then `−1`. Shared with DSA_SELECT.
+pub(crate) fn pick(cand: &mut [u64], top_k: usize, out: &mut [i32]) {
+    let take = top_k.min(cand.len());
+    if take > 0 && take < cand.len() {
+        cand.select_nth_unstable(take - 1);
+    }
+    cand[..take].sort_unstable();
+    for (slot, o) in out.iter_mut().enumerate() {
+        *o = if slot < take {
+            (cand[slot] & 0xffff_ffff) as i32
+        } else {
+            -1
+        };
+    }
+}
+
+/// The reference picks from every entry's `(score, index)`: a full sort with a float
+/// comparator (scores are canonical: never NaN). Shared with DSA_SELECT.
+pub(crate) fn reference_pick(mut sc: Vec<(f32, usize)>, out: &mut [i32]) {
+    sc.sort_by(|a, b| {
+        b.0.partial_cmp(&a.0)
+            .expect("scores are never NaN")
+            .then(a.1.cmp(&b.1))
+    });
+    for (slot, o) in out.iter_mut().enumerate() {
+        *o = match sc.get(slot) {
+            Some(&(v, e)) if v > f32::NEG_INFINITY => e as i32,
+            _ => -1,
+        };
+    }
+}
+
+/// One thread's scoring state: the canonical scores of a token's keys, on blocks of keys
+/// (`indexer_simd`) where the CPU allows, else with [`score`] — the same bits either way.
+struct Scorer<'b> {
+    lanes: usize,
+    d: usize,
+    heads: usize,
+    /// A key row converted from F16/BF16.
+    kbuf: &'b mut [f32],
+    /// The query rows of token `qtok`, back to back (SIMD only).
+    qbuf: &'b mut [f32],
+    qtok: Option<usize>,
+    /// One transposed key block and its scores (SIMD only).
+    blk: &'b mut [f32],
+    sc: &'b mut [f32],
+}
+
+impl<'b> Scorer<'b> {
+    /// f32 scratch the scorer needs.
+    fn need(cpu: quant::simd::CpuLevel, d: usize, heads: usize) -> usize {
+        d + crate::indexer_simd::lanes(cpu).map_or(0, |l| heads * d + l * d + l)
+    }
+
+    fn new(cpu: quant::simd::CpuLevel, d: usize, heads: usize, f32s: &'b mut [f32]) -> Self {
+        let lanes = crate::indexer_simd::lanes(cpu).unwrap_or(0);
+        let (kbuf, rest) = f32s.split_at_mut(d);
+        let (qbuf, rest) = rest.split_at_mut(if lanes > 0 { heads * d } else { 0 });
+        let (blk, rest) = rest.split_at_mut(lanes * d);
+        Scorer {
+            lanes,
+            d,
+            heads,
+            kbuf,
+            qbuf,
+            qtok: None,
+            blk,
+            sc: &mut rest[..lanes],
+        }
+    }
+
+    /// `emit(e, score)` for every key `e` of `keys`, in order, for token `t` (canonical
+    /// scores: NaN → `−∞`, `−0 → +0`).
+    fn run(
+        &mut self,
+        cpu: quant::simd::CpuLevel,
+        (q, k, w): (&TensorRef, &TensorRef, &TensorRef),
+        t: usize,
+        keys: std::ops::Range<usize>,
+        mut emit: impl FnMut(usize, f32),
+    ) {
+        let (l, d, heads) = (self.lanes, self.d, self.heads);
+        let wr = w.row_f32(t);
+        if l == 0 {
+            for e in keys {
+                emit(e, score(q, t, heads, key_row(k, e, self.kbuf), wr));
+            }
+            return;
+        }
+        if self.qtok != Some(t) {
+            for h in 0..heads {
+                self.qbuf[h * d..h * d + d].copy_from_slice(&q.row_f32(h + heads * t)[..d]);
+            }
+            self.qtok = Some(t);
+        }
+        for b0 in keys.clone().step_by(l) {
+            let nb = l.min(keys.end - b0);
+            for j in 0..l {
+                if j < nb {
+                    let kr = key_row(k, b0 + j, self.kbuf);
+                    for (c, &x) in kr[..d].iter().enumerate() {
+                        self.blk[c * l + j] = x;
+                    }
+                } else {
+                    for c in 0..d {
+                        self.blk[c * l + j] = 0.0;
+                    }
+                }
+            }
+            crate::indexer_simd::scores(cpu, (self.qbuf, wr), heads, d, self.blk, self.sc);
+            for (j, &v) in self.sc[..nb].iter().enumerate() {
+                emit(b0 + j, canonical(v));
+            }
+        }
+    }
+}
+
 impl CpuKernel for DsaIndexer {
     fn reference(&self, _cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (q, k, w, nv) = (&srcs[0], &srcs[1], &srcs[2], &srcs[3]);
@@ -88,7 +208,7 @@ impl CpuKernel for DsaIndexer {
         let mut kb = vec![0f32; k.desc.ne[0]];
         for t in 0..s.tokens {
             let vis = visible(nv, t, s.n_kv);
-            let mut sc: Vec<(f32, usize)> = (0..s.n_kv)
+            let sc: Vec<(f32, usize)> = (0..s.n_kv)
                 .map(|e| {
                     if e < vis {
                         k.row_to_f32(e, &mut kb);
@@ -98,17 +218,7 @@ impl CpuKernel for DsaIndexer {
                     }
                 })
                 .collect();
-            sc.sort_by(|a, b| {
-                b.0.partial_cmp(&a.0)
-                    .expect("scores are never NaN")
-                    .then(a.1.cmp(&b.1))
-            });
-            for (slot, o) in dst.row_i32_mut(t).iter_mut().enumerate() {
-                *o = match sc.get(slot) {
-                    Some(&(v, e)) if v > f32::NEG_INFINITY => e as i32,
-                    _ => -1,
-                };
-            }
+            reference_pick(sc, dst.row_i32_mut(t));
         }
     }
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
@@ -119,11 +229,7 @@ impl CpuKernel for DsaIndexer {
             std::mem::take(&mut cx.scratch.f32s),
             std::mem::take(&mut cx.scratch.bytes),
         );
-        // the key row, and for the SIMD scores the token's query rows, one transposed key
-        // block and its scores
-        let lanes = crate::indexer_simd::lanes(cx.cpu);
-        let l = lanes.unwrap_or(0);
-        let fneed = d + lanes.map_or(0, |l| s.heads * d + l * d + l);
+        let fneed = Scorer::need(cx.cpu, d, s.heads);
         if f32s.len() < fneed {
             f32s.resize(fneed, 0.0);
         }
@@ -131,70 +237,22 @@ impl CpuKernel for DsaIndexer {
         if bytes.len() < need {
             bytes.resize(need, 0);
         }
-        let (kbuf, rest) = f32s[..fneed].split_at_mut(d);
-        let (qbuf, rest) = rest.split_at_mut(if l > 0 { s.heads * d } else { 0 });
-        let (blk, sc) = rest.split_at_mut(l * d);
+        let mut scorer = Scorer::new(cx.cpu, d, s.heads, &mut f32s[..fneed]);
         let (_, keys, _) = bytemuck::pod_align_to_mut::<u8, u64>(&mut bytes[..need]);
-        let kk = self.top_k.min(s.n_kv);
         // tokens claimed one at a time: with causal visibility a token's work grows with its
         // position, so a static split gave the last thread most of it (in a 512-token prompt
         // one of two threads waited ~48 ms per call)
         while let Some(ts) = cx.claim(s.tokens, 1) {
             let t = ts.start;
             let vis = visible(nv, t, s.n_kv);
-            let wr = w.row_f32(t);
             let mut m = 0;
-            if l > 0 {
-                for h in 0..s.heads {
-                    qbuf[h * d..h * d + d].copy_from_slice(&q.row_f32(h + s.heads * t)[..d]);
+            scorer.run(cx.cpu, (q, k, w), t, 0..vis, |e, v| {
+                if v > f32::NEG_INFINITY {
+                    keys[m] = desc_key(v, e);
+                    m += 1;
                 }
-                for b0 in (0..vis).step_by(l) {
-                    let nb = l.min(vis - b0);
-                    for j in 0..l {
-                        if j < nb {
-                            let kr = key_row(k, b0 + j, kbuf);
-                            for (c, &x) in kr[..d].iter().enumerate() {
-                                blk[c * l + j] = x;
-                            }
-                        } else {
-                            for c in 0..d {
-                                blk[c * l + j] = 0.0;
-                            }
-                        }
-                    }
-                    crate::indexer_simd::scores(cx.cpu, (qbuf, wr), s.heads, d, blk, sc);
-                    for (j, &v) in sc[..nb].iter().enumerate() {
-                        let v = canonical(v);
-                        if v > f32::NEG_INFINITY {
-                            keys[m] = desc_key(v, b0 + j);
-                            m += 1;
-                        }
-                    }
-                }
-            } else {
-                for e in 0..vis {
-                    let kr = key_row(k, e, kbuf);
-                    let v = score(q, t, s.heads, kr, wr);
-                    if v > f32::NEG_INFINITY {
-                        keys[m] = desc_key(v, e);
-                        m += 1;
-                    }
-                }
-            }
-            let cand = &mut keys[..m];
-            let take = kk.min(m);
-            if take > 0 && take < m {
-                cand.select_nth_unstable(take - 1);
-            }
-            cand[..take].sort_unstable();
-            let out = dst.row_i32_mut(t);
-            for (slot, o) in out.iter_mut().enumerate() {
-                *o = if slot < take {
-                    (cand[slot] & 0xffff_ffff) as i32
-                } else {
-                    -1
-                };
-            }
+            });
+            pick(&mut keys[..m], self.top_k, dst.row_i32_mut(t));
         }
         (cx.scratch.f32s, cx.scratch.bytes) = (f32s, bytes);
     }
@@ -235,26 +293,27 @@ impl CpuKernel for DsaScores {
     fn forward(&self, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef]) {
         let (q, k, w, nv) = (&srcs[0], &srcs[1], &srcs[2], &srcs[3]);
         let s = dims(srcs);
-        let mut kbuf = std::mem::take(&mut cx.scratch.f32s);
-        kbuf.resize(kbuf.len().max(k.desc.ne[0]), 0.0);
+        let d = k.desc.ne[0];
+        let mut f32s = std::mem::take(&mut cx.scratch.f32s);
+        let fneed = Scorer::need(cx.cpu, d, s.heads);
+        if f32s.len() < fneed {
+            f32s.resize(fneed, 0.0);
+        }
+        let mut scorer = Scorer::new(cx.cpu, d, s.heads, &mut f32s[..fneed]);
         let nc = s.n_kv.div_ceil(ENTRY_CHUNK);
         while let Some(items) = cx.claim(nc * s.tokens, 1) {
             for item in items {
                 let (t, c) = (item / nc, item % nc);
                 let cols = c * ENTRY_CHUNK..((c + 1) * ENTRY_CHUNK).min(s.n_kv);
-                let vis = visible(nv, t, s.n_kv);
-                let wr = w.row_f32(t);
+                let vis = visible(nv, t, s.n_kv).clamp(cols.start, cols.end);
                 let out = dst.row_range_f32_mut(t, cols.clone());
-                for (o, e) in out.iter_mut().zip(cols) {
-                    *o = if e < vis {
-                        score(q, t, s.heads, key_row(k, e, &mut kbuf[..k.desc.ne[0]]), wr)
-                    } else {
-                        f32::NEG_INFINITY
-                    };
-                }
+                out[vis - cols.start..].fill(f32::NEG_INFINITY);
+                scorer.run(cx.cpu, (q, k, w), t, cols.start..vis, |e, v| {
+                    out[e - cols.start] = v;
+                });
             }
         }
-        cx.scratch.f32s = kbuf;
+        cx.scratch.f32s = f32s;
     }
     fn cases() -> Vec<Case> {
         ix_cases(false)
@@ -276,7 +335,7 @@ struct IxCase {
 
 /// Map I32 indices to f32 through a `{1, n_kv}` table holding `e` at row `e` (`−1` → NaN), so
 /// the f32 test harness compares them exactly.
-fn indices_as_f32(b: &mut CaseBuilder, idx: TensorId, n_kv: usize) -> TensorId {
+pub(crate) fn indices_as_f32(b: &mut CaseBuilder, idx: TensorId, n_kv: usize) -> TensorId {
     let vals: Vec<f32> = (0..n_kv).map(|e| e as f32).collect();
     let d = TensorDesc::f32(&[1, n_kv]).expect("case");
     let tab =

@@ -25,6 +25,7 @@ mod get_rows;
 mod hadamard;
 mod index_mask;
 mod indexer;
+mod indexer_select;
 mod indexer_simd;
 mod mhc;
 mod moe_route;

@@ -16,6 +16,12 @@
 //!   order, ties by lower index**; a pick whose score is `−∞` (not visible) is written as `−1`,
 //!   and slots `n_kv..top_k` are `−1`. So each row is the visible entries' top list followed
 //!   by `−1` padding.
+//! * **DSA_SELECT** `{top_k}`: f32 scores `{n_kv, T}` (DSA_SCORES' output) → DSA_INDEXER's
+//!   I32 `{top_k, T}` by the same rule (NaN counts as `−∞`). DSA_INDEXER is DSA_SELECT of
+//!   DSA_SCORES fused: each token's scores and selection on one thread, with no scores
+//!   tensor (a prompt chunk's would grow with the context). A decode step has one token, so
+//!   the fused op ran on one thread; there the model uses the two ops, whose scores split the
+//!   keys between the threads.
 
 use super::{want_srcs, OpDef};
 use crate::error::{shape_err, GraphError};
@@ -124,7 +130,46 @@ impl OpDef for DsaScores {
     }
 }
 
+/// DSA_INDEXER's selection from precomputed scores.
+#[derive(Debug, Clone)]
+pub struct DsaSelect {
+    /// Slots per token (V4: 512).
+    pub top_k: usize,
+}
+
+impl OpDef for DsaSelect {
+    const NAME: &'static str = "DSA_SELECT";
+    fn infer(&self, srcs: &[&TensorDesc]) -> Result<TensorDesc, GraphError> {
+        want_srcs(Self::NAME, srcs, 1)?;
+        let x = srcs[0];
+        if x.dtype != DType::F32 || !x.rows_contiguous() || x.ne[2] != 1 || x.ne[3] != 1 {
+            return Err(shape_err(
+                Self::NAME,
+                format!(
+                    "scores must be f32 {{n_kv, T}} with contiguous rows, got {}",
+                    x.shape_str()
+                ),
+            ));
+        }
+        if x.ne[0] > i32::MAX as usize {
+            return Err(shape_err(
+                Self::NAME,
+                format!("{} entries do not fit i32 indices", x.ne[0]),
+            ));
+        }
+        if self.top_k == 0 {
+            return Err(shape_err(Self::NAME, "top_k must be ≥ 1"));
+        }
+        TensorDesc::new(DType::I32, &[self.top_k, x.ne[1]])
+    }
+}
+
 impl Graph {
+    /// DSA_INDEXER's picks from DSA_SCORES' `scores {n_kv, T}`, I32 `{top_k, T}` (see the
+    /// module doc).
+    pub fn dsa_select(&mut self, scores: TensorId, top_k: usize) -> Result<TensorId, GraphError> {
+        self.op(DsaSelect { top_k }, &[scores])
+    }
     /// Top-`top_k` indexer picks per token, I32 `{top_k, T}` (see the module doc).
     pub fn dsa_indexer(
         &mut self,

@@ -122,6 +122,7 @@ macro_rules! for_each_op {
             HcPost => $crate::op::mhc::HcPost,
             DsaIndexer => $crate::op::indexer::DsaIndexer,
             DsaScores => $crate::op::indexer::DsaScores,
+            DsaSelect => $crate::op::indexer::DsaSelect,
             CompressPool => $crate::op::compress::CompressPool,
         }
     };

@@ -60,7 +60,9 @@ impl<W: Weights> Builder<'_, W> {
     }
 
     /// The indexer's top-k of `query` ([`Builder::indexer_query`]) over `keys {dI, n}`, as
-    /// an additive mask `{n, T}`.
+    /// an additive mask `{n, T}`. A chunk of several tokens takes the fused DSA_INDEXER (its
+    /// tokens spread over the threads); a single token (decode) scores with DSA_SCORES, which
+    /// splits the keys between the threads, and picks with DSA_SELECT: the same picks.
     pub(super) fn indexer_pick(
         &mut self,
         (q, hw): (TensorId, TensorId),
@@ -69,7 +71,13 @@ impl<W: Weights> Builder<'_, W> {
         ratio: u32,
     ) -> Result<TensorId, ForwardError> {
         let nvis = self.input_i32(input::n_visible(ratio), self.t)?;
-        let ids = self.g.dsa_indexer(q, keys, hw, nvis, self.hp.idx_topk)?;
+        let top_k = self.hp.idx_topk;
+        let ids = if self.t == 1 {
+            let scores = self.g.dsa_scores(q, keys, hw, nvis)?;
+            self.g.dsa_select(scores, top_k)?
+        } else {
+            self.g.dsa_indexer(q, keys, hw, nvis, top_k)?
+        };
         Ok(self.g.index_mask(ids, n)?)
     }
 }
