@@ -22,6 +22,9 @@ use quant::DType;
 /// Entries per claimed DSA_SCORES chunk.
 const ENTRY_CHUNK: usize = 64;
 
+/// Floats per cache line: the SIMD key block starts on one.
+const BLOCK_ALIGN: usize = 16;
+
 struct Dims {
     heads: usize,
     tokens: usize,
@@ -133,16 +136,23 @@ struct Scorer<'b> {
 }
 
 impl<'b> Scorer<'b> {
-    /// f32 scratch the scorer needs.
+    /// f32 scratch the scorer needs (with room to align the key block).
     fn need(cpu: quant::simd::CpuLevel, d: usize, heads: usize) -> usize {
-        d + crate::indexer_simd::lanes(cpu).map_or(0, |l| heads * d + l * d + l)
+        d + crate::indexer_simd::lanes(cpu).map_or(0, |l| BLOCK_ALIGN + heads * d + l * d + l)
     }
 
     fn new(cpu: quant::simd::CpuLevel, d: usize, heads: usize, f32s: &'b mut [f32]) -> Self {
         let lanes = crate::indexer_simd::lanes(cpu).unwrap_or(0);
         let (kbuf, rest) = f32s.split_at_mut(d);
         let (qbuf, rest) = rest.split_at_mut(if lanes > 0 { heads * d } else { 0 });
-        let (blk, rest) = rest.split_at_mut(lanes * d);
+        // the block on a cache line: its rows are whole-register loads, and split loads
+        // made one executor's scorer 30% slower than another's
+        let pad = if lanes > 0 {
+            rest.as_ptr().align_offset(4 * BLOCK_ALIGN).min(BLOCK_ALIGN)
+        } else {
+            0
+        };
+        let (blk, rest) = rest[pad..].split_at_mut(lanes * d);
         Scorer {
             lanes,
             d,
