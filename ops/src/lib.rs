@@ -19,6 +19,7 @@ mod dsv4_testutil;
 mod expert_prefetch;
 mod expert_rows;
 mod flash_attn;
+mod flash_attn_cases;
 mod flash_attn_simd;
 mod flash_attn_softmax;
 mod get_rows;

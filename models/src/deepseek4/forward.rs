@@ -138,15 +138,6 @@ impl Compressor {
     }
 }
 
-/// What one layer's attention reads: the window's rows `kv`, the compressed entries `comp`
-/// (read in place after them, so a cache is never copied into one key tensor) and the
-/// additive mask over both.
-struct Keys {
-    kv: TensorId,
-    comp: Option<TensorId>,
-    mask: TensorId,
-}
-
 /// Builds the prefill graph for one model and one prompt length.
 pub struct Builder<'a, W: Weights> {
     /// The graph being built.
@@ -174,7 +165,9 @@ pub struct Builder<'a, W: Weights> {
 
 pub(crate) mod cached;
 mod indexer;
+mod keys;
 pub use cached::ChunkInputs;
+use keys::Keys;
 
 fn f32_input(g: &mut Graph, name: &str, ne: &[usize]) -> Result<TensorId, GraphError> {
     g.input(name, TensorDesc::f32(ne)?)
@@ -547,49 +540,6 @@ impl<'a, W: Weights> Builder<'a, W> {
         let z = self.g.cont(z)?;
         let z = self.g.reshape(z, &[hp.o_lora_rank * g_n, t])?;
         Ok(self.g.mul_mat(wob, z)?)
-    }
-
-    /// The keys and mask of layer `l`'s attention for the chunk (one sequence).
-    fn keys(
-        &mut self,
-        l: usize,
-        a: TensorId,
-        qr: TensorId,
-        kv: TensorId,
-    ) -> Result<Keys, ForwardError> {
-        let hp = self.hp;
-        let (hd, t) = (hp.head_dim, self.t);
-        let window = |b: &mut Self| -> Result<Keys, ForwardError> {
-            Ok(Keys {
-                kv,
-                comp: None,
-                mask: b.swa_mask()?,
-            })
-        };
-        if self.cache.is_some() {
-            let pre = self.layer_pre(l, a, qr)?;
-            return self.cached_keys(l, &pre, kv);
-        }
-        let kind = hp.attn_kind(l);
-        if kind == AttnKind::Sliding {
-            return window(self);
-        }
-        let ratio = hp.compress_ratios[l];
-        let Some(comp) = self.compressor(l, a, Compressor::Attention, hd, ratio)? else {
-            return window(self);
-        };
-        let nw = t / ratio as usize;
-        let cmask = if kind == AttnKind::Hca {
-            self.input_f32(input::comp_mask(ratio), &[nw, t])?
-        } else {
-            self.indexer_mask(l, a, qr, nw, ratio)?
-        };
-        let mask = self.g.concat(self.swa_mask()?, cmask, 0)?;
-        Ok(Keys {
-            kv,
-            comp: Some(comp),
-            mask,
-        })
     }
 
     /// Layer `l`'s routing (spec §4.9) of `f {D, T}`: the selected experts `{K, T}` (I32, −1
