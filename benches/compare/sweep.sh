@@ -17,7 +17,8 @@
 #
 # ik_llama.cpp: IK_SWEEP=path/to/llama-sweep-bench, else $IK_DIR (default
 # target/ik_llama.cpp, cloned and configured by ik_build.sh, as for compare_ik.sh) is built for target
-# `llama-sweep-bench`. IK_ARGS adds arguments (e.g. "-rtr 1"). llama.cpp: the virtualenv
+# `llama-sweep-bench`. IK_ARGS adds arguments (e.g. "-rtr": in llama-sweep-bench a flag, where
+# llama-bench takes "-rtr 1"). llama.cpp: the virtualenv
 # compare.sh builds ($FATHOM_COMPARE_VENV, default target/compare-venv). FATHOM=path/to/fathom
 # skips fathom's build; FATHOM_ARGS adds `fathom bench` arguments. Not part of CI.
 set -euo pipefail
@@ -66,21 +67,28 @@ if has fathom; then
   echo "fathom: --sweep $tokens" >&2
   membw fathom; warm
   "$fathom" bench -m "$model" -t "$threads" -u "$ubatch" -n "$gen" --sweep "$tokens" \
-    --sweep-stride "$stride" --json ${FATHOM_ARGS:-} >"$out/fathom.json"
+    --sweep-stride "$stride" --json ${FATHOM_ARGS:-} >"$out/fathom.json" ||
+    { echo "sweep.sh: fathom failed, left out of the table" >&2; rm -f "$out/fathom.json"; }
 fi
 if has ik; then
   echo "ik_llama.cpp: llama-sweep-bench -c $tokens" >&2
   membw ik; warm
-  # in the scratch directory: llama-sweep-bench also writes llama.log to its working directory
-  (cd "$out" && "$ik" -m "$model" -t "$threads" -c "$tokens" -b "$ubatch" -ub "$ubatch" \
-    -n "$gen" --sweep-stride "$stride" --output-format jsonl ${IK_ARGS:-} >"$out/ik.log" 2>&1)
-  grep -a '^{' "$out/ik.log" >"$out/ik.jsonl" || { tail -20 "$out/ik.log" >&2; exit 1; }
+  # in the scratch directory: llama-sweep-bench also writes llama.log to its working directory;
+  # a failed run is reported and left out, so the other engines' results are still written
+  if (cd "$out" && "$ik" -m "$model" -t "$threads" -c "$tokens" -b "$ubatch" -ub "$ubatch" \
+    -n "$gen" --sweep-stride "$stride" --output-format jsonl ${IK_ARGS:-} >"$out/ik.log" 2>&1) &&
+    grep -a '^{' "$out/ik.log" >"$out/ik.jsonl"; then :; else
+    echo "sweep.sh: ik_llama.cpp failed, left out of the table; the end of its output:" >&2
+    tail -20 "$out/ik.log" >&2
+    rm -f "$out/ik.jsonl"
+  fi
 fi
 if has llama; then
   echo "llama.cpp: llama_bench.py --sweep $tokens" >&2
   membw llama; warm
   "$venv/bin/python" "$here/llama_bench.py" -m "$model" -t "$threads" -u "$ubatch" -n "$gen" \
-    --sweep "$tokens" --sweep-stride "$stride" >"$out/llama.json"
+    --sweep "$tokens" --sweep-stride "$stride" >"$out/llama.json" ||
+    { echo "sweep.sh: llama.cpp failed, left out of the table" >&2; rm -f "$out/llama.json"; }
 fi
 fcommit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 python3 - "$out" "$model" "$threads" "$ubatch" "$tokens" "$gen" "$commit" "$fcommit" "${FATHOM_ARGS:-}" "${IK_ARGS:-}" >"$out/table.md" <<'PY'
