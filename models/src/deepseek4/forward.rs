@@ -520,13 +520,11 @@ impl<'a, W: Weights> Builder<'a, W> {
         let kv = self.g.reshape(kv, &[hd, t])?;
 
         // keys = [window ‖ compressed entries]; one softmax over both plus the sink (§4.8)
-        let scale = 1.0 / (hd as f32).sqrt();
         let o = if !self.slots.is_empty() {
             self.slots_attention(l, a, qr, q, kv, sinks)?
         } else {
             let k = self.keys(l, a, qr, kv)?;
-            self.g
-                .flash_attn_parts(q, k.kv, k.comp, Some(k.mask), Some(sinks), scale)?
+            self.attend(q, k, sinks)?
         };
         let o = self.g.rope(o, self.pos, self.rope(l, n_offs, true))?; // de-rotation (step 10)
 

@@ -196,7 +196,6 @@ impl<W: Weights> Builder<'_, W> {
         kv: TensorId,
         sinks: TensorId,
     ) -> Result<TensorId, ForwardError> {
-        let scale = 1.0 / (self.hp.head_dim as f32).sqrt();
         let pre = self.layer_pre(l, a, qr)?;
         let slots = std::mem::take(&mut self.slots);
         let (pos, t) = (self.pos, self.t);
@@ -215,9 +214,7 @@ impl<W: Weights> Builder<'_, W> {
                 b.swa_mask =
                     Some(b.input_f32(super::input::SWA_MASK.into(), &[b.hp.window + 1, 1])?);
                 let k = b.cached_keys(l, &pre_i, kv_i)?;
-                let (mask, sinks) = (Some(k.mask), Some(sinks));
-                let o =
-                    b.g.flash_attn_parts(q_i, k.kv, k.comp, mask, sinks, scale)?;
+                let o = b.attend(q_i, k, sinks)?;
                 out = Some(match out {
                     None => o,
                     Some(prev) => b.g.concat(prev, o, 2)?,

@@ -7,9 +7,7 @@ use crate::deepseek4::hparams::AttnKind;
 use crate::weights::{ForwardError, Weights};
 use graph::TensorId;
 
-/// What one layer's attention reads: the window's rows `kv`, the compressed entries `comp`
-/// (read in place after them, so a cache is never copied into one key tensor) and the
-/// additive mask over both.
+/// What one layer's attention reads (see the module doc).
 pub(super) struct Keys {
     /// The window's rows (this chunk's, and in cached mode the ring's before them).
     pub kv: TensorId,
@@ -61,5 +59,20 @@ impl<W: Weights> Builder<'_, W> {
             comp: Some(comp),
             mask,
         })
+    }
+
+    /// Attention of `q {D, H, T}` over `k` with the layer's `sinks`: one softmax over the
+    /// window's rows, the compressed entries and the sink (§4.8), scale `1/sqrt(D)`.
+    pub(super) fn attend(
+        &mut self,
+        q: TensorId,
+        k: Keys,
+        sinks: TensorId,
+    ) -> Result<TensorId, ForwardError> {
+        let scale = 1.0 / (self.hp.head_dim as f32).sqrt();
+        let (mask, sinks) = (Some(k.mask), Some(sinks));
+        Ok(self
+            .g
+            .flash_attn_parts(q, k.kv, k.comp, mask, sinks, scale)?)
     }
 }
