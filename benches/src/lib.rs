@@ -20,18 +20,12 @@ pub fn test_data(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// The executor settings every op bench runs with: `threads` pinned workers at CPU level `cpu`
-/// (the kernel table's level; [`quant::simd::CpuLevel::detect`] for this CPU's own), barrier
-/// elision on, no profiler, no guard bytes.
+/// (the kernel table's level; [`quant::simd::CpuLevel::detect`] for this CPU's own), the rest
+/// the executor's defaults (barrier elision on, no profiler, no guard bytes).
 pub fn exec_config(threads: usize, cpu: quant::simd::CpuLevel) -> backends::ExecConfig {
     backends::ExecConfig {
         threads,
         cpu,
-        cpus: None,
-        pin: true,
-        elide_barriers: true,
-        spin: 20_000,
-        profile: None,
-        guards: false,
         ..backends::ExecConfig::default()
     }
 }
