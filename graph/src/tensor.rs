@@ -85,6 +85,12 @@ impl TensorDesc {
     }
     /// Byte offset of the flat row index `r` (row-major over dims 1..3).
     pub fn flat_row_offset(&self, r: usize) -> usize {
+        // the rows of the first matrix (every row of a 2-D tensor) need no division: the
+        // general form's four divisions were 40% of the Q8_0 tile driver's own time in a
+        // 512-token prompt chunk (it asks once per tile and column)
+        if r < self.ne[1] {
+            return r * self.nb[1];
+        }
         let i1 = r % self.ne[1];
         let i2 = (r / self.ne[1]) % self.ne[2];
         let i3 = r / (self.ne[1] * self.ne[2]);
