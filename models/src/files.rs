@@ -183,18 +183,6 @@ impl Mapping {
             .map
             .advise_range(memmap2::Advice::WillNeed, offset, len);
     }
-
-    /// Maps every page of the file into this process now (`madvise(MADV_POPULATE_READ)`,
-    /// Linux 5.14 and later), reading it from disk where the page cache does not hold it, so
-    /// that no later read of the mapping stops on a page fault (what llama.cpp's
-    /// `MAP_POPULATE` does). A failure (an older kernel, another system) leaves the pages to
-    /// be mapped on first touch, as before.
-    pub fn populate(&self) -> std::io::Result<()> {
-        #[cfg(target_os = "linux")]
-        return self.map.advise(memmap2::Advice::PopulateRead);
-        #[cfg(not(target_os = "linux"))]
-        Ok(())
-    }
 }
 
 impl AsRef<[u8]> for Mapping {
@@ -321,43 +309,6 @@ pub fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Kilobytes of this process's resident memory in the mapping that starts at `start`
-    /// (its `Rss:` line in `/proc/self/smaps`).
-    #[cfg(target_os = "linux")]
-    fn mapping_rss_kb(start: usize) -> u64 {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let head = format!("{start:x}-");
-        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&head)).skip(1);
-        let rss = lines
-            .find(|l| l.starts_with("Rss:"))
-            .expect("the mapping's Rss line");
-        rss.split_whitespace().nth(1).unwrap().parse().unwrap()
-    }
-
-    /// `populate` maps every page of the file into the process: the mapping's resident set
-    /// goes from what was read to the whole file (on kernels without
-    /// `MADV_POPULATE_READ`, before 5.14, it says so with `EINVAL`).
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn populate_maps_the_whole_file() {
-        let dir = std::env::temp_dir().join(format!("fathom-populate-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("w.bin");
-        let len = 2 << 20;
-        std::fs::write(&f, vec![7u8; len]).unwrap();
-        let m = map_readonly(&File::open(&f).unwrap(), &f).unwrap();
-        let start = m.as_ptr() as usize;
-        let before = mapping_rss_kb(start);
-        assert!(before < (len / 1024) as u64, "{before} kB resident before");
-        match m.populate() {
-            Ok(()) => assert_eq!(mapping_rss_kb(start), (len / 1024) as u64),
-            Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}"),
-        }
-        assert_eq!(m[len - 1], 7);
-        drop(m);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 
     #[test]
     fn only_regular_files_and_only_up_to_the_cap() {

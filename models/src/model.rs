@@ -295,11 +295,6 @@ pub struct LoadOptions {
     /// Routed experts read from disk into a RAM-budgeted cache instead of used from the
     /// memory map (GGUF files; `None`: from the map).
     pub experts: Option<crate::weights::ExpertCacheConfig>,
-    /// Map every page of a GGUF model's file into the process once the model is built
-    /// ([`GgufFile::populate`]; ignored with an expert cache), so that no token waits on a
-    /// page fault: for files that fit in memory. Otherwise pages are mapped on first use,
-    /// and a token that picks experts no earlier token used faults them in.
-    pub populate: bool,
 }
 
 impl LoadOptions {
@@ -454,10 +449,5 @@ pub fn open_gguf(file: Arc<GgufFile>, opts: &LoadOptions) -> Opened {
             supported: supported(),
         });
     };
-    let model = (a.from_gguf)(file.clone(), opts)?;
-    if opts.populate && opts.experts.is_none() {
-        // a hint: where it fails the pages are mapped on first use, as without it
-        let _ = file.populate();
-    }
-    Ok(model)
+    (a.from_gguf)(file, opts)
 }

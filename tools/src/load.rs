@@ -99,11 +99,6 @@ impl ModelArgs {
                 self.model.as_deref(),
                 backends::topology::available_memory(),
             )?,
-            populate: crate::ram::populate(
-                self.ram,
-                self.model.as_deref(),
-                backends::topology::available_memory(),
-            ),
         })
     }
 

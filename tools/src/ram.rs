@@ -5,8 +5,7 @@
 //! but the routed experts: attention, shared experts, embeddings, head, used from the map
 //! by every token), the decode caches of the context and the graphs' working memory — and the
 //! remainder to the experts. `auto` (the default) turns the cache on only where the model
-//! file does not fit in the memory available, with that memory as the figure; where it
-//! fits, the whole GGUF file is mapped into the process at load ([`populate`]).
+//! file does not fit in the memory available, with that memory as the figure.
 
 use anyhow::{bail, Result};
 use models::model::Model;
@@ -101,34 +100,18 @@ pub fn expert_cache(
             }
             b
         }
-        (Ram::Auto, Some(p)) => match fits(p, available) {
-            Some((false, usable)) => usable,
-            _ => return Ok(None),
-        },
+        (Ram::Auto, Some(p)) => {
+            let (Some(size), Some(avail)) = (file_bytes(p), available) else {
+                return Ok(None);
+            };
+            let usable = (avail as f64 * AUTO_SHARE) as u64;
+            if size <= usable {
+                return Ok(None);
+            }
+            usable
+        }
     };
     Ok(Some(ExpertCacheConfig::with_budget(bytes)))
-}
-
-/// Whether the files at `path` fit in `AUTO_SHARE` of `available` memory, and that share;
-/// `None` where either is unknown.
-fn fits(path: &Path, available: Option<u64>) -> Option<(bool, u64)> {
-    let (size, avail) = (file_bytes(path)?, available?);
-    let usable = (avail as f64 * AUTO_SHARE) as u64;
-    Some((size <= usable, usable))
-}
-
-/// Whether to map the whole model file into the process at load (`LoadOptions::populate`):
-/// with `--ram auto` where the file fits in the memory available (the case `auto` uses the
-/// memory map for), as llama.cpp maps its files with `MAP_POPULATE`. Without it, a token
-/// whose experts no earlier token chose stops on their page faults: at 32 tokens into a
-/// decode of the 6-layer iq2 file, the IQ2_XXS experts took 16–19% longer. `--ram off` keeps
-/// first-use mapping (a file that may not fit), and `--ram GIB` reads the experts into its
-/// cache instead.
-pub fn populate(ram: Ram, path: Option<&Path>, available: Option<u64>) -> bool {
-    match (ram, path) {
-        (Ram::Auto, Some(p)) => matches!(fits(p, available), Some((true, _))),
-        _ => false,
-    }
 }
 
 /// How `--ram` is shared out.
@@ -210,23 +193,6 @@ mod tests {
             let e = parse_ram(bad).unwrap_err();
             assert!(e.contains("GiB"), "{e}");
         }
-    }
-
-    /// The whole file is mapped at load exactly where `auto` uses the memory map for a
-    /// file that fits: not with `off`, a cache budget, no file, or unknown memory.
-    #[test]
-    fn a_file_that_fits_is_mapped_at_load_with_auto_only() {
-        let p = Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/assets/dsv4-tiny-trained-Q8_0.gguf"
-        ));
-        let size = std::fs::metadata(p).unwrap().len();
-        assert!(populate(Ram::Auto, Some(p), Some(size * 2)));
-        assert!(!populate(Ram::Auto, Some(p), Some(size / 2)));
-        assert!(!populate(Ram::Auto, Some(p), None));
-        assert!(!populate(Ram::Auto, None, Some(size * 2)));
-        assert!(!populate(Ram::Off, Some(p), Some(size * 2)));
-        assert!(!populate(Ram::Bytes(size * 2), Some(p), Some(size * 4)));
     }
 
     #[test]

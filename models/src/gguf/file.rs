@@ -377,20 +377,6 @@ impl GgufFile {
         &self.shards
     }
 
-    /// Maps every page of every shard into this process now ([`crate::files::Mapping::populate`]);
-    /// nothing to do for a file held in memory. The first error, naming its shard.
-    pub fn populate(&self) -> Result<(), GgufError> {
-        for s in &self.shards {
-            if let Storage::Mapped(m) = &s.storage {
-                m.populate().map_err(|source| GgufError::Io {
-                    file: s.path.clone(),
-                    source,
-                })?;
-            }
-        }
-        Ok(())
-    }
-
     /// The model's metadata in file order (the first shard's: gguf-split writes the model
     /// keys only there; other shards carry only `split.*`).
     pub fn metadata(&self) -> &[(String, Value)] {
