@@ -177,8 +177,7 @@ pub(crate) mod x86 {
                 // SAFETY: `table::kernels` hands this entry out only after checking the
                 // features the kernel is compiled for; the shapes are checked above (every
                 // block and pair-block index is in bounds).
-                let acc = unsafe { tile::<$r, $p>(nb, &xs, panel) };
-                finish(&acc, cols, out);
+                unsafe { tile::<$r, $p>(nb, &xs, panel, cols, out) };
             }};
         }
         crate::simd::tile_shapes!(rows.len(), cols.div_ceil(2), go)
@@ -208,8 +207,7 @@ pub(crate) mod x86 {
                 // SAFETY: `table::kernels` hands this entry out only after checking the
                 // features the kernel is compiled for; the shapes are checked above (every
                 // code, scale and pair-block index is in bounds).
-                let acc = unsafe { tile_expanded::<$r, $p>(nb, &xs, panel) };
-                finish(&acc, cols, out);
+                unsafe { tile_expanded::<$r, $p>(nb, &xs, panel, cols, out) };
             }};
         }
         crate::simd::tile_shapes!(rows.len(), cols.div_ceil(2), go)
@@ -276,7 +274,9 @@ pub(crate) mod x86 {
         nb: usize,
         xs: &[&[u8]; R],
         panel: &[u8],
-    ) -> [[[f32; 16]; P]; R] {
+        cols: usize,
+        out: &mut [f32],
+    ) {
         let zero = _mm512_setzero_si512();
         let codes: [&[u8]; R] = std::array::from_fn(|r| &xs[r][..32 * nb]);
         let scales: [&[u8]; R] = std::array::from_fn(|r| &xs[r][32 * nb..36 * nb]);
@@ -294,7 +294,7 @@ pub(crate) mod x86 {
             let base = &panel[b * P * PAIR_BLOCK..(b + 1) * P * PAIR_BLOCK];
             block_pairs(&mut acc, &wu, &dw, base);
         }
-        store_lanes(&acc)
+        column_sums(&acc, cols, out);
     }
 
     /// One block of the tile: for each column pair of `base` (the block's `P` pair-blocks),
@@ -327,18 +327,33 @@ pub(crate) mod x86 {
         }
     }
 
-    /// The accumulators' lanes, for [`finish`].
+    /// `out[r * cols + c]`: the reference's horizontal sum ([`crate::dot::hsum8`]) of
+    /// column `c`'s eight lanes of row `r`, in registers. Per accumulator (two columns, eight
+    /// lanes each) three swaps and three adds form the same sums in the same order: lanes i
+    /// and i + 4, then the pairs (0, 2) and (1, 3), then those two; lane 0 holds the first
+    /// column's total, lane 8 the second's.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn store_lanes<const R: usize, const P: usize>(acc: &[[__m512; P]; R]) -> [[[f32; 16]; P]; R] {
-        let mut lanes = [[[0f32; 16]; P]; R];
-        for r in 0..R {
-            for p in 0..P {
-                // SAFETY: `lanes[r][p]` has room for 16 f32.
-                unsafe { _mm512_storeu_ps(lanes[r][p].as_mut_ptr(), acc[r][p]) };
+    fn column_sums<const R: usize, const P: usize>(
+        acc: &[[__m512; P]; R],
+        cols: usize,
+        out: &mut [f32],
+    ) {
+        for (r, row) in acc.iter().enumerate() {
+            for (p, &a) in row.iter().enumerate() {
+                let t = _mm512_add_ps(a, _mm512_shuffle_f32x4::<0b1011_0001>(a, a));
+                let u = _mm512_add_ps(t, _mm512_permute_ps::<0b0100_1110>(t));
+                let v = _mm512_add_ps(u, _mm512_permute_ps::<0b1011_0001>(u));
+                let c = 2 * p;
+                if c < cols {
+                    out[r * cols + c] = _mm512_cvtss_f32(v);
+                }
+                if c + 1 < cols {
+                    let hi = _mm512_extractf32x4_ps::<2>(v);
+                    out[r * cols + c + 1] = _mm_cvtss_f32(hi);
+                }
             }
         }
-        lanes
     }
 
     /// Horizontal sums of the lane accumulators in the reference's order.
@@ -366,7 +381,9 @@ pub(crate) mod x86 {
         nb: usize,
         xs: &[&[BlockQ8_0]; R],
         panel: &[u8],
-    ) -> [[[f32; 16]; P]; R] {
+        cols: usize,
+        out: &mut [f32],
+    ) {
         let zero = _mm512_setzero_si512();
         let c80 = _mm512_set1_epi8(0x80u8 as i8);
         let mut acc = [[_mm512_setzero_ps(); P]; R];
@@ -383,6 +400,6 @@ pub(crate) mod x86 {
             let base = &panel[b * P * PAIR_BLOCK..(b + 1) * P * PAIR_BLOCK];
             block_pairs(&mut acc, &wu, &dw, base);
         }
-        store_lanes(&acc)
+        column_sums(&acc, cols, out);
     }
 }
