@@ -356,7 +356,8 @@ pub(crate) mod x86 {
         }
     }
 
-    /// Horizontal sums of the lane accumulators in the reference's order.
+    /// Horizontal sums of stored lane accumulators in the reference's order: the AVX2 tile's
+    /// (the AVX-512 tiles sum in registers, [`column_sums`]).
     pub(crate) fn finish<const R: usize, const P: usize>(
         acc: &[[[f32; 16]; P]; R],
         cols: usize,
