@@ -1,31 +1,36 @@
 //! The IQ2_XXS decode (multi-row) kernel that works on pairs of super-blocks, with no
 //! gathers and no repack: a child of `iq::avx512`.
 //!
-//! On the Intel hosts measured here a `vpermi2b` costs two shuffle-port cycles and a
-//! `vpgatherdq` about fifteen, while `vgf2p8affineqb` runs on the other vector port. So
-//! this kernel spends the shuffle port only where a table lookup cannot be avoided and
-//! does the rest with affine maps over GF(2). Per pair of super-blocks A, B of one row:
+//! On the Intel hosts measured here the vector work runs on two ports, 0 and 5: a
+//! `vpermi2b`/`vpermt2b` is three uops (two on port 5), `vpermb`, `vpmultishiftqb` and
+//! `vptestmb` one on port 5, `vgf2p8affineqb`, shifts and `vpmovb2m` one on port 0, and
+//! `vpdpbusd`, `vpternlogd` and blends one on either; a `vpgatherdq` costs about fifteen
+//! cycles. So the kernel is built to spend as few uops as it can. Per pair of super-blocks
+//! A, B of one row:
 //!
 //! - one shift and one blend put the pair's 64 grid indices in one register (qword g: A's
-//!   grid indices 4g..4g + 4, then B's), and four `vpermi2b` and two blends look up every
-//!   index's 16-bit level code ([`LevelTables`]: 2 bits per element). A pair
-//!   fills all 64 lanes; one super-block would fill half of them for the same four lookups;
-//! - element P's magnitudes (P < 4 from the low code bytes, P ≥ 4 from the high) are one
-//!   `vgf2p8affineqb` each: the level l ∈ {0, 1, 2} maps to 8 ⊕ 17·l₀ ⊕ 35·l₁ = 8, 25, 43,
-//!   which is affine in l's bits;
+//!   grid indices 4g..4g + 4, then B's), and four `vpermt2b` and two blends look up every
+//!   index's 16-bit level code ([`LevelTables`]: 2 bits per element). A pair fills all 64
+//!   lanes; one super-block would fill half of them for the same four lookups;
 //! - the sign fields: a shift and a blend put group g's `a1` words of A and B in qword g
-//!   and one `vpmultishiftqb` cuts the fields into bytes, so byte L holds the field of lane
-//!   L's grid. One `vgf2p8affineqb` appends the parity bit (`KSIGNS_IQ2XS[i] = i |
-//!   parity(i) << 7` is linear over GF(2)), and one `vptestmb` per element P cuts its 64
-//!   sign bits into mask P. (Transposing the bits with a second `vgf2p8affineqb` and
-//!   reading the masks back from memory was 1.4× slower: the 8-byte loads of a 64-byte
-//!   store do not forward; left to itself, LLVM cut the masks out with shuffle-port
-//!   extracts, 1.1× slower.)
-//! - per element P, the activations or their negations picked by mask P (one blend; both
-//!   are prepared) and one `vpdpbusd`: dword 2g sums group g of A, dword 2g + 1 group g of
-//!   B, |Σ| ≤ 32·43·127; one `vpmulld` by the group scales 2·(a1 >> 28) + 1 (the `a1`
-//!   words shifted, in place). The sixteen sums of four rows reduce with two unpacks and
-//!   adds per pair of rows, even dwords apart from odd ones.
+//!   and one `vpmultishiftqb` cuts the 7-bit fields into bytes, so byte L holds the field of
+//!   lane L's grid;
+//! - four index registers, q = 0..4: bits 0..4 hold the level codes of elements 2q and
+//!   2q + 1 (the code bytes, or them shifted right by 4), bits 4 and 5 their signs (the
+//!   fields themselves for q = 2, else one `vgf2p8affineqb` of them: the sign of element 7
+//!   is the parity of the seven field bits, `KSIGNS_IQ2XS[i] = i | parity(i) << 7`, linear
+//!   over GF(2)), one `vpternlogd` bit select each;
+//! - per element P one `vpermb` of a 64-byte table ([`SIGNED_LEVELS`]) turns its index
+//!   register into the weight c + s·w (c = [`OFFSET`]: unsigned, as `vpdpbusd` needs), and
+//!   one `vpdpbusd` adds it times the activations: dword 2g sums group g of A, dword 2g + 1
+//!   group g of B. The chain starts from −c·Σy of the groups (prepared), so the sum is the
+//!   exact Σ s·w·y, |Σ| ≤ 32·43·127; one `vpmulld` by the group scales 2·(a1 >> 28) + 1 (the
+//!   `a1` words shifted, in place). The sixteen sums of four rows reduce with two unpacks
+//!   and adds per pair of rows, even dwords apart from odd ones.
+//!
+//! The kernel before this one picked the weights' magnitudes by `vgf2p8affineqb` from the
+//! level codes and signed the activations with one `vptestmb` and one blend per element
+//! (four uops an element against two and a half now; 1.09× in cache, see `docs/kernels.md`).
 //!
 //! The activations are prepared once per call and pair ([`PairAct`]: element P of the pair's
 //! 64 grids in register P). Every sum is the reference's exact integer, and the float
@@ -48,39 +53,45 @@ static SIGN_FIELDS: [u8; 64] = bytes64!(|i| {
     (32 * (b / 4) + 7 * (b % 4)) as u8
 });
 
-/// `vgf2p8affineqb` matrix appending the parity bit: output bit k < 7 is input bit k, bit 7
-/// the XOR of input bits 0..7 (input bit 7, the next field's first bit, is ignored). Row k
-/// of the matrix is byte 7 − k.
-const KSIGNS_AFFINE: i64 = 0x0102_0408_1020_407F;
+/// The offset added to every signed weight so that `vpdpbusd` can take it as its unsigned
+/// operand: c + s·w ∈ 0..=86 for w ∈ {8, 25, 43}. Its share, c·Σy per group, is taken
+/// off once per call ([`PairAct::corr`]).
+const OFFSET: i32 = 43;
 
-/// `vgf2p8affineqb` matrix mapping the level code at bits 2p, 2p + 1 of each byte to its
-/// magnitude minus 8: 17·l₀ ⊕ 35·l₁ (output bits 0 and 4 take bit 2p, bits 0, 1 and 5 take
-/// bit 2p + 1); the constant 8 is the instruction's immediate. Row k is byte 7 − k.
-const fn level_affine(p: usize) -> i64 {
-    let (l0, l1) = (1u64 << (2 * p), 1u64 << (2 * p + 1));
-    let mut m = 0u64;
-    let mut k = 0;
-    while k < 8 {
-        let mut row = 0;
-        if k == 0 || k == 4 {
-            row |= l0;
-        }
-        if k == 0 || k == 1 || k == 5 {
-            row |= l1;
-        }
-        m |= row << (8 * (7 - k));
-        k += 1;
-    }
-    m as i64
+/// `vgf2p8affineqb` matrix putting the signs of elements 2q and 2q + 1 at bits 4 and 5 of
+/// each sign-field byte (the sign of element 7 is the parity of the field's seven bits:
+/// `KSIGNS_IQ2XS[i] = i | parity(i) << 7`, which is linear over GF(2)); the other bits are
+/// zero. Row k of the matrix is byte 7 − k.
+const fn sign_pair_affine(q: usize) -> i64 {
+    let even = 1u64 << (2 * q);
+    let odd = if q == 3 { 0x7F } else { 1u64 << (2 * q + 1) };
+    ((even << (8 * (7 - 4))) | (odd << (8 * (7 - 5)))) as i64
 }
 
-/// The four level maps, for code bits 0..2, 2..4, 4..6 and 6..8.
-const LEVEL_AFFINE: [i64; 4] = [
-    level_affine(0),
-    level_affine(1),
-    level_affine(2),
-    level_affine(3),
+/// The four sign maps, for element pairs (0, 1), (2, 3), (4, 5) and (6, 7).
+const SIGN_PAIRS: [i64; 4] = [
+    sign_pair_affine(0),
+    sign_pair_affine(1),
+    sign_pair_affine(2),
+    sign_pair_affine(3),
 ];
+
+/// The `vpermb` tables from an index byte (bits 0–3: the level codes of elements 2q and
+/// 2q + 1; bits 4 and 5: their signs; bits 6 and 7 ignored) to element 2q's (`[0]`) or
+/// 2q + 1's (`[1]`) weight c + s·w.
+static SIGNED_LEVELS: [[u8; 64]; 2] = {
+    const W: [i32; 4] = [8, 25, 43, 0];
+    let mut t = [[0u8; 64]; 2];
+    let mut i = 0;
+    while i < 64 {
+        let (a, b) = (i & 3, (i >> 2) & 3);
+        let (sa, sb) = ((i >> 4) & 1, (i >> 5) & 1);
+        t[0][i] = (OFFSET + if sa == 1 { -W[a] } else { W[a] }) as u8;
+        t[1][i] = (OFFSET + if sb == 1 { -W[b] } else { W[b] }) as u8;
+        i += 1;
+    }
+    t
+};
 
 /// The activation side of a pair of super-blocks for [`dot_iq2_xxs_avx512_pairs`]: register
 /// P holds element P of each of the pair's 64 grid rows in the weights' lane order (lane L:
@@ -90,13 +101,13 @@ const LEVEL_AFFINE: [i64; 4] = [
 #[repr(C, align(64))]
 struct PairAct {
     y: [__m512i; 8],
-    /// `−y` (Q8_K codes are in −127..=127, so no negation wraps): the negated activations
-    /// are then one blend per register.
-    neg_y: [__m512i; 8],
+    /// −c·Σy of each group (dword 2g: group g of the first block, 2g + 1: of the second),
+    /// where every row's `vpdpbusd` chain starts: it takes off the weights' offset.
+    corr: __m512i,
 }
 
 /// The [`PairAct`] of one or two activation blocks.
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
 fn pair_act(ys: &[BlockQ8K]) -> PairAct {
     let load = |y: Option<&BlockQ8K>| -> [__m512i; 4] {
         std::array::from_fn(|i| match y {
@@ -122,23 +133,26 @@ fn pair_act(ys: &[BlockQ8K]) -> PairAct {
         let second = _mm512_mask_blend_epi8(0xFFFF_FFFF_0000_0000, q[2], q[3]);
         _mm512_mask_blend_epi8(0xF0F0_F0F0_F0F0_F0F0, first, second)
     });
+    // c·Σ of each dword's four lanes over the eight elements: one group (|Σ| ≤ 43·32·127)
+    let c = _mm512_set1_epi8(OFFSET as i8);
+    let sum = y
+        .iter()
+        .fold(_mm512_setzero_si512(), |z, &v| _mm512_dpbusd_epi32(z, c, v));
     PairAct {
         y,
-        neg_y: y.map(|v| _mm512_sub_epi8(_mm512_setzero_si512(), v)),
+        corr: _mm512_sub_epi32(_mm512_setzero_si512(), sum),
     }
 }
 
 /// 32·(L/8 % 4) + 8·(L % 4) for lane L (see [`pair_act`]).
 static ACT_STRIDE: [u8; 64] = bytes64!(|i| (32 * ((i / 8) % 4) + 8 * (i % 4)) as u8);
 
-/// One row's pair of super-blocks, unpacked: per lane (grid row) the level codes of
-/// elements 0..4 (`lo`) and 4..8 (`hi`), the sign byte with its parity bit (`signs`), and
-/// per dword its group's scale 2·(a1 >> 28) + 1 (`ls`).
+/// One row's pair of super-blocks, unpacked: per lane (grid row) four `vpermb` indices,
+/// index q holding the level codes and signs of elements 2q and 2q + 1 ([`SIGNED_LEVELS`]),
+/// and per dword its group's scale 2·(a1 >> 28) + 1 (`ls`).
 #[derive(Clone, Copy)]
 struct Unpacked {
-    lo: __m512i,
-    hi: __m512i,
-    signs: __m512i,
+    idx: [__m512i; 4],
     ls: __m512i,
 }
 
@@ -146,6 +160,7 @@ struct Unpacked {
 struct PairDot {
     levels: LevelTables,
     fields: __m512i,
+    signed: [__m512i; 2],
 }
 
 impl PairDot {
@@ -156,6 +171,8 @@ impl PairDot {
             levels: LevelTables::new(),
             // SAFETY: the table is 64 bytes (unaligned load).
             fields: unsafe { _mm512_loadu_si512(SIGN_FIELDS.as_ptr().cast()) },
+            // SAFETY: each table is 64 bytes (unaligned loads).
+            signed: SIGNED_LEVELS.map(|t| unsafe { _mm512_loadu_si512(t.as_ptr().cast()) }),
         }
     }
 
@@ -178,10 +195,28 @@ impl PairDot {
         // dword 2g: group g's `a1` of A, 2g + 1: of B
         let a1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64::<32>(qa), qb);
         let fields = _mm512_multishift_epi64_epi8(self.fields, a1);
-        let signs = _mm512_gf2p8affine_epi64_epi8::<0>(fields, _mm512_set1_epi64(KSIGNS_AFFINE));
+        // the level codes of elements 2q, 2q + 1 in bits 0..4 (the shifts by 4 bring the
+        // next byte's bits into bits 4..8, which the select below drops)
+        let codes = [
+            lo,
+            _mm512_srli_epi16::<4>(lo),
+            hi,
+            _mm512_srli_epi16::<4>(hi),
+        ];
+        let low_nibbles = _mm512_set1_epi8(0x0F);
+        let idx = std::array::from_fn(|q| {
+            // the signs of elements 4 and 5 are bits 4 and 5 of the fields already
+            let signs = if q == 2 {
+                fields
+            } else {
+                _mm512_gf2p8affine_epi64_epi8::<0>(fields, _mm512_set1_epi64(SIGN_PAIRS[q]))
+            };
+            // bits 0..4 from the codes, the rest from the signs
+            _mm512_ternarylogic_epi32::<0xCA>(low_nibbles, codes[q], signs)
+        });
         // dword d of `a1`, shifted right by 27 and with bit 0 set: 2·(a1 >> 28) + 1
         let ls = _mm512_or_si512(_mm512_srli_epi32::<27>(a1), _mm512_set1_epi32(1));
-        Unpacked { lo, hi, signs, ls }
+        Unpacked { idx, ls }
     }
 
     /// Four rows by four super-blocks (two pairs) of block products (see
@@ -201,23 +236,18 @@ impl PairDot {
         for (pair, act) in acts.iter().enumerate() {
             let z0 = _mm512_setzero_si512();
             let mut u = [Unpacked {
-                lo: z0,
-                hi: z0,
-                signs: z0,
+                idx: [z0; 4],
                 ls: z0,
             }; 4];
             for (ur, x) in u.iter_mut().zip(xs) {
                 *ur = self.unpack(&x[2 * pair], &x[2 * pair + 1]);
             }
-            let mut z = [z0; 4];
+            let mut z = [act.corr; 4];
             for p in 0..8 {
-                let (y, ny) = (act.y[p], act.neg_y[p]);
-                let m = _mm512_set1_epi64(LEVEL_AFFINE[p % 4]);
+                let y = act.y[p];
                 for (zr, ur) in z.iter_mut().zip(&u) {
-                    let codes = if p < 4 { ur.lo } else { ur.hi };
-                    let w = _mm512_gf2p8affine_epi64_epi8::<8>(codes, m);
-                    let neg = _mm512_test_epi8_mask(ur.signs, _mm512_set1_epi8(1 << p));
-                    *zr = _mm512_dpbusd_epi32(*zr, w, _mm512_mask_blend_epi8(neg, y, ny));
+                    let w = _mm512_permutexvar_epi8(ur.idx[p / 2], self.signed[p % 2]);
+                    *zr = _mm512_dpbusd_epi32(*zr, w, y);
                 }
             }
             for (zr, ur) in z.iter_mut().zip(&u) {
@@ -256,7 +286,7 @@ pub(super) unsafe fn dot_iq2_xxs_avx512_pairs(
     let k = PairDot::new();
     let none = PairAct {
         y: [_mm512_setzero_si512(); 8],
-        neg_y: [_mm512_setzero_si512(); 8],
+        corr: _mm512_setzero_si512(),
     };
     prepared_rows!(
         k,
