@@ -113,8 +113,8 @@ pub fn quantize_activation(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<
 /// the block's maximum: without this a NaN anywhere upstream would come out as finite, wrong
 /// numbers (all-zero logits). The float types carry NaN and infinity by themselves.
 ///
-/// One pass over `src`, and blocks are only written where a non-finite value is found: the
-/// bits of finite rows are untouched (ggml's).
+/// One vectorized pass over `src` for the common all-finite row; blocks are only written
+/// where a non-finite value is found: the bits of finite rows are untouched (ggml's).
 pub fn mark_nonfinite(dtype: DType, src: &[f32], dst: &mut [u8]) {
     // (block elements, block bytes, offsets of the f16 / f32 scales to poison)
     let (blk, bytes, f16_at, f32_at): (usize, usize, &[usize], &[usize]) = match dtype {
@@ -123,6 +123,12 @@ pub fn mark_nonfinite(dtype: DType, src: &[f32], dst: &mut [u8]) {
         DType::Q8_K => (256, 292, &[], &[0]),
         _ => return,
     };
+    // the common case, a row with no NaN or infinity, in one pass without early exits (a
+    // max of the exponent bits, which vectorizes; the per-block `all` below does not, and
+    // took ~1% of a prompt's time)
+    if src.iter().fold(0, |m, v| m.max(v.to_bits() & 0x7F80_0000)) != 0x7F80_0000 {
+        return;
+    }
     for (x, b) in src.chunks_exact(blk).zip(dst.chunks_exact_mut(bytes)) {
         if x.iter().all(|v| v.is_finite()) {
             continue;

@@ -96,3 +96,44 @@ fn q8_k_activation_quantizer_matches_the_scalar_one() {
         }
     }
 }
+
+/// `quantize_activation` gives exactly the blocks holding a NaN or an infinity a NaN scale
+/// (Q8_0: f16 `0x7E00`; Q8_K: f32 NaN) and
+/// leaves every other byte as the all-finite row's: one bad value in each position of a
+/// block, first, middle and last block, and rows with none.
+#[test]
+fn nonfinite_values_give_their_block_a_nan_scale_and_nothing_else() {
+    // (type, block elements, block bytes, whether the scale at byte 0 is an f32 or an f16)
+    let types = [
+        (quant::DType::Q8_0, 32, 34, false),
+        (quant::DType::Q8_K, 256, 292, true),
+    ];
+    let mut r = rng(0x7f80);
+    for (dtype, blk, bytes, f32_scale) in types {
+        let nb = 3;
+        let x = activations(&mut r, blk * nb, 2.0);
+        let mut clean = vec![0u8; nb * bytes];
+        quant::quantize_activation(dtype, &x, &mut clean).unwrap();
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            for at in [0, blk / 2, blk - 1, blk + 3, nb * blk - 1] {
+                let mut y = x.clone();
+                y[at] = bad;
+                let mut got = vec![0u8; nb * bytes];
+                quant::quantize_activation(dtype, &y, &mut got).unwrap();
+                let hit = at / blk;
+                for (b, (g, c)) in got.chunks(bytes).zip(clean.chunks(bytes)).enumerate() {
+                    if b != hit {
+                        assert_eq!(g, c, "{dtype:?}: block {b} changed by a value in {hit}");
+                        continue;
+                    }
+                    if f32_scale {
+                        let s = f32::from_le_bytes(g[..4].try_into().unwrap());
+                        assert!(s.is_nan(), "{dtype:?}: {bad} at {at} left scale {s}");
+                    } else {
+                        assert_eq!(&g[..2], &0x7E00u16.to_le_bytes(), "{dtype:?} at {at}");
+                    }
+                }
+            }
+        }
+    }
+}
