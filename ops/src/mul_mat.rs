@@ -503,7 +503,7 @@ impl CpuKernel for MulMat {
         let (w, x) = (&srcs[0], &srcs[1]);
         let s = shape(w, x);
         let q = cx.scratch.bytes(s.qrow * s.t * s.batches);
-        quantize_all(x, &s, q);
+        let q = crate::quantize::activations(x, s.dot, s.t * s.batches, s.qrow, q);
         for b in 0..s.batches {
             compute(
                 srcs,
@@ -565,7 +565,7 @@ impl CpuKernel for MulMat {
         let (panels, ex) = rest.split_at_mut(pbytes);
         let off = ex.as_ptr().align_offset(64).min(ex.len());
         let ex = &mut ex[off..];
-        quantize_all(x, &s, q);
+        let q = crate::quantize::activations(x, s.dot, s.t * s.batches, s.qrow, q);
         if tiles.is_some() {
             pack_panels(&s, q, panels);
         }

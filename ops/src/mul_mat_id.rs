@@ -114,11 +114,6 @@ fn route(ids: &TensorRef, s: &Shape, u: usize, t: usize) -> Route {
     }
 }
 
-/// Convert every activation row (flat row `t·B + b`) to the dot type into `buf`.
-fn quantize_all(x: &TensorRef, s: &Shape, buf: &mut [u8]) {
-    crate::quantize::activations_to(x, s.dot, s.b * s.t, s.qrow, buf);
-}
-
 /// The weight rows of expert `e`.
 fn expert_rows<'a>(w: &TensorRef<'a>, e: usize) -> WeightRows<'a> {
     WeightRows::at(w, e * w.desc.nb[2])
@@ -248,7 +243,7 @@ impl CpuKernel for MulMatId {
             .vec_dot
             .expect("validated at build time");
         let q = cx.scratch.bytes(s.qrow * s.b * s.t);
-        quantize_all(x, &s, q);
+        let q = crate::quantize::activations(x, s.dot, s.b * s.t, s.qrow, q);
         let valid = (0..s.t * s.n_used)
             .filter(|&j| matches!(route(ids, &s, j % s.n_used, j / s.n_used), Route::Expert(_)))
             .count();
@@ -363,7 +358,7 @@ impl CpuKernel for MulMatId {
         // a paged expert stays pinned while this thread claims items of it (items come
         // expert by expert)
         let mut pin: Option<Pinned> = None;
-        quantize_all(x, &s, q);
+        let q = crate::quantize::activations(x, s.dot, s.b * s.t, s.qrow, q);
         // one token (decode): four rows per kernel call, in longer chunks for short rows,
         // halved while the active experts would give fewer than four items per thread
         let split = kernels.split.map(|k| k.f);
