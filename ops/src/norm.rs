@@ -41,14 +41,32 @@ fn rows(eps: f32, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef], fast: 
     let n = dst.desc.ne[0];
     let w = srcs.get(1);
     let sum_sq = if fast { sum_sq_lanes } else { sum_sq_serial };
+    // f32 rows are read in place (no copy into `dst` first); other types are converted
+    let direct = srcs[0].desc.dtype == quant::DType::F32 && srcs[0].desc.rows_contiguous();
+    let wr = w.map(|w| w.row_f32(0));
     for r in cx.my_rows(dst.desc.nrows()) {
         let out = dst.row_f32_mut(r);
+        if direct {
+            let x = srcs[0].row_f32(r);
+            let scale = 1.0 / ((sum_sq(x) / n as f64) as f32 + eps).sqrt();
+            match wr {
+                Some(wr) => {
+                    for ((o, &v), &wv) in out.iter_mut().zip(x).zip(wr) {
+                        *o = v * scale * wv;
+                    }
+                }
+                None => {
+                    for (o, &v) in out.iter_mut().zip(x) {
+                        *o = v * scale;
+                    }
+                }
+            }
+            continue;
+        }
         srcs[0].row_to_f32(r, out);
-        let sum = sum_sq(out);
-        let scale = 1.0 / ((sum / n as f64) as f32 + eps).sqrt();
-        match w {
-            Some(w) => {
-                let wr = w.row_f32(0);
+        let scale = 1.0 / ((sum_sq(out) / n as f64) as f32 + eps).sqrt();
+        match wr {
+            Some(wr) => {
                 for (o, &wv) in out.iter_mut().zip(wr) {
                     *o = *o * scale * wv;
                 }
