@@ -26,7 +26,7 @@ pub const MIN_INTERVAL: u32 = 3;
 pub const MAX_INTERVAL: u32 = 4096;
 /// Runs of one try.
 pub const TRY_RUNS: usize = 3;
-/// The most time a try may lose without waiting for [`Adapt::try_budget`] (ns).
+/// The most time a try may lose without waiting for `Adapt::try_budget` (ns).
 pub const FREE_TRY_LOSS_NS: u64 = 100_000_000;
 /// Run times kept for the count in use.
 const WINDOW: usize = 8;

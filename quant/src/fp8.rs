@@ -8,7 +8,7 @@ use crate::error::QuantError;
 use crate::DType;
 
 /// FP8 E4M3 (OCP "e4m3fn": bias 7, no infinities, only S.1111.111 is NaN) → f32: a
-/// lookup in [`e4m3_table`] (the definition is [`e4m3_decode`]; the dequantizers, the
+/// lookup in [`e4m3_table`] (the definition is `e4m3_decode`; the dequantizers, the
 /// reference dot and the kernels' tails call this per element).
 #[inline]
 pub fn e4m3_to_f32(b: u8) -> f32 {

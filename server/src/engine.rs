@@ -1,6 +1,6 @@
 //! The inference engine: one thread that owns the model's session and its `parallel` slots,
 //! takes jobs from a bounded queue, reuses the longest cached prefix of each prompt, and
-//! streams tokens back (the loop itself is in [`crate::worker`]).
+//! streams tokens back (the loop itself is in the `worker` module).
 //!
 //! Inference never runs on the async runtime: [`Engine::start`] spawns a plain thread that
 //! drives the session (whose executor has its own pinned worker threads); the HTTP handlers

@@ -1,6 +1,6 @@
 //! The op set, declared once.
 //!
-//! [`for_each_op!`] is the single list of ops. `fathom-graph` expands it into [`Op`] (one
+//! [`crate::for_each_op!`] is the single list of ops. `fathom-graph` expands it into [`Op`] (one
 //! variant per op struct), names and dispatch of shape inference; `fathom-ops` expands the
 //! same list into kernel dispatch, so an op without a CPU kernel is a compile error. Adding an
 //! op = its definition file here, its kernel file in `ops/src/`, and one line in the list.

@@ -84,7 +84,7 @@ pub enum SessionError {
     #[error("context length {0} is more than the {MAX_CONTEXT} tokens a session supports")]
     ContextTooLong(usize),
     /// The caches or a graph's working memory would not fit in the memory the session may
-    /// use ([`Session::set_memory_limit`]): refused before anything is allocated.
+    /// use ([`super::Session::set_memory_limit`]): refused before anything is allocated.
     #[error(
         "{what} need {}, and this session may use {} (the memory available){}",
         gib(*need),

@@ -29,7 +29,7 @@ pub enum ForwardError {
     /// A tensor has the wrong shape.
     #[error("tensor {name}: shape {}, expected {}", dims(got), dims(want))]
     Shape {
-        /// The tensor, as its provider names it ([`Weights::describe`]).
+        /// The tensor, as its provider names it ([`Weights::shape_error`]).
         name: String,
         /// Shape found (in the order of the file it comes from).
         got: Vec<usize>,

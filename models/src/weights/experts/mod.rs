@@ -13,7 +13,7 @@
 //! Eviction is a segmented LRU: an expert used a second time since it was read moves to a
 //! protected segment (at most [`PROTECTED_SHARE`] of the budget), so the few hot experts of
 //! a layer survive a prompt chunk that touches every expert once. An expert in use (a
-//! [`Pinned`] handle alive) or being read is never evicted; when nothing can be evicted the
+//! [`graph::Pinned`] handle alive) or being read is never evicted; when nothing can be evicted the
 //! cache goes over budget rather than deadlock (by at most the pins of the running node and
 //! the reads in flight) and reports the peak.
 //!
