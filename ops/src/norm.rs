@@ -41,37 +41,32 @@ fn rows(eps: f32, cx: &mut KernelCx, dst: &TensorMut, srcs: &[TensorRef], fast: 
     let n = dst.desc.ne[0];
     let w = srcs.get(1);
     let sum_sq = if fast { sum_sq_lanes } else { sum_sq_serial };
-    // f32 rows are read in place (no copy into `dst` first); other types are converted
+    let rows = cx.my_rows(dst.desc.nrows());
+    // f32 rows are read in place; other types are converted into scratch first (not into
+    // `dst`, which the scaling would then read back: a copy per row for f32)
     let direct = srcs[0].desc.dtype == quant::DType::F32 && srcs[0].desc.rows_contiguous();
+    let buf = cx.scratch.f32(if direct { 0 } else { n });
     let wr = w.map(|w| w.row_f32(0));
-    for r in cx.my_rows(dst.desc.nrows()) {
+    for r in rows {
+        let x: &[f32] = if direct {
+            srcs[0].row_f32(r)
+        } else {
+            srcs[0].row_to_f32(r, &mut *buf);
+            &*buf
+        };
+        let scale = 1.0 / ((sum_sq(x) / n as f64) as f32 + eps).sqrt();
         let out = dst.row_f32_mut(r);
-        if direct {
-            let x = srcs[0].row_f32(r);
-            let scale = 1.0 / ((sum_sq(x) / n as f64) as f32 + eps).sqrt();
-            match wr {
-                Some(wr) => {
-                    for ((o, &v), &wv) in out.iter_mut().zip(x).zip(wr) {
-                        *o = v * scale * wv;
-                    }
-                }
-                None => {
-                    for (o, &v) in out.iter_mut().zip(x) {
-                        *o = v * scale;
-                    }
-                }
-            }
-            continue;
-        }
-        srcs[0].row_to_f32(r, out);
-        let scale = 1.0 / ((sum_sq(out) / n as f64) as f32 + eps).sqrt();
         match wr {
             Some(wr) => {
-                for (o, &wv) in out.iter_mut().zip(wr) {
-                    *o = *o * scale * wv;
+                for ((o, &v), &wv) in out.iter_mut().zip(x).zip(wr) {
+                    *o = v * scale * wv;
                 }
             }
-            None => out.iter_mut().for_each(|o| *o *= scale),
+            None => {
+                for (o, &v) in out.iter_mut().zip(x) {
+                    *o = v * scale;
+                }
+            }
         }
     }
 }
@@ -111,6 +106,21 @@ impl CpuKernel for RmsNorm {
                 .expect("case"),
             );
         }
+        // rows that are not contiguous (a transposed input): converted through scratch
+        let mut b = CaseBuilder::new(8);
+        let x = b.input_f32("x", &[5, 37], 2.0).expect("case");
+        let xt = b.g.transpose(x).expect("case");
+        let w = b.input_f32("w", &[37], 1.0).expect("case");
+        let out = b.g.rms_norm_w(xt, w, 1e-6).expect("case");
+        v.push(
+            b.finish(
+                "RMS_NORM {37,5} transposed weighted".into(),
+                out,
+                1e-12,
+                true,
+            )
+            .expect("case"),
+        );
         v
     }
 }
