@@ -42,12 +42,13 @@ pub(crate) fn chunk_rows(n: usize, batches: usize, t: usize, nth: usize, mut c: 
     c
 }
 
-/// Weight rows per claimed chunk for the panel tiles on raw rows (the AVX2 Q8_0 tile, the
-/// Q2_0 tiles) over two or more panels: every chunk streams all of the node's panels
-/// through the cache once (a 512-token chunk's are 6 MiB at K = 4096), so 64 rows (about
-/// 270 KiB of Q8_0 rows, which stay in L2 beside one panel) stream them a quarter as often
-/// as 16 (iq2 pp512 on AVX2, dense Q8_0: 17.7 / 18.7 → 16.7 / 16.4 ms per token,
-/// alternating). The expanded tiles keep [`CHUNK`]: their scratch holds one chunk's rows.
+/// Weight rows per claimed chunk for the panel tiles over two or more panels: every chunk
+/// streams all of the node's panels through the cache once (a 512-token chunk's are 6 MiB
+/// at K = 4096), so 64 rows (about 270 KiB of Q8_0 rows, or 290 KiB expanded, which stay in
+/// L2 beside one panel) stream them a quarter as often as 16. On raw rows (the AVX2 Q8_0
+/// tile, the Q2_0 tiles; iq2 pp512 on AVX2, dense Q8_0): 17.7 / 18.7 → 16.7 / 16.4 ms per
+/// token, alternating; on expanded rows (AVX-512 Q8_0, iq2 pp512 on the Xeon of issue 35):
+/// 7.87 / 8.17 → 6.82 / 6.66 / 6.57. 128 rows measured level with 64, 256 slower.
 const TILE_CHUNK: usize = 64;
 
 /// Bytes a matvec chunk of the multi-row kernels should span at least.
@@ -546,7 +547,7 @@ impl CpuKernel for MulMat {
         .filter(|_| s.t >= TILED_MIN_COLS && srcs.len() == 2);
         let first = match (rows_dot, tiles) {
             (Some(_), _) => matvec_chunk(w.desc.row_bytes()),
-            (None, Some(Tiles { expand: None, .. })) if s.t > TILE_COLS => TILE_CHUNK,
+            (None, Some(_)) if s.t > TILE_COLS => TILE_CHUNK,
             _ => CHUNK,
         };
         let chunk = chunk_rows(s.n, s.batches, s.t, cx.nth, first);
@@ -556,7 +557,7 @@ impl CpuKernel for MulMat {
         // the expanded rows of one chunk, 64-byte aligned (hence the slack)
         let ebytes = tiles
             .and_then(|t| t.expand)
-            .map_or(0, |(_, eb)| CHUNK * eb + 64);
+            .map_or(0, |(_, eb)| TILE_CHUNK * eb + 64);
         let need = qbytes + pbytes + ebytes;
         if scratch.len() < need {
             scratch.resize(need, 0);
