@@ -98,7 +98,7 @@ pub(super) fn expert_tiles_amx(
 
 /// Output columns `cols` of every output row in `group` (the `(token, slot)` rows routed to
 /// expert `rows`) with the tiled grid GEMM (IQ2_XXS, IQ1_S): the item's weight rows (at most
-/// [`CHUNK`](super::CHUNK)) are expanded into `ex`, then multiplied four at a time against up to eight
+/// [`GRID_CHUNK`](super::GRID_CHUNK)) are expanded into `ex`, then multiplied four at a time against up to eight
 /// of the group's activations per call, chunk by chunk of the group, whose packed panels
 /// ([`pack_group_panels`]) are in `panels` (the reference's bits).
 #[allow(clippy::too_many_arguments)]
