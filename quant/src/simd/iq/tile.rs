@@ -293,10 +293,10 @@ pub(crate) mod x86 {
         let scale = if K == IQ2_XXS { 0.125 } else { 1.0 };
         macro_rules! go {
             ($r:literal, $p:literal) => {{
-                let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
+                let xs: &[&[u8]; $r] = rows.try_into().expect("row count checked above");
                 // SAFETY: `table::kernels` hands the entries out only after checking the features;
                 // the shapes are checked above.
-                let s = unsafe { tile::<K, $r, $p>(nsb, &xs, &ys, panel) };
+                let s = unsafe { tile::<K, $r, $p>(nsb, xs, &ys, panel) };
                 store_tile(&s, $r, cols, scale, out);
             }};
         }

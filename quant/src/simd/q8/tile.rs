@@ -203,11 +203,11 @@ pub(crate) mod x86 {
         );
         macro_rules! go {
             ($r:literal, $p:literal) => {{
-                let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
+                let xs: &[&[u8]; $r] = rows.try_into().expect("row count checked above");
                 // SAFETY: `table::kernels` hands this entry out only after checking the
                 // features the kernel is compiled for; the shapes are checked above (every
                 // code, scale and pair-block index is in bounds).
-                unsafe { tile_expanded::<$r, $p>(nb, &xs, panel, cols, out) };
+                unsafe { tile_expanded::<$r, $p>(nb, xs, panel, cols, out) };
             }};
         }
         crate::simd::tile_shapes!(rows.len(), cols.div_ceil(2), go)

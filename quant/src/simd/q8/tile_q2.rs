@@ -37,11 +37,11 @@ pub(crate) mod x86 {
         let nb = check_shapes::<X>(n, rows, panel, cols, out);
         macro_rules! go {
             ($r:literal, $p:literal) => {{
-                let xs: [&[u8]; $r] = std::array::from_fn(|i| rows[i]);
+                let xs: &[&[u8]; $r] = rows.try_into().expect("row count checked above");
                 // SAFETY: `table::kernels` hands this entry out only after checking the
                 // features; the shapes are checked above (every block and pair-block index
                 // is in bounds).
-                let s = unsafe { tile::<$r, $p, X>(nb, &xs, panel) };
+                let s = unsafe { tile::<$r, $p, X>(nb, xs, panel) };
                 store_tile(&s, $r, cols, 1.0, out);
             }};
         }
