@@ -557,7 +557,7 @@ impl CpuKernel for MulMat {
         // the expanded rows of one chunk, 64-byte aligned (hence the slack)
         let ebytes = tiles
             .and_then(|t| t.expand)
-            .map_or(0, |(_, eb)| TILE_CHUNK * eb + 64);
+            .map_or(0, |(_, eb)| chunk * eb + 64);
         let need = qbytes + pbytes + ebytes;
         if scratch.len() < need {
             scratch.resize(need, 0);
@@ -643,10 +643,16 @@ impl CpuKernel for MulMat {
                 (256, 21, 11, true),
                 (4096, 64, 2, false),
                 (1024, 21, 11, true),
+                (256, 150, 17, true),
             ] {
-                // rows of whole blocks only (Q2_0_X: 512 elements), and the extra shape only
-                // for the layout that needs it
-                if !k.is_multiple_of(t.block_size()) || (k == 1024 && t != DType::Q2_0_X) {
+                // rows of whole blocks only (Q2_0_X: 512 elements), and the extra shapes only
+                // for the layouts that need them (150 rows: several 64-row items of the panel
+                // tiles and a short last one, over three panels)
+                let panel_tiles = matches!(t, DType::Q8_0 | DType::Q2_0);
+                if !k.is_multiple_of(t.block_size())
+                    || (k == 1024 && t != DType::Q2_0_X)
+                    || (n == 150 && !panel_tiles)
+                {
                     continue;
                 }
                 let mut b = CaseBuilder::new(9);
