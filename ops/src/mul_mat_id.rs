@@ -316,10 +316,15 @@ impl CpuKernel for MulMatId {
             _ => None,
         };
         let amx = matches!(grid, Some(Grid::Amx { .. }));
+        // rows the expansion scratch holds
+        let ex_rows = match grid {
+            Some(Grid::Vnni(..)) => GRID_CHUNK,
+            _ => CHUNK,
+        };
         // expanded rows of one item (and, for AMX, one grid-expanded row before its split)
         let exbytes = match grid {
             None => 0,
-            Some(Grid::Vnni(..)) => GRID_CHUNK * tile_grid::expanded_bytes(s.k),
+            Some(Grid::Vnni(..)) => ex_rows * tile_grid::expanded_bytes(s.k),
             Some(Grid::Amx { .. }) => {
                 (CHUNK * tile_amx::amx_bytes(s.k)).max(CHUNK * tile_grid::expanded_bytes(s.k))
                     + tile_grid::expanded_bytes(s.k)
@@ -331,11 +336,6 @@ impl CpuKernel for MulMatId {
         // the rows of one item converted from the official FP4 layout (paged MXFP4 experts
         // on a level without the split kernels only)
         let rows_dot = kernels.rows.map(|k| k.f).filter(|_| s.t == 1);
-        // rows the expansion scratch holds
-        let ex_rows = match grid {
-            Some(Grid::Vnni(..)) => GRID_CHUNK,
-            _ => CHUNK,
-        };
         let max_chunk = rows_dot.map_or(ex_rows, |_| {
             crate::mul_mat::matvec_chunk(w.desc.row_bytes())
         });
