@@ -114,15 +114,15 @@ pub(crate) mod x86 {
         acts: &[&[u8]],
         out: &mut [f32],
     ) {
-        let xs: [&[u8]; R] = std::array::from_fn(|i| rows[i]);
-        let ys: [&[u8]; C] = std::array::from_fn(|i| acts[i]);
+        let xs: &[&[u8]; R] = rows.try_into().expect("row count checked by `run`");
+        let ys: &[&[u8]; C] = acts.try_into().expect("column count checked by `run`");
         // SAFETY: `table::kernels` hands the entries out only after checking the features the
         // kernel is compiled for; every row holds `n` elements (checked by `run`).
         let s = unsafe {
             if K == BF16_DP {
-                tile_bf16_dp::<R, C>(n, &xs, &ys)
+                tile_bf16_dp::<R, C>(n, xs, ys)
             } else {
-                tile::<K, R, C>(n, &xs, &ys)
+                tile::<K, R, C>(n, xs, ys)
             }
         };
         for r in 0..R {
