@@ -26,9 +26,10 @@ pub(crate) fn activations_to(x: &TensorRef, dot: DType, n: usize, qrow: usize, b
 }
 
 /// Activation rows `0..n` of `x` in `dot` type, `qrow` bytes each: `x`'s own bytes when it
-/// already holds converted rows (a shared QUANTIZE node), else converted into `buf`. Every
-/// thread of a MUL_MAT or MUL_MAT_ID node reads them: borrowed, a shared node's rows are not
-/// copied into each thread's scratch (that copy was ~0.6% of an iq2 prompt's time).
+/// already holds converted rows (a shared QUANTIZE node) or is packed F32 rows for an F32
+/// dot, else converted into `buf`. Every thread of a MUL_MAT or MUL_MAT_ID node reads them:
+/// borrowed, a shared node's rows are not copied into each thread's scratch (that copy was
+/// ~0.6% of an iq2 prompt's time, and the F32 copy for the HC mixes' F32 weights ~0.7%).
 pub(crate) fn activations<'q, 'a: 'q>(
     x: &TensorRef<'a>,
     dot: DType,
@@ -37,7 +38,9 @@ pub(crate) fn activations<'q, 'a: 'q>(
     buf: &'q mut [u8],
 ) -> &'q [u8] {
     let len = n * qrow;
-    if x.desc.dtype != DType::F32 && x.bytes().len() >= len {
+    let converted = x.desc.dtype != DType::F32;
+    let packed_f32 = dot == DType::F32 && x.desc.nb[1] == qrow && x.desc.is_contiguous();
+    if (converted || packed_f32) && x.bytes().len() >= len {
         return &x.bytes()[..len];
     }
     activations_to(x, dot, n, qrow, buf);
