@@ -163,6 +163,22 @@ impl<'a> TensorMut<'a> {
 }
 
 impl TensorMut<'_> {
+    /// Mutable f32 rows `r..r + n` of one matrix as one slice, for F32 rows of one element
+    /// stored back to back (a SUM_ROWS output `{1, D, T}`): one offset computation instead of
+    /// one per row. See the type's contract.
+    #[allow(clippy::mut_from_ref)]
+    pub fn unit_rows_f32_mut(&self, r: usize, n: usize) -> &mut [f32] {
+        let d = &self.desc;
+        assert!(d.dtype == DType::F32 && d.ne[0] == 1 && d.nb[1] == 4);
+        assert!(r % d.ne[1] + n <= d.ne[1], "rows {r}+{n} cross a matrix");
+        let off = d.flat_row_offset(r);
+        assert!(off + 4 * n <= self.len, "row {r} outside destination");
+        // SAFETY: in bounds (checked); the rows are within one matrix (checked), so they are
+        // the contiguous bytes off..off + 4n, owned by one thread for this node (type
+        // contract), so the &mut does not alias another thread's.
+        let b = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), 4 * n) };
+        bytemuck::cast_slice_mut(b)
+    }
     /// Mutable f32 elements `cols` of row `r`. Threads may write disjoint column ranges of
     /// the same row (matmul splits by output column); see the type's contract.
     #[allow(clippy::mut_from_ref)]
