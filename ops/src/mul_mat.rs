@@ -52,18 +52,27 @@ pub(crate) fn chunk_rows(n: usize, batches: usize, t: usize, nth: usize, mut c: 
 const TILE_CHUNK: usize = 64;
 
 /// Bytes a matvec chunk of the multi-row kernels should span at least.
-const MATVEC_CHUNK_BYTES: usize = 64 << 10;
+const MATVEC_CHUNK_BYTES: usize = 512 << 10;
+
+/// Most rows in a matvec chunk.
+const MATVEC_CHUNK_MAX_ROWS: usize = 1024;
 
 /// Rows per chunk for the multi-row kernels with `row_bytes`-byte weight rows: at least
-/// [`CHUNK`], and enough for [`MATVEC_CHUNK_BYTES`] (a power of two, at most 256). Each
-/// chunk is one stretch of a thread's DRAM stream; short rows (the 1024-wide `attn_q_b`,
-/// 1088 bytes) in 16-row chunks restarted it every 17 KiB (1024×32768 node: 13.2 GB/s in
-/// 16-row chunks, 16.4 in 64-row ones).
+/// [`CHUNK`], and enough for [`MATVEC_CHUNK_BYTES`] (a power of two, at most
+/// [`MATVEC_CHUNK_MAX_ROWS`]). Each chunk is one stretch of a thread's DRAM stream, and a
+/// restarted stream costs: short rows (the 1024-wide `attn_q_b`, 1088 bytes) in 16-row
+/// chunks restarted it every 17 KiB (1024×32768 node: 13.2 GB/s in 16-row chunks, 16.4 in
+/// 64-row ones), and 64 KiB chunks against 512 KiB ones in the iq2 decode (issue 35's Xeon,
+/// alternating, ms a token): dense Q8_0 61.0 / 59.4 / 59.8 → 54.7 / 53.9 / 53.8, the
+/// IQ2_XXS experts (2.2 MB a matrix) 15.6 / 14.9 / 15.0 → 13.1 / 13.2 / 13.0, tg64 11.86 /
+/// 12.24 / 12.15 → 13.27 / 13.41 / 13.50 tok/s; the idle time at the barriers grew by about
+/// 0.3 ms a token. [`chunk_rows`] still halves them where a node would give a thread fewer
+/// than four.
 pub(crate) fn matvec_chunk(row_bytes: usize) -> usize {
     MATVEC_CHUNK_BYTES
         .div_ceil(row_bytes.max(1))
         .next_power_of_two()
-        .clamp(CHUNK, 256)
+        .clamp(CHUNK, MATVEC_CHUNK_MAX_ROWS)
 }
 
 /// Fewest activation columns for which MUL_MAT uses the tiled Q8_0 / Q2_0 GEMMs.
@@ -771,12 +780,14 @@ mod tests {
     /// stop at 256.
     #[test]
     fn matvec_chunk_sizes() {
-        assert_eq!(matvec_chunk(1088), 64);
-        assert_eq!(matvec_chunk(2176), 32);
-        assert_eq!(matvec_chunk(4352), 16);
-        assert_eq!(matvec_chunk(8704), 16);
-        assert_eq!(matvec_chunk(34), 256);
-        assert_eq!(matvec_chunk(0), 256);
+        assert_eq!(matvec_chunk(1088), 512);
+        assert_eq!(matvec_chunk(2176), 256);
+        assert_eq!(matvec_chunk(4352), 128);
+        assert_eq!(matvec_chunk(1056), 512);
+        assert_eq!(matvec_chunk(528), 1024);
+        assert_eq!(matvec_chunk(1 << 20), 16);
+        assert_eq!(matvec_chunk(34), 1024);
+        assert_eq!(matvec_chunk(0), 1024);
     }
 
     /// Every row exactly once; groups of four a quarter apart, the remainder last in order.
