@@ -397,3 +397,26 @@ fn f8_tile_kernels_run_on_expanded_rows_within_the_bound() {
     }
     tally.assert_all(Column::Tile, &[wt]);
 }
+
+/// The Q8_0 panel packer writes its reference's bytes for every column count 1..=8 and
+/// several block counts, on arbitrary bytes: every code from −128 to 127 and f16 scales of
+/// every class (subnormal, infinite, NaN), so a wrong lane sum, scale or code run fails.
+#[test]
+fn q8_0_panel_packer_writes_the_reference_bytes() {
+    use quant::simd::q8::tile::{pack_q8_0_panel, pack_q8_0_panel_ref, panel_bytes, TILE_COLS};
+    let mut r = rng(0x9a4e1);
+    for nb in [1usize, 2, 5, 33, 128] {
+        let n = 32 * nb;
+        let cols: Vec<Vec<u8>> = (0..TILE_COLS)
+            .map(|_| (0..34 * nb).map(|_| (r() >> 24) as u8).collect())
+            .collect();
+        for c in 1..=TILE_COLS {
+            let acts: Vec<&[u8]> = cols[..c].iter().map(|v| v.as_slice()).collect();
+            let mut got = vec![0xA5u8; panel_bytes(n, c)];
+            let mut want = vec![0x5Au8; panel_bytes(n, c)];
+            pack_q8_0_panel(n, &acts, &mut got);
+            pack_q8_0_panel_ref(n, &acts, &mut want);
+            assert!(got == want, "{nb} blocks, {c} columns");
+        }
+    }
+}
