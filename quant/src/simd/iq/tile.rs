@@ -71,16 +71,29 @@ pub fn pack_panel(n: usize, acts: &[&[u8]], out: &mut [u8]) {
     let cols = acts.len();
     assert!((1..=TILE_COLS).contains(&cols), "panel of {cols} columns");
     assert_eq!(out.len(), panel_bytes(n, cols), "panel length");
-    let ys: Vec<&[crate::blocks::BlockQ8K]> = acts.iter().map(|a| view(a)).collect();
-    assert!(ys.iter().all(|y| y.len() == n / 256), "activation length");
+    let mut ys: [&[crate::blocks::BlockQ8K]; TILE_COLS] = [&[]; TILE_COLS];
+    for (y, a) in ys.iter_mut().zip(acts) {
+        *y = view(a);
+        assert_eq!(y.len(), n / 256, "activation length");
+    }
     let pairs = cols.div_ceil(2);
-    for (i, chunk) in out.chunks_exact_mut(64).enumerate() {
-        let (b, g, p) = (i / (8 * pairs), (i / pairs) % 8, i % pairs);
-        let (c0, c1) = (2 * p, (2 * p + 1).min(cols - 1));
-        for (half, c) in [c0, c1].into_iter().enumerate() {
-            let src = &ys[c][b].qs[32 * g..32 * g + 32];
-            for (d, &v) in chunk[32 * half..32 * half + 32].iter_mut().zip(src) {
-                *d = v as u8 ^ 0x80;
+    // super-block, group and pair in nested loops (an index split per 64 bytes, three
+    // divisions, cost more than the copy)
+    for (b, sb) in out.chunks_exact_mut(8 * pairs * 64).enumerate() {
+        for (g, grp) in sb.chunks_exact_mut(pairs * 64).enumerate() {
+            for (p, chunk) in grp.chunks_exact_mut(64).enumerate() {
+                let (c0, c1) = (2 * p, (2 * p + 1).min(cols - 1));
+                for (half, c) in [c0, c1].into_iter().enumerate() {
+                    let src: &[i8; 32] = ys[c][b].qs[32 * g..32 * g + 32]
+                        .try_into()
+                        .expect("32 codes");
+                    let dst: &mut [u8; 32] = (&mut chunk[32 * half..32 * half + 32])
+                        .try_into()
+                        .expect("32 bytes");
+                    for (d, &v) in dst.iter_mut().zip(src) {
+                        *d = v as u8 ^ 0x80;
+                    }
+                }
             }
         }
     }
