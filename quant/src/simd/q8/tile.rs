@@ -444,8 +444,8 @@ pub(crate) mod x86 {
     /// accumulators at once (128-bit quarters), then (0, 2) and (1, 3) of two such by 64-bit
     /// unpacks, then those two, so register v of rows (2h, 2h + 1) holds every column's
     /// total in the reference's association (lane 4k + j: row 2h + k/2, column 2j + k%2),
-    /// put in row-major order by one permute. 22 shuffles and 14 adds for the 32 outputs,
-    /// against 96 operations and 32 extracts one accumulator at a time.
+    /// put in row-major order by one permute. 30 shuffles and 14 adds for the 32 outputs,
+    /// against 96 shuffles and adds and 32 extracts one accumulator at a time.
     #[target_feature(enable = "avx512f")]
     #[inline]
     fn sums_4x8(f: &[__m512; 16], out: &mut [f32; 32]) {
