@@ -1,6 +1,6 @@
 //! DSA_INDEXER / DSA_SCORES kernels (Lightning Indexer, spec §4.6).
 //!
-//! Both DSA_INDEXER kernels compute each score with the same f32 function [`score`] (8-lane
+//! Both DSA_INDEXER kernels compute each score with the same f32 function [`score`] (8-lane FMA
 //! dots, heads summed in order, `−0 → +0`, NaN → `−∞`) — the forward kernel, on AVX2 and
 //! AVX-512 CPUs, as its float operations on blocks of keys (`indexer_simd`) — so selections
 //! agree bit for bit; the
@@ -13,7 +13,6 @@
 //! DSA_INDEXER's result, bit for bit).
 
 use crate::case::CaseBuilder;
-use crate::mhc::dot_f32;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::indexer::{DsaIndexer, DsaScores};
 use graph::{TensorDesc, TensorId, WeightData};
@@ -49,9 +48,30 @@ fn visible(nv: &TensorRef, t: usize, n_kv: usize) -> usize {
 pub fn score(q: &TensorRef, t: usize, heads: usize, k: &[f32], w: &[f32]) -> f32 {
     let mut s = 0f32;
     for (h, &wh) in w.iter().enumerate().take(heads) {
-        s += wh * dot_f32(q.row_f32(h + heads * t), k).max(0.0);
+        s += wh * dot_fma(q.row_f32(h + heads * t), k).max(0.0);
     }
     canonical(s)
+}
+
+/// The indexer's query · key dot: eight f32 accumulators (element index mod 8), each a chain
+/// of fused multiply-adds in element order, reduced by a fixed tree, then the tail (fused
+/// too). The SIMD scores (`indexer_simd`) run the same chains one key per lane, so both give
+/// these bits; FMA makes it one vector operation per element where a multiply and an add
+/// took two.
+pub(crate) fn dot_fma(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] = x[k].mul_add(y[k], acc[k]);
+        }
+    }
+    let mut tail = 0f32;
+    for (x, y) in ra.iter().zip(rb) {
+        tail = x.mul_add(*y, tail);
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
 /// A score's canonical form: NaN → `−∞`, `−0 → +0`.

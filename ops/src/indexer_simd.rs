@@ -3,20 +3,22 @@
 //! 16 (AVX-512) keys at once, one key per lane, with the bits of the scalar
 //! [`crate::indexer::score`].
 //!
-//! The scalar score's dot ([`crate::mhc::dot_f32`]) keeps eight f32 accumulators, one per
-//! element index mod 8, each a chain of rounded products added in order, reduced by a fixed
-//! tree, then the tail added. Here the keys of a block are transposed (element-major, one
-//! key per lane), so each of those eight chains is one vector register over the block's
-//! keys: per head and element one broadcast of `q_h[c]`, one `mul`, one `add` — no FMA,
-//! which would round differently — and the same tree. `max(dot, 0)` is `vmaxps(dot, 0)`,
-//! which like `f32::max` turns NaN into 0; the head sum is a `mul` and an `add` per head in
-//! head order. So every lane is the scalar score's float operations in the scalar score's
-//! order: the selections agree bit for bit whichever path runs.
+//! The scalar score's dot ([`crate::indexer::dot_fma`]) keeps eight f32 accumulators, one per
+//! element index mod 8, each a chain of fused multiply-adds in element order, reduced by a
+//! fixed tree, then the tail (also fused) added. Here the keys of a block are transposed
+//! (element-major, one key per lane), so each of those eight chains is one vector register
+//! over the block's keys: per head and element one broadcast of `q_h[c]` and one FMA, and
+//! the same tree. `max(dot, 0)` is `vmaxps(dot, 0)`, which like `f32::max` turns NaN into 0;
+//! the head sum is a `mul` and an `add` per head in head order. So every lane is the scalar
+//! score's float operations in the scalar score's order: the selections agree bit for bit
+//! whichever path runs.
 //!
 //! The per-key loop this replaces walked 64 heads × 128 elements per key in 128-bit
 //! vectors (the crate's baseline target): at 8192 cached tokens (2048 compressed keys) the
 //! indexer was the third op of a prompt chunk, ~5 ms per token on a 2-vCPU AVX-512 host,
-//! growing with the context.
+//! growing with the context. Until 2026-12-06 the chains were a `mul` and an `add` (the HC
+//! mixes' dot, `crate::mhc::dot_f32`): two vector uops per element and head where the FMA
+//! takes one.
 
 /// Keys per block at CPU level `cpu`: 16 with AVX-512F, 8 with AVX2, `None` without either
 /// (the caller keeps the scalar score). Never above the level this CPU has.
@@ -82,6 +84,8 @@ mod x86 {
         unsafe fn store(self, p: *mut f32);
         fn add(self, o: Self) -> Self;
         fn mul(self, o: Self) -> Self;
+        /// `self · b + c`, rounded once.
+        fn fma(self, b: Self, c: Self) -> Self;
         /// `max(self, 0)` lane-wise, NaN → 0.
         fn relu(self) -> Self;
     }
@@ -89,7 +93,7 @@ mod x86 {
     /// The [`Lanes`] of one register width from that width's intrinsics.
     macro_rules! lanes {
         ($t:ty, $l:literal, $zero:ident, $set1:ident, $load:ident, $store:ident, $add:ident,
-         $mul:ident, $max:ident) => {
+         $mul:ident, $fma:ident, $max:ident) => {
             impl Lanes for $t {
                 const L: usize = $l;
                 #[inline(always)]
@@ -124,6 +128,11 @@ mod x86 {
                     unsafe { $mul(self, o) }
                 }
                 #[inline(always)]
+                fn fma(self, b: Self, c: Self) -> Self {
+                    // SAFETY: as `zero` (both kernels enable FMA).
+                    unsafe { $fma(self, b, c) }
+                }
+                #[inline(always)]
                 fn relu(self) -> Self {
                     // SAFETY: as `zero`. `vmaxps` returns its second operand when either is
                     // NaN.
@@ -142,6 +151,7 @@ mod x86 {
         _mm512_storeu_ps,
         _mm512_add_ps,
         _mm512_mul_ps,
+        _mm512_fmadd_ps,
         _mm512_max_ps
     );
     lanes!(
@@ -153,10 +163,11 @@ mod x86 {
         _mm256_storeu_ps,
         _mm256_add_ps,
         _mm256_mul_ps,
+        _mm256_fmadd_ps,
         _mm256_max_ps
     );
 
-    /// The block's scores (see [`super::scores`]): per head the scalar dot's eight chains
+    /// The block's scores (see [`super::scores`]): per head the scalar dot's eight FMA chains
     /// and tail, its reduction tree, `max(·, 0)`, then the head's term added in order.
     #[inline(always)]
     fn block_scores<V: Lanes>(
@@ -180,12 +191,12 @@ mod x86 {
             // were three scalar uops per element, beside the two vector ones)
             for (g, qc) in qh[..full].chunks_exact(8).enumerate() {
                 for (k, (a, &x)) in acc.iter_mut().zip(qc).enumerate() {
-                    *a = a.add(V::splat(x).mul(row(8 * g + k)));
+                    *a = V::splat(x).fma(row(8 * g + k), *a);
                 }
             }
             let mut tail = V::zero();
             for (c, &x) in qh.iter().enumerate().skip(full) {
-                tail = tail.add(V::splat(x).mul(row(c)));
+                tail = V::splat(x).fma(row(c), tail);
             }
             let dot = ((acc[0].add(acc[4])).add(acc[1].add(acc[5])))
                 .add((acc[2].add(acc[6])).add(acc[3].add(acc[7])))
@@ -197,7 +208,7 @@ mod x86 {
     }
 
     /// [`block_scores`] on 16 lanes.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,fma")]
     pub(super) fn scores_avx512(
         q: &[f32],
         w: &[f32],
@@ -210,7 +221,7 @@ mod x86 {
     }
 
     /// [`block_scores`] on 8 lanes.
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     pub(super) fn scores_avx2(
         q: &[f32],
         w: &[f32],
@@ -226,14 +237,14 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mhc::dot_f32;
+    use crate::indexer::dot_fma;
     use quant::simd::CpuLevel;
 
     /// The scalar score before canonicalisation (`indexer::score`'s arithmetic).
     fn scalar(q: &[f32], w: &[f32], heads: usize, d: usize, k: &[f32]) -> f32 {
         let mut s = 0f32;
         for (h, &wh) in w.iter().enumerate().take(heads) {
-            s += wh * dot_f32(&q[h * d..h * d + d], k).max(0.0);
+            s += wh * dot_fma(&q[h * d..h * d + d], k).max(0.0);
         }
         s
     }
