@@ -183,12 +183,45 @@ mod x86 {
             // SAFETY: c < d and block holds d·L floats (asserted by the caller).
             unsafe { V::load(block.as_ptr().add(c * V::L)) }
         };
+        // one head's dot from its eight chains and tail, by the scalar dot's tree
+        let reduce = |acc: &[V; 8], tail: V| {
+            ((acc[0].add(acc[4])).add(acc[1].add(acc[5])))
+                .add((acc[2].add(acc[6])).add(acc[3].add(acc[7])))
+                .add(tail)
+        };
         let mut s = V::zero();
-        for (h, &wh) in w.iter().enumerate().take(heads) {
+        let mut h = 0;
+        // two heads per pass: each key vector loaded once for both (the blocks are bound by
+        // loads, a key vector and a query broadcast per FMA, not by the FMAs)
+        while h + 1 < heads.min(w.len()) {
+            let (q0, q1) = (&q[h * d..h * d + d], &q[(h + 1) * d..(h + 2) * d]);
+            let (mut a0, mut a1) = ([V::zero(); 8], [V::zero(); 8]);
+            // chunks of eight: the query reads need no bounds checks (with `qh[i + k]` they
+            // were three scalar uops per element, beside the vector ones)
+            for (g, (c0, c1)) in q0[..full]
+                .chunks_exact(8)
+                .zip(q1[..full].chunks_exact(8))
+                .enumerate()
+            {
+                for k in 0..8 {
+                    let kv = row(8 * g + k);
+                    a0[k] = V::splat(c0[k]).fma(kv, a0[k]);
+                    a1[k] = V::splat(c1[k]).fma(kv, a1[k]);
+                }
+            }
+            let (mut t0, mut t1) = (V::zero(), V::zero());
+            for c in full..d {
+                let kv = row(c);
+                t0 = V::splat(q0[c]).fma(kv, t0);
+                t1 = V::splat(q1[c]).fma(kv, t1);
+            }
+            s = s.add(V::splat(w[h]).mul(reduce(&a0, t0).relu()));
+            s = s.add(V::splat(w[h + 1]).mul(reduce(&a1, t1).relu()));
+            h += 2;
+        }
+        if h < heads.min(w.len()) {
             let qh = &q[h * d..h * d + d];
             let mut acc = [V::zero(); 8];
-            // chunks of eight: the query reads need no bounds checks (with `qh[i + k]` they
-            // were three scalar uops per element, beside the two vector ones)
             for (g, qc) in qh[..full].chunks_exact(8).enumerate() {
                 for (k, (a, &x)) in acc.iter_mut().zip(qc).enumerate() {
                     *a = V::splat(x).fma(row(8 * g + k), *a);
@@ -198,10 +231,7 @@ mod x86 {
             for (c, &x) in qh.iter().enumerate().skip(full) {
                 tail = V::splat(x).fma(row(c), tail);
             }
-            let dot = ((acc[0].add(acc[4])).add(acc[1].add(acc[5])))
-                .add((acc[2].add(acc[6])).add(acc[3].add(acc[7])))
-                .add(tail);
-            s = s.add(V::splat(wh).mul(dot.relu()));
+            s = s.add(V::splat(w[h]).mul(reduce(&acc, tail).relu()));
         }
         // SAFETY: out holds ≥ L floats (asserted by the caller).
         unsafe { s.store(out.as_mut_ptr()) }
