@@ -72,6 +72,9 @@ mod x86 {
     trait Lanes: Copy {
         /// Floats per register.
         const L: usize;
+        /// Whether the blocks score two heads per pass (sixteen chains in registers: with
+        /// AVX-512's 32 registers, not AVX2's 16).
+        const PAIRS: bool;
         fn zero() -> Self;
         fn splat(x: f32) -> Self;
         /// `L` floats at `p` (unaligned).
@@ -92,10 +95,11 @@ mod x86 {
 
     /// The [`Lanes`] of one register width from that width's intrinsics.
     macro_rules! lanes {
-        ($t:ty, $l:literal, $zero:ident, $set1:ident, $load:ident, $store:ident, $add:ident,
+        ($t:ty, $l:literal, $pairs:literal, $zero:ident, $set1:ident, $load:ident, $store:ident, $add:ident,
          $mul:ident, $fma:ident, $max:ident) => {
             impl Lanes for $t {
                 const L: usize = $l;
+                const PAIRS: bool = $pairs;
                 #[inline(always)]
                 fn zero() -> Self {
                     // SAFETY: only inlined into the kernel compiled with this width's
@@ -145,6 +149,7 @@ mod x86 {
     lanes!(
         __m512,
         16,
+        true,
         _mm512_setzero_ps,
         _mm512_set1_ps,
         _mm512_loadu_ps,
@@ -157,6 +162,7 @@ mod x86 {
     lanes!(
         __m256,
         8,
+        false,
         _mm256_setzero_ps,
         _mm256_set1_ps,
         _mm256_loadu_ps,
@@ -193,7 +199,7 @@ mod x86 {
         let mut h = 0;
         // two heads per pass: each key vector loaded once for both (the blocks are bound by
         // loads, a key vector and a query broadcast per FMA, not by the FMAs)
-        while h + 1 < heads.min(w.len()) {
+        while V::PAIRS && h + 1 < heads.min(w.len()) {
             let (q0, q1) = (&q[h * d..h * d + d], &q[(h + 1) * d..(h + 2) * d]);
             let (mut a0, mut a1) = ([V::zero(); 8], [V::zero(); 8]);
             // chunks of eight: the query reads need no bounds checks (with `qh[i + k]` they
@@ -219,7 +225,8 @@ mod x86 {
             s = s.add(V::splat(w[h + 1]).mul(reduce(&a1, t1).relu()));
             h += 2;
         }
-        if h < heads.min(w.len()) {
+        // one head per pass (AVX2, or an odd last head)
+        while h < heads.min(w.len()) {
             let qh = &q[h * d..h * d + d];
             let mut acc = [V::zero(); 8];
             for (g, qc) in qh[..full].chunks_exact(8).enumerate() {
@@ -232,6 +239,7 @@ mod x86 {
                 tail = V::splat(x).fma(row(c), tail);
             }
             s = s.add(V::splat(w[h]).mul(reduce(&acc, tail).relu()));
+            h += 1;
         }
         // SAFETY: out holds ≥ L floats (asserted by the caller).
         unsafe { s.store(out.as_mut_ptr()) }
