@@ -60,14 +60,9 @@ const MATVEC_CHUNK_MAX_ROWS: usize = 1024;
 /// Rows per chunk for the multi-row kernels with `row_bytes`-byte weight rows: at least
 /// [`CHUNK`], and enough for [`MATVEC_CHUNK_BYTES`] (a power of two, at most
 /// [`MATVEC_CHUNK_MAX_ROWS`]). Each chunk is one stretch of a thread's DRAM stream, and a
-/// restarted stream costs: short rows (the 1024-wide `attn_q_b`, 1088 bytes) in 16-row
-/// chunks restarted it every 17 KiB (1024×32768 node: 13.2 GB/s in 16-row chunks, 16.4 in
-/// 64-row ones), and 64 KiB chunks against 512 KiB ones in the iq2 decode (issue 35's Xeon,
-/// alternating, ms a token): dense Q8_0 61.0 / 59.4 / 59.8 → 54.7 / 53.9 / 53.8, the
-/// IQ2_XXS experts (2.2 MB a matrix) 15.6 / 14.9 / 15.0 → 13.1 / 13.2 / 13.0, tg64 11.86 /
-/// 12.24 / 12.15 → 13.27 / 13.41 / 13.50 tok/s; the idle time at the barriers grew by about
-/// 0.3 ms a token. [`chunk_rows`] still halves them where a node would give a thread fewer
-/// than four.
+/// restarted stream costs more than the imbalance of long chunks (64 KiB chunks against 512
+/// KiB: iq2 decode 11.9–12.2 against 13.3–13.5 tok/s, docs/kernels.md "Decode matvecs in
+/// 512 KiB chunks"). [`chunk_rows`] still halves them below four chunks a thread.
 pub(crate) fn matvec_chunk(row_bytes: usize) -> usize {
     MATVEC_CHUNK_BYTES
         .div_ceil(row_bytes.max(1))
@@ -776,8 +771,8 @@ mod tests {
         assert_eq!(chunk_rows(512, 1, 1, 16, 256), 8);
     }
 
-    /// Q8_0 rows of 1024, 2048, 4096 and 8192 elements: 64, 32, 16 and 16 rows; tiny rows
-    /// stop at 256.
+    /// Q8_0 rows of 1024, 2048 and 4096 elements: 512, 256 and 128 rows (IQ2_XXS rows of
+    /// 4096 and 2048: 512 and 1024); 1 MiB rows take the floor of 16, tiny ones the cap.
     #[test]
     fn matvec_chunk_sizes() {
         assert_eq!(matvec_chunk(1088), 512);
