@@ -401,3 +401,84 @@ fn a_worker_left_out_of_a_run_is_never_lost_to_the_next() {
         }
     }
 }
+
+/// x → rms_norm → rope (copying); the same rows → rms_norm → rope in place; and a third
+/// rms_norm whose rows another node reads before a rope rotates them in place.
+#[test]
+fn rope_in_place_matches_the_copying_rope_and_keeps_only_the_barriers_it_needs() {
+    use graph::op::rope::Rope;
+    let (d, h, t) = (512, 3, 5);
+    let mut g = Graph::new();
+    let x = g.input("x", TensorDesc::f32(&[d, h, t]).unwrap()).unwrap();
+    let pos = g
+        .input("pos", TensorDesc::new(quant::DType::I32, &[t]).unwrap())
+        .unwrap();
+    let rope = Rope::ds4_compress(448, false);
+    let a = g.rms_norm(x, 1e-6).unwrap();
+    let ra = g.rope(a, pos, rope.clone()).unwrap();
+    let b = g.rms_norm(x, 1e-6).unwrap();
+    let rb = g.rope(b, pos, rope.clone().in_place()).unwrap();
+    let c = g.rms_norm(x, 1e-6).unwrap();
+    let sc = g.scale(c, 2.0, 0.0).unwrap();
+    let rc = g.rope(c, pos, rope.clone().in_place()).unwrap();
+    g.output("copy", ra).unwrap();
+    g.output("in_place", rb).unwrap();
+    g.output("read_first", rc).unwrap();
+    g.output("scaled", sc).unwrap();
+    let xs: Vec<f32> = (0..d * h * t)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 16.0)
+        .collect();
+    let ps: Vec<i32> = (0..t as i32).map(|i| 3 + 97 * i).collect();
+    let plan = graph::Plan::new(&g, graph::PlanOptions::default());
+    let barrier = |id| {
+        plan.steps()
+            .iter()
+            .find(|s| s.node == id)
+            .map(|s| s.barrier_before)
+            .unwrap()
+    };
+    // rows the same thread wrote and nobody else read: no barrier; rows `scale` read: one
+    assert!(
+        !barrier(rb),
+        "the in-place rope after its rms_norm kept a barrier"
+    );
+    assert!(
+        barrier(rc),
+        "an in-place rope over rows another node read lost its barrier"
+    );
+    let outs = |mut e: Executor| {
+        e.set_input_f32("x", &xs).unwrap();
+        e.set_input_i32("pos", &ps).unwrap();
+        e.fill_guards();
+        e.run();
+        assert!(e.broken_guards().is_empty());
+        ["copy", "in_place", "read_first", "scaled"].map(|n| {
+            e.output_f32(n)
+                .unwrap()
+                .iter()
+                .map(|f| f.to_bits())
+                .collect::<Vec<_>>()
+        })
+    };
+    let want = outs(Executor::reference(g.clone()));
+    assert_eq!(want[0], want[1], "the reference's in-place rope differs");
+    assert_eq!(want[0], want[2]);
+    for threads in 1..=4 {
+        let got = outs(Executor::new(g.clone(), cfg(threads, true, false)));
+        assert_eq!(got, want, "threads {threads}");
+    }
+    // the scaled rows were read before the rotation: twice the unrotated norm
+    let a_plain = {
+        let mut g2 = Graph::new();
+        let x2 = g2.input("x", TensorDesc::f32(&[d, h, t]).unwrap()).unwrap();
+        let n = g2.rms_norm(x2, 1e-6).unwrap();
+        let s = g2.scale(n, 2.0, 0.0).unwrap();
+        g2.output("s", s).unwrap();
+        let mut e = Executor::reference(g2);
+        e.set_input_f32("x", &xs).unwrap();
+        e.run();
+        e.output_f32("s").unwrap()
+    };
+    let scaled: Vec<u32> = a_plain.iter().map(|f| f.to_bits()).collect();
+    assert_eq!(want[3], scaled);
+}

@@ -19,13 +19,17 @@
 //!    results completed before it).
 //! 3. Write-after-read: a buffer freed by liveness is only handed out again after the next kept
 //!    barrier, so a node never overwrites memory another thread may still be reading.
+//! 4. An in-place op (it writes its first source's buffer) keeps its barrier unless it is
+//!    `RowWise` and no node read that buffer since the last kept barrier: then, with 1., each
+//!    thread rewrites only rows it wrote itself (a `rope` in place after the `rms_norm` that
+//!    made its rows).
 //!
 //! A chain such as `rms_norm → mul → scale → silu` over the same rows therefore runs without
 //! barriers; a matmul (which splits work by an atomic chunk counter) always gets one.
 
 use crate::graph::{Graph, NodeKind, TensorId};
 use crate::op::Access;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Alignment of every arena buffer (bytes).
 pub const ALIGN: usize = 64;
@@ -181,6 +185,8 @@ impl Plan {
         // barriers
         let mut steps = Vec::new();
         let mut dirty: HashMap<usize, usize> = HashMap::new(); // root -> writer node
+                                                               // roots read since the last barrier
+        let mut read: HashSet<usize> = HashSet::new();
         let mut elided = 0;
         for (i, node) in nodes.iter().enumerate() {
             let NodeKind::Op { op, srcs } = &node.kind else {
@@ -207,14 +213,20 @@ impl Plan {
                 }
             }
             let first = steps.is_empty();
-            // an in-place write may race any earlier reader of its buffer: always synchronise
-            let need = need || op.inplace();
+            // an in-place write may race any earlier reader of its buffer; it needs no barrier
+            // only as a row-wise op whose buffer no other node read since the last barrier
+            // (each thread then rewrites just the rows it wrote itself, or that nobody reads)
+            let need = need
+                || op.inplace()
+                    && (op.access() != Access::RowWise || read.contains(&root[i].0.idx()));
             let barrier = first || need || !opts.elide_barriers;
             if barrier {
                 dirty.clear();
+                read.clear();
             } else {
                 elided += 1;
             }
+            read.extend(srcs.iter().map(|s| root[s.idx()].0.idx()));
             dirty.insert(root[i].0.idx(), i);
             steps.push(Step {
                 node: TensorId(i as u32),

@@ -83,8 +83,11 @@ impl CpuKernel for Rope {
         for r in 0..dst.desc.nrows() {
             let (i1, i2, i3) = split_row(&dst.desc, r);
             let out = dst.row_f32_mut(r);
-            for (i0, o) in out.iter_mut().enumerate() {
-                *o = x.get(i0, i1, i2, i3);
+            // in place, the row already holds x's (the output is x's storage)
+            if !self.in_place {
+                for (i0, o) in out.iter_mut().enumerate() {
+                    *o = x.get(i0, i1, i2, i3);
+                }
             }
             cos_sin(self, pos[i2], cache);
             rotate(self, &cache[self.n_dims / 2..], out);
@@ -102,7 +105,9 @@ impl CpuKernel for Rope {
                 cached = Some(pos[i2]);
             }
             let out = dst.row_f32_mut(r);
-            x.row_to_f32(r, out);
+            if !self.in_place {
+                x.row_to_f32(r, out);
+            }
             rotate(self, &cache[self.n_dims / 2..], out);
         }
     }
@@ -173,6 +178,7 @@ impl CpuKernel for Rope {
                         beta_slow: 1.0,
                     },
                     inverse: false,
+                    in_place: false,
                 },
                 [9, 7, 3],
                 true,
@@ -211,6 +217,33 @@ impl CpuKernel for Rope {
             v.push(
                 b.finish(
                     format!("ROPE {name} {{{d},{h},{t}}} perm={perm} p0={p0}"),
+                    out,
+                    0.0,
+                    quick,
+                )
+                .expect("case"),
+            );
+        }
+        // in place: the rows of a row-wise op's output rotated where they are (the planner
+        // elides the barrier between the two), against the reference's in-place rotation
+        for (name, op, [d, h, t], quick) in [
+            ("main", Rope::ds4_main(448, false), [512, 3, 5], true),
+            (
+                "compress inv",
+                Rope::ds4_compress(60, true),
+                [128, 5, 7],
+                true,
+            ),
+        ] {
+            let mut b = CaseBuilder::new(22);
+            let x = b.input_f32("x", &[d, h, t], 1.0).expect("case");
+            let y = b.g.scale(x, 0.5, 0.25).expect("case");
+            let p: Vec<i32> = (0..t as i32).map(|i| 11 + 5 * i).collect();
+            let pos = b.input_i32("pos", &p).expect("case");
+            let out = b.g.rope(y, pos, op.in_place()).expect("case");
+            v.push(
+                b.finish(
+                    format!("ROPE {name} in place {{{d},{h},{t}}}"),
                     out,
                     0.0,
                     quick,
@@ -288,6 +321,7 @@ mod tests {
             freq_base: 10000.0,
             scaling: RopeScaling::None,
             inverse: false,
+            in_place: false,
         };
         let x: Vec<f32> = (1..=8).map(|i| i as f32).collect();
         let y = run(&op, [8, 1, 1], &x, &[3]);

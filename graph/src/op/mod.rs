@@ -64,7 +64,9 @@ pub trait OpDef: fmt::Debug + Clone + Send + Sync + 'static {
         None
     }
     /// For in-place ops: the output *is* `srcs[0]`'s storage, which the kernel modifies
-    /// (SET_ROWS into a cache). The planner puts a barrier before every in-place op.
+    /// (SET_ROWS into a cache, ROPE in place). The planner keeps the barrier before an
+    /// in-place op unless the op is row-wise and nothing else read that storage since the
+    /// last barrier (see [`Plan`](crate::Plan)).
     fn inplace(&self) -> bool {
         false
     }

@@ -7,7 +7,10 @@
 //! `(v[o+2k], v[o+2k+1])` rotated by `φ_k = p·ω_k`:
 //! `v'[2k] = v[2k]·cos φ_k − v[2k+1]·sin φ_k`, `v'[2k+1] = v[2k]·sin φ_k + v[2k+1]·cos φ_k`;
 //! every other dim is copied. `inverse` rotates by `−φ_k` (the output de-rotation of §4.4
-//! step 10, ggml `rope_ext_back`).
+//! step 10, ggml `rope_ext_back`). With `in_place` (ggml `rope_inplace`, [`Rope::in_place`]) the
+//! output *is* `x`'s storage (`x` must then be contiguous): only the rotated dims are
+//! rewritten, the copy of the others disappears, and `x` no longer holds its old values, so
+//! a graph may use it only where nothing else reads `x`.
 //!
 //! Frequencies ([`RopeScaling`]):
 //! * `None` (DS4 "main"): `ω_k = base^(−2k/n_dims)`.
@@ -60,6 +63,8 @@ pub struct Rope {
     pub scaling: RopeScaling,
     /// Rotate by `−φ` instead of `φ` (inverse RoPE, ggml `rope_ext_back`).
     pub inverse: bool,
+    /// Rotate `x`'s rows where they are instead of into a new tensor (see the module doc).
+    pub in_place: bool,
 }
 
 /// DS4 RoPE dims (spec §1: r = 64).
@@ -74,6 +79,7 @@ impl Rope {
             freq_base: 10000.0,
             scaling: RopeScaling::None,
             inverse,
+            in_place: false,
         }
     }
     /// DS4 "compress" RoPE (CSA/HCA layers): base 160000, YaRN s = 16, L = 65536, β 32/1.
@@ -89,6 +95,15 @@ impl Rope {
                 beta_slow: 1.0,
             },
             inverse,
+            in_place: false,
+        }
+    }
+    /// The same rotation, written into its source's storage (ggml `rope_inplace`): for a
+    /// contiguous source that nothing else reads.
+    pub fn in_place(self) -> Rope {
+        Rope {
+            in_place: true,
+            ..self
         }
     }
 
@@ -167,10 +182,19 @@ impl OpDef for Rope {
             ));
         }
         self.check(x)?;
+        if self.in_place && !x.is_contiguous() {
+            return Err(shape_err(
+                Self::NAME,
+                format!("in place needs a contiguous x, got {}", x.shape_str()),
+            ));
+        }
         TensorDesc::f32(&x.ne)
     }
     fn access(&self) -> Access {
         Access::RowWise
+    }
+    fn inplace(&self) -> bool {
+        self.in_place
     }
 }
 

@@ -379,6 +379,7 @@ impl<'a, W: Weights> Builder<'a, W> {
                 freq_base: hp.rope_theta,
                 scaling: RopeScaling::None,
                 inverse,
+                in_place: false,
             },
             _ => Rope {
                 n_dims: hp.n_rot,
@@ -394,6 +395,7 @@ impl<'a, W: Weights> Builder<'a, W> {
                     None => RopeScaling::None,
                 },
                 inverse,
+                in_place: false,
             },
         }
     }
@@ -464,7 +466,8 @@ impl<'a, W: Weights> Builder<'a, W> {
         let normed = self.g.rms_norm_w(pooled, norm, self.hp.rms_eps)?;
         let normed = self.g.reshape(normed, &[width, 1, nw])?;
         let cpos = self.input_i32(input::comp_pos(ratio), nw)?;
-        let rope = self.rope(l, width - self.hp.n_rot, false);
+        // the rotation in place: nothing else reads the normed entries
+        let rope = self.rope(l, width - self.hp.n_rot, false).in_place();
         let r = self.g.rope(normed, cpos, rope)?;
         Ok(Some(self.g.reshape(r, &[width, nw])?))
     }
@@ -512,11 +515,17 @@ impl<'a, W: Weights> Builder<'a, W> {
         let q = self.g.mul_mat(wqb, qr)?;
         let q = self.g.reshape(q, &[hd, h, t])?;
         let q = self.g.rms_norm(q, eps)?;
-        let q = self.g.rope(q, self.pos, self.rope(l, n_offs, false))?;
+        // the rotations in place: each source is read by its rope only, and in a prompt chunk
+        // q and o are 128 KiB a token, which a copying rope would read and write whole
+        let q = self
+            .g
+            .rope(q, self.pos, self.rope(l, n_offs, false).in_place())?;
         let kv = self.g.mul_mat(wkv, a)?;
         let kv = self.g.rms_norm_w(kv, kvn, eps)?;
         let kv = self.g.reshape(kv, &[hd, 1, t])?;
-        let kv = self.g.rope(kv, self.pos, self.rope(l, n_offs, false))?;
+        let kv = self
+            .g
+            .rope(kv, self.pos, self.rope(l, n_offs, false).in_place())?;
         let kv = self.g.reshape(kv, &[hd, t])?;
 
         // keys = [window ‖ compressed entries]; one softmax over both plus the sink (§4.8)
@@ -526,7 +535,10 @@ impl<'a, W: Weights> Builder<'a, W> {
             let k = self.keys(l, a, qr, kv)?;
             self.attend(q, k, sinks)?
         };
-        let o = self.g.rope(o, self.pos, self.rope(l, n_offs, true))?; // de-rotation (step 10)
+        // de-rotation (step 10)
+        let o = self
+            .g
+            .rope(o, self.pos, self.rope(l, n_offs, true).in_place())?;
 
         // grouped output projection (step 11): heads are contiguous within a group
         let g_n = hp.o_groups;

@@ -327,9 +327,11 @@ impl<W: Weights> Builder<'_, W> {
         let normed = self.g.rms_norm_w(pooled, norm, self.hp.rms_eps)?;
         let normed = self.g.reshape(normed, &[width, 1, nwmax])?;
         let cpos = self.input_i32(names::pos(ratio), nwmax)?;
-        let r = self
-            .g
-            .rope(normed, cpos, self.rope(l, width - self.hp.n_rot, false))?;
+        let r = self.g.rope(
+            normed,
+            cpos,
+            self.rope(l, width - self.hp.n_rot, false).in_place(),
+        )?;
         let entries = self.g.reshape(r, &[width, nwmax])?;
         let widx = self.input_i32(names::write(ratio), nwmax)?;
         let cache = self.g.set_rows(cache, entries, widx)?;

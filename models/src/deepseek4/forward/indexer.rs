@@ -53,7 +53,7 @@ impl<W: Weights> Builder<'_, W> {
         let q = self.g.reshape(q, &[di, hi, t])?;
         let q = self
             .g
-            .rope(q, self.pos, self.rope(l, di - hp.n_rot, false))?;
+            .rope(q, self.pos, self.rope(l, di - hp.n_rot, false).in_place())?;
         let hw = self.g.mul_mat(wp, a)?; // {HI, T}
         let hw = self.g.scale(hw, 1.0 / ((di * hi) as f32).sqrt(), 0.0)?;
         Ok((q, hw))
