@@ -292,6 +292,14 @@ impl Graph {
         for (i, s) in srcs.iter().enumerate() {
             block_scaled_ok(self, &op, i, &self.nodes[s.idx()], &desc)?;
         }
+        // an in-place op writes its first source's storage: never a weight's (mapped from the
+        // file, read-only; the executor would skip the node)
+        if op.inplace() && srcs.first().is_some_and(|&s| self.over_weight(s)) {
+            return Err(crate::error::shape_err(
+                op.name(),
+                "cannot write in place into a weight",
+            ));
+        }
         self.push(Node {
             desc,
             kind: NodeKind::Op {
@@ -300,6 +308,19 @@ impl Graph {
             },
             name: None,
         })
+    }
+
+    /// Whether `id`'s storage is a weight's (through views).
+    fn over_weight(&self, mut id: TensorId) -> bool {
+        loop {
+            match &self.nodes[id.idx()].kind {
+                NodeKind::Weight(_) => return true,
+                NodeKind::Op { op, srcs } if op.view_offset().is_some() || op.inplace() => {
+                    id = srcs[0]
+                }
+                _ => return false,
+            }
+        }
     }
 
     /// The weight node under `n` through whole reshapes (VIEWs), and its tile scales, when

@@ -204,3 +204,38 @@ impl Graph {
         self.op(p, &[x, pos])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::WeightData;
+
+    #[test]
+    fn in_place_needs_a_contiguous_source_that_is_not_a_weight() {
+        let mut g = Graph::new();
+        let d = TensorDesc::f32(&[128, 2, 3]).unwrap();
+        let pos = g
+            .input("pos", TensorDesc::new(DType::I32, &[3]).unwrap())
+            .unwrap();
+        let x = g.input("x", d).unwrap();
+        let rope = Rope::ds4_main(64, false).in_place();
+        assert!(g.rope(x, pos, rope.clone()).is_ok());
+        // a permuted view is not contiguous
+        let raw = g
+            .input("raw", TensorDesc::f32(&[128, 3, 2]).unwrap())
+            .unwrap();
+        let p = g.permute(raw, [0, 2, 1, 3]).unwrap();
+        let err = g.rope(p, pos, rope.clone()).unwrap_err().to_string();
+        assert!(err.contains("contiguous"), "{err}");
+        // a weight, directly or through a reshape, is read-only
+        let w = g
+            .weight("w", d, WeightData::from_vec(vec![0; d.nbytes()]))
+            .unwrap();
+        let err = g.rope(w, pos, rope.clone()).unwrap_err().to_string();
+        assert!(err.contains("in place into a weight"), "{err}");
+        let v = g.reshape(w, &[128, 2, 3]).unwrap();
+        assert!(g.rope(v, pos, rope.clone()).is_err());
+        // the copying rope reads a weight as any other source
+        assert!(g.rope(w, pos, Rope::ds4_main(64, false)).is_ok());
+    }
+}
