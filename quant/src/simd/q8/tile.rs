@@ -156,6 +156,7 @@ pub type TileFn = fn(n: usize, rows: &[&[u8]], panel: &[u8], cols: usize, out: &
 pub(crate) mod x86 {
     use super::{BlockQ8_0, EXPANDED_BLOCK, PAIR_BLOCK, TILE_COLS, TILE_ROWS};
     use crate::blocks::view;
+    use std::arch::x86_64::*;
 
     /// [`super::pack_q8_0_panel_ref`]'s bytes with AVX2 and F16C: per pair-block the two
     /// code runs copied, the two scales converted by `vcvtph2ps` (exact) and each spread over
@@ -199,7 +200,6 @@ pub(crate) mod x86 {
             }
         }
     }
-    use std::arch::x86_64::*;
 
     /// The shapes every tile on a packed panel checks before its kernel runs (Q8_0 and
     /// Q2_0, AVX-512 and AVX2): row and column counts, panel and output lengths, and each
