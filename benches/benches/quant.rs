@@ -154,8 +154,9 @@ fn bench_act_quant(c: &mut Criterion) {
 /// Prompt-chunk kernels on one thread, in cache (`gemm/<type>/<kernel>`), as FLOP per
 /// second (`2·N` per row-column; criterion prints elem/s: read Gelem/s as GFLOP/s): the
 /// multi-column kernel (one row × eight columns) next to the register tiles (four rows ×
-/// eight columns, four × four for the float types; for Q8_0 also on expanded rows), and the
-/// row expanders (Q8_0, IQ2_XXS, IQ2_XXS_X, IQ1_S, IQ1_S_X; bytes of the packed type per second).
+/// eight columns, four × four for the float types; Q8_0's sixteen-row group tile), and the
+/// row expanders (Q8_0 groups, IQ2_XXS, IQ2_XXS_X, IQ1_S, IQ1_S_X; bytes of the packed type
+/// per second).
 fn bench_gemm_kernels(c: &mut Criterion) {
     use quant::simd::iq::tile as tile_grid;
     use quant::simd::q8::tile as tile_q8;
@@ -204,27 +205,30 @@ fn bench_gemm_kernels(c: &mut Criterion) {
         }
         let mut out = [0f32; 32];
         match k.tile.map(|k| k.f) {
-            Some(Tile::Panel { tile, expanded }) => {
+            Some(Tile::Panel(tile)) => {
                 let mut panel = vec![0u8; tile_q8::panel_bytes(N, 8)];
                 tile_q8::pack_q8_0_panel(N, &ar, &mut panel);
                 g.throughput(Throughput::Elements((2 * N * 32) as u64));
                 g.bench_function(BenchmarkId::new(t.name(), "tile4x8"), |b| {
                     b.iter(|| tile(N, black_box(&wr), &panel, 8, &mut out))
                 });
-                if let Some((etile, expand)) = expanded {
-                    let mut ex = vec![vec![0u8; tile_q8::expanded_bytes(N)]; 4];
-                    for (w, e) in wr.iter().zip(ex.iter_mut()) {
-                        expand(w, e);
-                    }
-                    let er: Vec<&[u8]> = ex.iter().map(|e| e.as_slice()).collect();
-                    g.bench_function(BenchmarkId::new(t.name(), "tile4x8-expanded"), |b| {
-                        b.iter(|| etile(N, black_box(&er), &panel, 8, &mut out))
-                    });
-                    g.throughput(Throughput::Bytes(wr[0].len() as u64));
-                    g.bench_function(BenchmarkId::new(t.name(), "expand"), |b| {
-                        b.iter(|| expand(black_box(wr[0]), &mut ex[0]))
-                    });
-                }
+            }
+            Some(Tile::Q8Group(tile)) => {
+                use quant::simd::q8::tile_x16;
+                let rows16: Vec<&[u8]> = (0..16).map(|i| wr[i % 4]).collect();
+                let mut group = vec![0u8; tile_x16::group_bytes(N)];
+                tile_x16::expand_group(N, &rows16, &mut group);
+                let mut panel = vec![0u8; tile_x16::panel_bytes(N, 8)];
+                tile_x16::pack_panel(N, &ar, &mut panel);
+                let mut gout = [[0f32; 16]; 8];
+                g.throughput(Throughput::Elements((2 * N * 128) as u64));
+                g.bench_function(BenchmarkId::new(t.name(), "group16x8"), |b| {
+                    b.iter(|| tile(N, black_box(&group), &panel, 8, &mut gout))
+                });
+                g.throughput(Throughput::Bytes((16 * wr[0].len()) as u64));
+                g.bench_function(BenchmarkId::new(t.name(), "expand-group"), |b| {
+                    b.iter(|| tile_x16::expand_group(N, black_box(&rows16), &mut group))
+                });
             }
             Some(Tile::Grid { tile, expand, amx }) => {
                 let mut ex = vec![vec![0u8; tile_grid::expanded_bytes(N)]; 4];

@@ -1,6 +1,14 @@
 //! Quantized GGUFs written by llama.cpp against llama.cpp's own logits (fixture README §8
 //! gates: KL mean and top-1 over all 401 positions of the five reference prompts), in batch,
 //! incremental and chunked modes — the caches must carry exactly what a single prefill sees.
+//!
+//! Files with Q8_0 matrices are also held to transformers' fp32 logits (the 300 positions
+//! `reference/hf_reference_subset.safetensors` holds): fathom's quantization error there must
+//! stay within 20% of llama.cpp's own (README §8). fathom's Q8_0 dot is ggml's generic
+//! integer-sum form, not its x86 kernel's float lanes (docs/design.md, "The Q8_0 reference");
+//! on this random model, whose discrete top-k choices amplify last-bit differences, that
+//! moves its agreement with llama.cpp from KL ~1e-3 to ~4e-3 while its error against
+//! transformers stays llama.cpp's.
 
 use backends::{ExecConfig, Executor};
 use fathom_models::deepseek4::forward::input;
@@ -148,7 +156,16 @@ fn kl_top1(rows: &[(Vec<f32>, Vec<f32>)], v: usize) -> (f64, f64) {
     (kl / n as f64, top as f64 / n as f64)
 }
 
-fn check(gguf: &str, reference: &str, kl_gate: f64, top_gate: f64, modes: &[Option<usize>]) {
+/// `gguf` against llama.cpp's logits `reference` in each of `modes` (None: one batch;
+/// Some(n): through the decode caches n tokens at a time), and against transformers where
+/// `against_transformers`.
+fn check(
+    gguf: &str,
+    reference: &str,
+    (kl_gate, top_gate): (f64, f64),
+    modes: &[Option<usize>],
+    against_transformers: bool,
+) {
     let file = Arc::new(GgufFile::open(fx(gguf)).unwrap());
     let hp = Hparams::from_gguf(&file).unwrap();
     let bytes = std::fs::read(fx(reference)).unwrap();
@@ -180,7 +197,50 @@ fn check(gguf: &str, reference: &str, kl_gate: f64, top_gate: f64, modes: &[Opti
             top * 100.0
         );
         assert!(kl <= kl_gate && top >= top_gate, "{gguf} mode {mode:?}: KL mean {kl:.3e} (gate {kl_gate:e}), top-1 {top:.3} (gate {top_gate})");
+        if against_transformers {
+            check_against_transformers(gguf, &rows, hp.n_vocab, mode);
+        }
     }
+}
+
+/// fathom's logits `rows` (per prompt: fathom's, llama.cpp's) against transformers' for the
+/// prompts the subset holds: KL mean at most 1.2× llama.cpp's own and top-1 at most 3 points
+/// below it (README §8: an engine lands within ~20% of the quantization error).
+fn check_against_transformers(
+    gguf: &str,
+    rows: &[(Vec<f32>, Vec<f32>)],
+    v: usize,
+    mode: Option<usize>,
+) {
+    let bytes = std::fs::read(fx("dsv4-tiny/reference/hf_reference_subset.safetensors")).unwrap();
+    let hf = SafeTensors::deserialize(&bytes).unwrap();
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for (i, (got, llama)) in rows.iter().enumerate() {
+        let Ok(t) = hf.tensor(&format!("prompt{i}.logits")) else {
+            continue;
+        };
+        let want: Vec<f32> = t
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(want.len(), got.len());
+        ours.push((got.clone(), want.clone()));
+        theirs.push((llama.clone(), want));
+    }
+    assert!(!ours.is_empty(), "no transformers logits for {gguf}");
+    let ((kl, top), (kl_l, top_l)) = (kl_top1(&ours, v), kl_top1(&theirs, v));
+    eprintln!(
+        "{gguf} mode {mode:?} vs transformers: KL mean {kl:.3e} (llama.cpp {kl_l:.3e}), \
+         top-1 {:.1}% (llama.cpp {:.1}%)",
+        top * 100.0,
+        top_l * 100.0
+    );
+    assert!(
+        kl <= 1.2 * kl_l && top >= top_l - 0.03,
+        "{gguf} mode {mode:?} vs transformers: KL mean {kl:.3e} against llama.cpp's {kl_l:.3e}, \
+         top-1 {top:.3} against {top_l:.3}"
+    );
 }
 
 #[test]
@@ -188,9 +248,9 @@ fn q8_0_batch_incremental_chunked() {
     check(
         "dsv4-tiny/dsv4-tiny-Q8_0.gguf",
         "dsv4-tiny/llama_Q8_0.safetensors",
-        1.5e-3,
-        0.95,
+        (5e-3, 0.90),
         &[None, Some(1), Some(13)],
+        true,
     );
 }
 
@@ -199,9 +259,9 @@ fn mxfp4_moe_batch_and_chunked() {
     check(
         "dsv4-tiny/dsv4-tiny-MXFP4_MOE.gguf",
         "dsv4-tiny/llama_MXFP4_MOE.safetensors",
-        1e-3,
-        0.95,
+        (5e-3, 0.90),
         &[None, Some(7)],
+        true,
     );
 }
 
@@ -211,9 +271,9 @@ fn q2_0_batch_and_chunked() {
     check(
         "dsv4-tiny-Q2_0.gguf",
         "dsv4-tiny/llama_Q2_0.safetensors",
-        7.5e-3,
-        0.92,
+        (7.5e-3, 0.92),
         &[None, Some(64)],
+        false,
     );
 }
 
@@ -232,9 +292,9 @@ fn k_quants_iq_and_mixed_batch_and_chunked() {
         check(
             &format!("dsv4-tiny/dsv4-tiny-{q}.gguf"),
             &format!("dsv4-tiny/llama_{q}.safetensors"),
-            7.5e-3,
-            0.92,
+            (7.5e-3, 0.92),
             &[None, Some(chunk)],
+            q == "MIXED",
         );
     }
 }

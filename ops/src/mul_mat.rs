@@ -1,11 +1,12 @@
 //! MUL_MAT kernels. The activation rows are converted once per node to the weight type's dot
 //! type (Q8_0 / Q8_K / F16 / BF16 / F32, ggml's x86 rounding). The forward kernel splits
 //! weight rows into chunks claimed from the node's atomic counter; per chunk:
-//! - Q8_0 and Q2_0 weights with two or more columns: the register-tiled VNNI GEMMs
-//!   (`quant::simd::q8::tile` / `tile_q2`, four rows × eight columns packed once per node;
-//!   the reference's bits). With two or more eight-column panels, a chunk's Q8_0 rows are
-//!   first expanded (offset codes, f32 scales) into per-thread scratch and the tile on
-//!   expanded rows runs over them: the expansion is paid once per row, not per panel;
+//! - Q8_0 weights with nine or more columns (two panels): the group tile
+//!   (`quant::simd::q8::tile_x16`): a chunk's rows expanded sixteen at a time into per-thread
+//!   scratch, every eight-column panel (packed once per node) against every group, the rows
+//!   in a register's lanes; Q2_0 weights with two or more columns: the register-tiled VNNI
+//!   GEMM on Q8_0 panels (`quant::simd::q8::tile_q2`, four rows × eight columns). Both with
+//!   the reference's bits;
 //! - F32 / F16 / BF16 weights with four or more columns: the float tile GEMM
 //!   (`quant::simd::float::tile`; f32 accumulation, within its documented bound);
 //! - otherwise each weight row is reused for all columns through the multi-column kernel
@@ -18,9 +19,8 @@ use crate::case::CaseBuilder;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat::MulMat;
 use quant::simd::float::tile as tile_float;
-use quant::simd::q8::tile::{
-    self as tile_q8, pack_q8_0_panel, panel_bytes, ExpandFn, TileFn, TILE_COLS, TILE_ROWS,
-};
+use quant::simd::q8::tile::{pack_q8_0_panel, panel_bytes, TileFn, TILE_COLS, TILE_ROWS};
+use quant::simd::q8::tile_x16::{self, GroupTileFn, GROUP_ROWS, PANEL_COLS};
 use quant::simd::{Tile, DOT_BATCH, DOT_ROWS};
 use quant::DType;
 
@@ -73,17 +73,16 @@ pub(crate) fn matvec_chunk(row_bytes: usize) -> usize {
 /// Fewest activation columns for which MUL_MAT uses the tiled Q8_0 / Q2_0 GEMMs.
 const TILED_MIN_COLS: usize = 2;
 
-/// Fewest eight-column panels per batch for which MUL_MAT expands a chunk's Q8_0 rows
-/// before the tiles: from two panels on, the expansion (paid once per row) costs less than
-/// the per-block offset and scale conversion it saves the tile on every panel.
-const EXPAND_MIN_GROUPS: usize = 2;
+/// Fewest activation columns for which MUL_MAT runs Q8_0 through the group tile: two
+/// panels. A chunk's rows are expanded into groups first (paid once per row and chunk);
+/// below that the multi-column kernel reads the rows as they are.
+const GROUP_MIN_COLS: usize = PANEL_COLS + 1;
 
-/// The tiled GEMM a MUL_MAT node runs: the tile kernel, and the expander whose rows it
-/// takes (`None`: raw weight rows) with the bytes of one expanded row.
+/// The tiled GEMM a MUL_MAT node runs: the Q2_0 panel tile, or Q8_0's group tile.
 #[derive(Clone, Copy)]
-struct Tiles {
-    tile: TileFn,
-    expand: Option<(ExpandFn, usize)>,
+enum Tiles {
+    Panel(TileFn),
+    Group(GroupTileFn),
 }
 
 pub(crate) struct Shape {
@@ -308,16 +307,58 @@ pub(crate) fn compute(
     }
 }
 
-/// Output rows `rows` of batch `b` for every activation column with a tiled GEMM on Q8_0
-/// panels (Q8_0 or Q2_0 weights):
-/// each packed eight-column panel of `panels` (built by [`pack_panels`]) against the chunk's
-/// rows four at a time. Panels outer, rows inner: the chunk's weight rows stay in L2 while
-/// one panel at a time is hot (all panels of a 512-token ubatch would not fit). Every
-/// output has the reference's bits.
-#[allow(clippy::too_many_arguments)]
+/// Output rows `rows` of batch `b` for every activation column with the Q2_0 / Q2_0_X tiled
+/// GEMM on Q8_0 panels: each packed eight-column panel of `panels` (built by
+/// [`pack_panels`]) against the chunk's rows four at a time. Panels outer, rows inner: the
+/// chunk's weight rows stay in L2 while one panel at a time is hot (all panels of a
+/// 512-token ubatch would not fit). Every output has the reference's bits.
 fn compute_tiles(
     srcs: &[TensorRef],
-    tiles: Tiles,
+    tile: TileFn,
+    s: &Shape,
+    panels: &[u8],
+    dst: &TensorMut,
+    b: usize,
+    rows: std::ops::Range<usize>,
+) {
+    let wrows = WeightRows::of_batch(&srcs[0], &srcs[1], b);
+    let groups = s.t.div_ceil(TILE_COLS);
+    let stride = panel_bytes(s.k, TILE_COLS);
+    if rows.end < s.n {
+        // the next chunk's rows, while this chunk computes
+        for i in rows.end..(rows.end + CHUNK).min(s.n) {
+            quant::simd::prefetch(wrows.row(i));
+        }
+    }
+    for g in 0..groups {
+        let cols = (s.t - g * TILE_COLS).min(TILE_COLS);
+        let off = (b * groups + g) * stride;
+        let panel = &panels[off..off + panel_bytes(s.k, cols)];
+        let mut n0 = rows.start;
+        while n0 < rows.end {
+            let nr = (rows.end - n0).min(TILE_ROWS);
+            let wr: [&[u8]; TILE_ROWS] = std::array::from_fn(|i| wrows.row(n0 + i.min(nr - 1)));
+            let mut out = [0f32; TILE_ROWS * TILE_COLS];
+            tile(s.k, &wr[..nr], panel, cols, &mut out[..nr * cols]);
+            for c in 0..cols {
+                let d = dst.row_range_f32_mut(b * s.t + g * TILE_COLS + c, n0..n0 + nr);
+                for (r, o) in d.iter_mut().enumerate() {
+                    *o = out[r * cols + c];
+                }
+            }
+            n0 += nr;
+        }
+    }
+}
+
+/// Output rows `rows` of batch `b` for every activation column with Q8_0's group tile: the
+/// chunk's rows expanded sixteen at a time into `ex` (once per chunk), then every panel of
+/// `panels` ([`pack_group_panels`]) against every group, each column's sixteen outputs
+/// stored whole. Every output has the reference's bits.
+#[allow(clippy::too_many_arguments)]
+fn compute_groups(
+    srcs: &[TensorRef],
+    tile: GroupTileFn,
     s: &Shape,
     panels: &[u8],
     ex: &mut [u8],
@@ -326,12 +367,13 @@ fn compute_tiles(
     rows: std::ops::Range<usize>,
 ) {
     let wrows = WeightRows::of_batch(&srcs[0], &srcs[1], b);
-    let groups = s.t.div_ceil(TILE_COLS);
-    let stride = panel_bytes(s.k, TILE_COLS);
-    if let Some((expand, eb)) = tiles.expand {
-        for (i, n) in rows.clone().enumerate() {
-            expand(wrows.row(n), &mut ex[i * eb..(i + 1) * eb]);
-        }
+    let gb = tile_x16::group_bytes(s.k);
+    let ngroups = rows.len().div_ceil(GROUP_ROWS);
+    for (g, gx) in ex.chunks_exact_mut(gb).take(ngroups).enumerate() {
+        let n0 = rows.start + g * GROUP_ROWS;
+        let nr = (rows.end - n0).min(GROUP_ROWS);
+        let wr: [&[u8]; GROUP_ROWS] = std::array::from_fn(|i| wrows.row(n0 + i.min(nr - 1)));
+        tile_x16::expand_group(s.k, &wr[..nr], gx);
     }
     if rows.end < s.n {
         // the next chunk's rows, while this chunk computes
@@ -339,31 +381,21 @@ fn compute_tiles(
             quant::simd::prefetch(wrows.row(i));
         }
     }
-    let ex = &*ex;
-    let row = |n: usize| match tiles.expand {
-        Some((_, eb)) => {
-            let i = n - rows.start;
-            &ex[i * eb..(i + 1) * eb]
-        }
-        None => wrows.row(n),
-    };
-    for g in 0..groups {
-        let cols = (s.t - g * TILE_COLS).min(TILE_COLS);
-        let off = (b * groups + g) * stride;
-        let panel = &panels[off..off + panel_bytes(s.k, cols)];
-        let mut n0 = rows.start;
-        while n0 < rows.end {
-            let nr = (rows.end - n0).min(TILE_ROWS);
-            let wr: [&[u8]; TILE_ROWS] = std::array::from_fn(|i| row(n0 + i.min(nr - 1)));
-            let mut out = [0f32; TILE_ROWS * TILE_COLS];
-            (tiles.tile)(s.k, &wr[..nr], panel, cols, &mut out[..nr * cols]);
-            for c in 0..cols {
-                let d = dst.row_range_f32_mut(b * s.t + g * TILE_COLS + c, n0..n0 + nr);
-                for (r, o) in d.iter_mut().enumerate() {
-                    *o = out[r * cols + c];
-                }
+    let npanels = s.t.div_ceil(PANEL_COLS);
+    let stride = tile_x16::panel_bytes(s.k, PANEL_COLS);
+    for p in 0..npanels {
+        let cols = (s.t - p * PANEL_COLS).min(PANEL_COLS);
+        let off = (b * npanels + p) * stride;
+        let panel = &panels[off..off + tile_x16::panel_bytes(s.k, cols)];
+        for (g, gx) in ex.chunks_exact(gb).take(ngroups).enumerate() {
+            let n0 = rows.start + g * GROUP_ROWS;
+            let nr = (rows.end - n0).min(GROUP_ROWS);
+            let mut out = [[0f32; GROUP_ROWS]; PANEL_COLS];
+            tile(s.k, gx, panel, cols, &mut out[..cols]);
+            for (c, o) in out[..cols].iter().enumerate() {
+                dst.row_range_f32_mut(b * s.t + p * PANEL_COLS + c, n0..n0 + nr)
+                    .copy_from_slice(&o[..nr]);
             }
-            n0 += nr;
         }
     }
 }
@@ -410,9 +442,14 @@ pub(crate) fn compute_float_tiles<'w>(
     }
 }
 
-/// Bytes of the panels [`pack_panels`] writes.
-fn panels_bytes(s: &Shape) -> usize {
-    s.batches * s.t.div_ceil(TILE_COLS) * panel_bytes(s.k, TILE_COLS)
+/// Bytes of the panels [`pack_panels`] or [`pack_group_panels`] writes for `tiles`.
+fn panels_bytes(s: &Shape, tiles: Tiles) -> usize {
+    match tiles {
+        Tiles::Panel(_) => s.batches * s.t.div_ceil(TILE_COLS) * panel_bytes(s.k, TILE_COLS),
+        Tiles::Group(_) => {
+            s.batches * s.t.div_ceil(PANEL_COLS) * tile_x16::panel_bytes(s.k, PANEL_COLS)
+        }
+    }
 }
 
 /// Packs the quantized activation rows `q` into eight-column panels per batch (the last one
@@ -432,6 +469,27 @@ fn pack_panels(s: &Shape, q: &[u8], panels: &mut [u8]) {
                 s.k,
                 &acts[..cols],
                 &mut panels[off..off + panel_bytes(s.k, cols)],
+            );
+        }
+    }
+}
+
+/// [`pack_panels`] for Q8_0's group tile ([`tile_x16::pack_panel`]), for [`compute_groups`].
+fn pack_group_panels(s: &Shape, q: &[u8], panels: &mut [u8]) {
+    let npanels = s.t.div_ceil(PANEL_COLS);
+    let stride = tile_x16::panel_bytes(s.k, PANEL_COLS);
+    for b in 0..s.batches {
+        for p in 0..npanels {
+            let cols = (s.t - p * PANEL_COLS).min(PANEL_COLS);
+            let acts: [&[u8]; PANEL_COLS] = std::array::from_fn(|c| {
+                let j = b * s.t + p * PANEL_COLS + c.min(cols - 1);
+                &q[j * s.qrow..(j + 1) * s.qrow]
+            });
+            let off = (b * npanels + p) * stride;
+            tile_x16::pack_panel(
+                s.k,
+                &acts[..cols],
+                &mut panels[off..off + tile_x16::panel_bytes(s.k, cols)],
             );
         }
     }
@@ -534,21 +592,15 @@ impl CpuKernel for MulMat {
         // (one row) the cost is negligible next to streaming the weights
         let mut scratch = std::mem::take(&mut cx.scratch.bytes);
         let qbytes = s.qrow * s.t * s.batches;
-        // prompt chunks of Q8_0 / Q2_0 weights go through the tiled GEMM on activation panels
-        // (not with a row mask: it would read masked rows); Q8_0 rows are expanded first from
-        // two panels on
+        // prompt chunks of Q2_0 weights go through the tiled GEMM on activation panels, of
+        // Q8_0 weights (from two panels on) through the group tile (not with a row mask: they
+        // would read masked rows)
         let tiles = match kernels.tile.map(|k| k.f) {
-            Some(Tile::Panel {
-                expanded: Some((tile, expand)),
-                ..
-            }) if s.t.div_ceil(TILE_COLS) >= EXPAND_MIN_GROUPS => Some(Tiles {
-                tile,
-                expand: Some((expand, tile_q8::expanded_bytes(s.k))),
-            }),
-            Some(Tile::Panel { tile, .. }) => Some(Tiles { tile, expand: None }),
+            Some(Tile::Panel(tile)) if s.t >= TILED_MIN_COLS => Some(Tiles::Panel(tile)),
+            Some(Tile::Q8Group(tile)) if s.t >= GROUP_MIN_COLS => Some(Tiles::Group(tile)),
             _ => None,
         }
-        .filter(|_| s.t >= TILED_MIN_COLS && srcs.len() == 2);
+        .filter(|_| srcs.len() == 2);
         let first = match (rows_dot, tiles) {
             (Some(_), _) => matvec_chunk(w.desc.row_bytes()),
             (None, Some(_)) if s.t > TILE_COLS => TILE_CHUNK,
@@ -557,11 +609,12 @@ impl CpuKernel for MulMat {
         let chunk = chunk_rows(s.n, s.batches, s.t, cx.nth, first);
         let nchunks = s.n.div_ceil(chunk);
         let total = nchunks * s.batches;
-        let pbytes = tiles.map_or(0, |_| panels_bytes(&s));
-        // the expanded rows of one chunk, 64-byte aligned (hence the slack)
-        let ebytes = tiles
-            .and_then(|t| t.expand)
-            .map_or(0, |(_, eb)| chunk * eb + 64);
+        let pbytes = tiles.map_or(0, |t| panels_bytes(&s, t));
+        // the expanded groups of one chunk, 64-byte aligned (hence the slack)
+        let ebytes = match tiles {
+            Some(Tiles::Group(_)) => chunk.div_ceil(GROUP_ROWS) * tile_x16::group_bytes(s.k) + 64,
+            _ => 0,
+        };
         let need = qbytes + pbytes + ebytes;
         if scratch.len() < need {
             scratch.resize(need, 0);
@@ -571,8 +624,10 @@ impl CpuKernel for MulMat {
         let off = ex.as_ptr().align_offset(64).min(ex.len());
         let ex = &mut ex[off..];
         let q = crate::quantize::activations(x, s.dot, s.t * s.batches, s.qrow, q);
-        if tiles.is_some() {
-            pack_panels(&s, q, panels);
+        match tiles {
+            Some(Tiles::Panel(_)) => pack_panels(&s, q, panels),
+            Some(Tiles::Group(_)) => pack_group_panels(&s, q, panels),
+            None => {}
         }
         let multi = kernels.multi.map(|k| k.f);
         let float_tile = match kernels.tile.map(|k| k.f) {
@@ -598,7 +653,10 @@ impl CpuKernel for MulMat {
                 let rows = c * chunk..((c + 1) * chunk).min(s.n);
                 let cols = cb * per..((cb + 1) * per).min(s.t);
                 match (tiles, float_tile) {
-                    (Some(t), _) => compute_tiles(srcs, t, &s, panels, ex, dst, b, rows),
+                    (Some(Tiles::Panel(t)), _) => compute_tiles(srcs, t, &s, panels, dst, b, rows),
+                    (Some(Tiles::Group(t)), _) => {
+                        compute_groups(srcs, t, &s, panels, ex, dst, b, rows)
+                    }
                     (_, Some(ft)) => {
                         let wrows = WeightRows::of_batch(w, x, b);
                         if rows.end < s.n {

@@ -87,19 +87,19 @@ fn lanes8(code: impl Fn(usize) -> i32, y: &[i8]) -> [f32; 8] {
     })
 }
 
-/// Q8_0 · Q8_0: `Σ_b dw·dy · Σ qw·qy`, accumulated like ggml's x86 kernel (and llamafile's
-/// tinyBLAS): eight lane accumulators, `acc_k = fma(dw·dy, lane_k, acc_k)`, then
-/// [`hsum8`]. Matching this order matters: the model amplifies last-bit differences.
+/// Q8_0 · Q8_0: `Σ_b dw·dy · Σ qw·qy` in ggml's generic form (`ggml_vec_dot_q8_0_q8_0_generic`):
+/// per block the exact integer sum of the 32 products, then `s += Σ · (dw·dy)` (a product and
+/// an add, no FMA) in block order. The fixtures' `dot_generic` is these bits exactly
+/// (`quant/tests/fixtures.rs`); ggml's x86 kernel keeps eight float lanes per block instead
+/// and differs in the last bits. This form lets a prompt tile hold sixteen weight rows in a
+/// register's lanes (docs/kernels.md, "Q8_0 in the integer-sum form").
 pub fn dot_q8_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = [0f32; 8];
+    let mut s = 0f32;
     for (x, y) in view::<BlockQ8_0>(w).iter().zip(view::<BlockQ8_0>(a)) {
-        let d = le_f16(x.d) * le_f16(y.d);
-        let l = lanes8(|j| x.qs[j] as i32, &y.qs);
-        for k in 0..8 {
-            acc[k] = d.mul_add(l[k], acc[k]);
-        }
+        let i = isum32(y, 0, |j| x.qs[j] as i32);
+        s += i as f32 * (le_f16(x.d) * le_f16(y.d));
     }
-    hsum8(&acc)
+    s
 }
 
 /// Integer Σ c_j·y_j over one Q8_0 activation block, with codes from `code(j)`.

@@ -221,6 +221,25 @@ fn reference_dots_within_tolerance() {
     }
 }
 
+/// The Q8_0 reference is ggml's generic kernel (`dot_generic`): the same bits on every row,
+/// where ggml's x86 kernel (`dot`) keeps float lanes and differs in the last bits.
+#[test]
+fn q8_0_reference_is_ggmls_generic_dot_bit_for_bit() {
+    let f = Fixture::load("Q8_0");
+    let blocks = f.u8s("blocks");
+    let xq = f.u8s("x_q");
+    let want = f.f32s("dot_generic");
+    let rb = blocks.len() / R;
+    for (r, w) in want.iter().enumerate() {
+        let got = vec_dot(DType::Q8_0, K, &blocks[r * rb..(r + 1) * rb], &xq).unwrap();
+        assert_eq!(
+            got.to_bits(),
+            w.to_bits(),
+            "Q8_0 row {r}: {got} vs ggml's {w}"
+        );
+    }
+}
+
 #[test]
 fn type_table_matches_fixture_geometry() {
     for &(name, dt) in GGML_FILES {

@@ -1,4 +1,4 @@
-//! Every prompt-chunk tile of the kernel table this CPU runs (Q8_0 panels, Q2_0 / Q2_0_X
+//! Every prompt-chunk tile of the kernel table this CPU runs (Q8_0 groups, Q2_0 / Q2_0_X
 //! panels, grid experts, float) against the reference: bit for bit, the float tiles within
 //! their documented bound; and the fast expanders against the reference expanders.
 
@@ -10,102 +10,63 @@ use quant::simd::table::Column;
 use quant::simd::Tile;
 use quant::{bytes_for, quantize_activation, DType};
 
-/// The tiled Q8_0 GEMMs (on raw and on expanded rows) give every (row, column) the
-/// reference's bits, for every row count 1..=4 and column count 1..=8 (each pair count, odd
-/// columns paired with themselves), with extreme codes (−128 and 127 weights, saturated
-/// activations) included; the fast expander writes the reference expander's bytes, for
-/// block counts with and without a partial group of eight scales.
+/// The Q8_0 group tile gives every (row, column) the reference's bits, for groups of 1, 2,
+/// 5, 15 and 16 rows (missing rows give 0) and every column count 1..=8, with extreme codes
+/// (−128 and 127 weights, saturated activations) included, over block counts 1, 3, 8 and 17.
 #[test]
-fn q8_0_tile_kernel_matches_the_reference_bit_for_bit() {
-    let mut tally = Tally::default();
-    for (level, k) in kernels_of(DType::Q8_0, |r| r.tile) {
-        let Tile::Panel { tile, expanded } = k.f else {
-            panic!("Q8_0's tile is a panel tile");
-        };
-        q8_0_tiles(tile, expanded);
-        tally.ran(DType::Q8_0, Column::Tile, level, &k);
-    }
-    tally.assert_all(Column::Tile, &[DType::Q8_0]);
-}
-
-/// [`q8_0_tile_kernel_matches_the_reference_bit_for_bit`] for one tile, and its expanded
-/// tile and expander where it has them (the AVX2 tile has none).
-fn q8_0_tiles(
-    tile: quant::simd::q8::tile::TileFn,
-    ex_tile: Option<(
-        quant::simd::q8::tile::TileFn,
-        quant::simd::q8::tile::ExpandFn,
-    )>,
-) {
-    use quant::simd::q8::tile::{
-        expand_q8_0, expanded_bytes, pack_q8_0_panel, panel_bytes, TILE_COLS,
+fn q8_0_group_tile_matches_the_reference_bit_for_bit() {
+    use quant::simd::q8::tile_x16::{
+        expand_group, group_bytes, pack_panel, panel_bytes, GROUP_ROWS, PANEL_COLS,
     };
+    let mut tally = Tally::default();
     let reference = DType::Q8_0.info().vec_dot.unwrap();
-    let mut r = rng(0x711e);
-    for nb in [1usize, 3, 8, 17] {
-        let n = 32 * nb;
-        let rows: Vec<Vec<u8>> = (0..4)
-            .map(|i| {
-                let mut w = random_blocks(&mut r, DType::Q8_0, n, &[0], 0.004);
-                if i == 1 {
-                    // extreme codes: the +128 offset must not overflow a byte
-                    for (j, b) in w.iter_mut().enumerate() {
-                        if j % 34 >= 2 {
-                            *b = if j % 2 == 0 { 0x80 } else { 0x7f };
+    for (level, k) in kernels_of(DType::Q8_0, |r| r.tile) {
+        let Tile::Q8Group(tile) = k.f else {
+            panic!("Q8_0's tile is a group tile");
+        };
+        tally.ran(DType::Q8_0, Column::Tile, level, &k);
+        let mut r = rng(0x711e);
+        for nb in [1usize, 3, 8, 17] {
+            let n = 32 * nb;
+            let rows: Vec<Vec<u8>> = (0..GROUP_ROWS)
+                .map(|i| {
+                    let mut w = random_blocks(&mut r, DType::Q8_0, n, &[0], 0.004);
+                    if i == 1 {
+                        // extreme codes: the +128 offset must not overflow a byte
+                        for (j, b) in w.iter_mut().enumerate() {
+                            if j % 34 >= 2 {
+                                *b = if j % 2 == 0 { 0x80 } else { 0x7f };
+                            }
                         }
                     }
-                }
-                w
-            })
-            .collect();
-        let acts: Vec<Vec<u8>> = (0..TILE_COLS)
-            .map(|c| {
-                let x = activations(&mut r, n, if c == 3 { 1e3 } else { 2.0 });
-                let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
-                quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
-                a
-            })
-            .collect();
-        let expanded: Vec<Vec<u8>> = rows
-            .iter()
-            .map(|w| {
-                let (mut want, mut got) =
-                    (vec![0u8; expanded_bytes(n)], vec![7u8; expanded_bytes(n)]);
-                expand_q8_0(w, &mut want);
-                let Some((_, expand)) = ex_tile else {
-                    return want;
-                };
-                expand(w, &mut got);
-                assert_eq!(got, want, "expanded Q8_0 row, n={n}");
-                got
-            })
-            .collect();
-        for nr in 1..=4usize {
-            let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
-            let er: Vec<&[u8]> = expanded[..nr].iter().map(|w| w.as_slice()).collect();
-            for cols in 1..=TILE_COLS {
-                let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
-                let mut panel = vec![0u8; panel_bytes(n, cols)];
-                pack_q8_0_panel(n, &ar, &mut panel);
-                let (mut out, mut eout) = (vec![f32::NAN; nr * cols], vec![f32::NAN; nr * cols]);
-                tile(n, &wr, &panel, cols, &mut out);
-                let kinds = match ex_tile {
-                    Some((etile, _)) => {
-                        etile(n, &er, &panel, cols, &mut eout);
-                        &["raw", "expanded"][..]
-                    }
-                    None => &["raw"][..],
-                };
-                for (ri, w) in wr.iter().enumerate() {
+                    w
+                })
+                .collect();
+            let acts: Vec<Vec<u8>> = (0..PANEL_COLS)
+                .map(|c| {
+                    let x = activations(&mut r, n, if c == 3 { 1e3 } else { 2.0 });
+                    let mut a = vec![0u8; bytes_for(DType::Q8_0, n).unwrap()];
+                    quantize_activation(DType::Q8_0, &x, &mut a).unwrap();
+                    a
+                })
+                .collect();
+            for nr in [1usize, 2, 5, 15, 16] {
+                let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
+                let mut group = vec![7u8; group_bytes(n)];
+                expand_group(n, &wr, &mut group);
+                for cols in 1..=PANEL_COLS {
+                    let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                    let mut panel = vec![7u8; panel_bytes(n, cols)];
+                    pack_panel(n, &ar, &mut panel);
+                    let mut out = vec![[f32::NAN; 16]; cols];
+                    tile(n, &group, &panel, cols, &mut out);
                     for (c, a) in ar.iter().enumerate() {
-                        let want = reference(n, w, a);
-                        for (&kind, got) in
-                            kinds.iter().zip([out[ri * cols + c], eout[ri * cols + c]])
-                        {
+                        for (ri, &got) in out[c].iter().enumerate() {
+                            let want = wr.get(ri).map_or(0.0, |w| reference(n, w, a));
                             assert_eq!(
                                 got.to_bits(),
                                 want.to_bits(),
-                                "{kind} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                                "{level} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
                             );
                         }
                     }
@@ -113,6 +74,7 @@ fn q8_0_tiles(
             }
         }
     }
+    tally.assert_all(Column::Tile, &[DType::Q8_0]);
 }
 
 /// The grid-format expanders (IQ2_XXS, IQ1_S and their repacked forms) agree byte for byte with their references,
@@ -263,7 +225,7 @@ fn q2_0_tile_kernel_matches_the_reference_bit_for_bit() {
             .map(|(level, k)| {
                 tally.ran(t, Column::Tile, level, &k);
                 match k.f {
-                    Tile::Panel { tile, .. } => (level, tile),
+                    Tile::Panel(tile) => (level, tile),
                     _ => panic!("{t:?}'s tile is a panel tile"),
                 }
             })

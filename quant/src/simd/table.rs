@@ -25,6 +25,7 @@
 use super::float::tile as tile_float;
 use super::iq::{amx as tile_amx, tile as tile_grid};
 use super::q8::tile as tile_q8;
+use super::q8::tile_x16;
 use crate::{DType, DotFn};
 use std::sync::OnceLock;
 
@@ -129,15 +130,11 @@ pub struct Kernel<F> {
 #[derive(Clone, Copy, Debug)]
 pub enum Tile {
     /// Four weight rows × eight Q8_0 activation columns packed into panels
-    /// ([`tile_q8::pack_q8_0_panel`]): Q8_0, Q2_0 and Q2_0_X weights. `expanded` is the same
-    /// tile on rows expanded once per chunk ([`tile_q8::expand_q8_0`]), for chunks of two or
-    /// more panels.
-    Panel {
-        /// The tile on raw weight rows.
-        tile: tile_q8::TileFn,
-        /// The tile on expanded rows, and the expander.
-        expanded: Option<(tile_q8::TileFn, tile_q8::ExpandFn)>,
-    },
+    /// ([`tile_q8::pack_q8_0_panel`]): Q2_0 and Q2_0_X weights.
+    Panel(tile_q8::TileFn),
+    /// Sixteen Q8_0 weight rows expanded into a group ([`tile_x16::expand_group`]) × up to
+    /// eight columns of a panel ([`tile_x16::pack_panel`]), rows in a register's lanes.
+    Q8Group(tile_x16::GroupTileFn),
     /// Four weight rows × four activation columns of the weight's own float type.
     Float(tile_float::TileFn),
     /// Grid-type MoE experts (IQ2_XXS, IQ1_S and their repacked forms): rows expanded once
@@ -378,32 +375,16 @@ static X86: &[Row] = &[
     Row::new(DType::Q8_0, Avx2)
         .dot("avx2", q2::dot_q8_0_avx2_entry)
         .rows("avx2", q2::dot_q8_0_avx2_rows_entry)
-        .multi("avx2", q2::dot_q8_0_avx2_multi_entry)
-        .tile(
-            "avx2",
-            Tile::Panel {
-                tile: super::q8::tile_avx2::x86::tile_entry,
-                expanded: None,
-            },
-        ),
+        .multi("avx2", q2::dot_q8_0_avx2_multi_entry),
     Row::new(DType::Q8_0, Avx512Vnni)
         .rows("avx512", q8_0::dot_q8_0_avx512_rows_entry)
         .multi("avx512", q8_0::dot_q8_0_avx512_multi_entry)
-        .tile(
-            "avx512",
-            Tile::Panel {
-                tile: tile_q8::x86::tile_entry,
-                expanded: Some((tile_q8::x86::expanded_entry, tile_q8::x86::expand_entry)),
-            },
-        ),
+        .tile("avx512", Tile::Q8Group(tile_x16::x86::tile_entry)),
     Row::new(DType::Q2_0, Avx2)
         .dot("avx2", q2::dot_q2_0_avx2_entry)
         .tile(
             "avx2",
-            Tile::Panel {
-                tile: super::q8::tile_q2_avx2::x86::tile_entry,
-                expanded: None,
-            },
+            Tile::Panel(super::q8::tile_q2_avx2::x86::tile_entry),
         ),
     Row::new(DType::Q2_0, Avx512Vnni)
         .dot("avx512", q2_0::dot_q2_0_avx512_entry)
@@ -411,10 +392,7 @@ static X86: &[Row] = &[
         .multi("avx512", q2_0::dot_q2_0_avx512_multi_entry)
         .tile(
             "avx512",
-            Tile::Panel {
-                tile: super::q8::tile_q2::x86::tile_entry::<false>,
-                expanded: None,
-            },
+            Tile::Panel(super::q8::tile_q2::x86::tile_entry::<false>),
         ),
     Row::new(DType::Q2_0_X, Avx512Vnni)
         .dot("avx512", q2_0::dot_q2_0_x_avx512_entry)
@@ -422,10 +400,7 @@ static X86: &[Row] = &[
         .multi("avx512", q2_0::dot_q2_0_x_avx512_multi_entry)
         .tile(
             "avx512",
-            Tile::Panel {
-                tile: super::q8::tile_q2::x86::tile_entry::<true>,
-                expanded: None,
-            },
+            Tile::Panel(super::q8::tile_q2::x86::tile_entry::<true>),
         ),
     Row::new(DType::MXFP4, Avx2)
         .dot("avx2", q2::dot_mxfp4_avx2_entry)

@@ -286,15 +286,39 @@ unsafe fn mxfp4_finish<R: Fp4Row>(
     s
 }
 
-/// Q8_0 · Q8_0 with AVX2: per block the 8 lanes of 4-byte integer partial sums (sign
-/// trick + `vpmaddubsw` + `vpmaddwd`), converted to f32 and FMA'd with `dw·dy`, then the
-/// same horizontal sum as the reference — the reference's bits exactly.
+/// The reference's combine of up to eight Q8_0 blocks: `p[k]` holds block k's eight 4-element
+/// integer lane sums and `d` its scale products dw·dy; the exact block sums (one transposing
+/// `vphaddd` tree, [`hsum_i32x8`]) are converted, multiplied by `d` and added to `s` in block
+/// order, `s += Σ_k·d_k` for k < `m`: the reference's operations, so its bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn combine8(p: &[__m256i; 8], d: __m256, m: usize, s: &mut f32) {
+    let t = _mm256_mul_ps(_mm256_cvtepi32_ps(hsum_i32x8(p)), d);
+    let mut tv = [0f32; 8];
+    // SAFETY: `tv` has room for 8 f32 (unaligned store).
+    unsafe { _mm256_storeu_ps(tv.as_mut_ptr(), t) };
+    for &v in &tv[..m] {
+        *s += v;
+    }
+}
+
+/// 8 lanes of integer 4-element sums of a Q8_0 weight block against an activation block (sign
+/// trick, `vpmaddubsw`, `vpmaddwd`), with |x| given.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn q8_lanes(ax: __m256i, qx: __m256i, qy: __m256i) -> __m256i {
+    let p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx)); // pairs, ≤ 2·128·127 < 2^15
+    _mm256_madd_epi16(p16, _mm256_set1_epi16(1)) // lane k = Σ bytes 4k..4k+3
+}
+
+/// Q8_0 · Q8_0 with AVX2: per block the 8 lanes of 4-byte integer partial sums (sign trick +
+/// `vpmaddubsw` + `vpmaddwd`); eight blocks at a time their exact sums and the reference's
+/// float combine ([`combine8`]): the reference's bits exactly.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q8_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let xs = view::<BlockQ8_0>(w);
     let ys = view::<BlockQ8_0>(a);
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = _mm256_setzero_ps();
+    let mut s = 0f32;
     for (xc, yc) in xs.chunks(8).zip(ys.chunks(8)) {
         // the eight blocks' scale products dw·dy, converted together
         let (mut hx, mut hy) = ([0u16; 8], [0u16; 8]);
@@ -302,10 +326,10 @@ unsafe fn dot_q8_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             hx[k] = u16::from_le_bytes(x.d);
             hy[k] = u16::from_le_bytes(y.d);
         }
-        let mut d = [0f32; 8];
-        // SAFETY: F16C/AVX are enabled for this function; `d` has room for 8 f32.
-        unsafe { _mm256_storeu_ps(d.as_mut_ptr(), _mm256_mul_ps(f16x8(&hx), f16x8(&hy))) };
-        for ((x, y), &dk) in xc.iter().zip(yc).zip(&d) {
+        // SAFETY: F16C/AVX are enabled for this function.
+        let d = unsafe { _mm256_mul_ps(f16x8(&hx), f16x8(&hy)) };
+        let mut p = [_mm256_setzero_si256(); 8];
+        for ((x, y), pk) in xc.iter().zip(yc).zip(p.iter_mut()) {
             // SAFETY: each block's 32 code bytes are readable (blocks are 34 bytes, alignment
             // 1; unaligned loads).
             let (qx, qy) = unsafe {
@@ -314,25 +338,20 @@ unsafe fn dot_q8_0_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
                     _mm256_loadu_si256(y.qs.as_ptr().cast()),
                 )
             };
-            let ax = _mm256_sign_epi8(qx, qx); // |x| as unsigned (x = −128 → 128)
-            let sy = _mm256_sign_epi8(qy, qx); // y·sign(x)
-            let p16 = _mm256_maddubs_epi16(ax, sy); // pairs, ≤ 2·128·127 < 2^15
-            let p32 = _mm256_madd_epi16(p16, ones); // lane k = Σ bytes 4k..4k+3
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(dk), _mm256_cvtepi32_ps(p32), acc);
+            // |x| as unsigned (x = −128 → 128)
+            *pk = q8_lanes(_mm256_sign_epi8(qx, qx), qx, qy);
         }
+        combine8(&p, d, xc.len(), &mut s);
     }
-    let mut lanes = [0f32; 8];
-    // SAFETY: `lanes` has room for 8 f32.
-    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-    hsum8(&lanes)
+    s
 }
+
 /// Q8_0 · Q8_0 against several activation columns, four at a time: each weight block is
 /// loaded, its |x| formed and its scale converted once for all four columns. Per column the
 /// operations and their order are [`dot_q8_0_avx2`]'s, so each result is the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q8_0_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let xs = view::<BlockQ8_0>(w);
-    let ones = _mm256_set1_epi16(1);
     for r in crate::simd::column_split(acts.len(), 4) {
         let (acts, out) = (&acts[r.clone()], &mut out[r]);
         let mut ys: [&[BlockQ8_0]; 4] = [&[]; 4];
@@ -340,7 +359,7 @@ unsafe fn dot_q8_0_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f3
             *y = view::<BlockQ8_0>(a);
         }
         let ys = &ys[..acts.len()];
-        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut s = [0f32; 4];
         for (g, xc) in xs.chunks(8).enumerate() {
             let mut hx = [0u16; 8];
             for (k, x) in xc.iter().enumerate() {
@@ -348,15 +367,7 @@ unsafe fn dot_q8_0_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f3
             }
             // SAFETY: F16C/AVX are enabled for this function.
             let dx = unsafe { f16x8(&hx) };
-            let mut d = [[0f32; 8]; 4];
-            for (c, y) in ys.iter().enumerate() {
-                let mut hy = [0u16; 8];
-                for (k, yb) in y[8 * g..8 * g + xc.len()].iter().enumerate() {
-                    hy[k] = u16::from_le_bytes(yb.d);
-                }
-                // SAFETY: as above; `d[c]` has room for 8 f32.
-                unsafe { _mm256_storeu_ps(d[c].as_mut_ptr(), _mm256_mul_ps(dx, f16x8(&hy))) };
-            }
+            let mut p = [[_mm256_setzero_si256(); 8]; 4];
             for (k, x) in xc.iter().enumerate() {
                 // SAFETY: a block's 32 code bytes are readable (unaligned load).
                 let qx = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
@@ -364,38 +375,38 @@ unsafe fn dot_q8_0_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f3
                 for (c, y) in ys.iter().enumerate() {
                     // SAFETY: as above, for the activation block.
                     let qy = unsafe { _mm256_loadu_si256(y[8 * g + k].qs.as_ptr().cast()) };
-                    let p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx));
-                    let p32 = _mm256_madd_epi16(p16, ones);
-                    acc[c] =
-                        _mm256_fmadd_ps(_mm256_set1_ps(d[c][k]), _mm256_cvtepi32_ps(p32), acc[c]);
+                    p[c][k] = q8_lanes(ax, qx, qy);
                 }
             }
+            for (c, y) in ys.iter().enumerate() {
+                let mut hy = [0u16; 8];
+                for (k, yb) in y[8 * g..8 * g + xc.len()].iter().enumerate() {
+                    hy[k] = u16::from_le_bytes(yb.d);
+                }
+                // SAFETY: as above.
+                let d = _mm256_mul_ps(dx, unsafe { f16x8(&hy) });
+                combine8(&p[c], d, xc.len(), &mut s[c]);
+            }
         }
-        for (o, a) in out.iter_mut().zip(acc) {
-            let mut lanes = [0f32; 8];
-            // SAFETY: `lanes` has room for 8 f32.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), a) };
-            *o = hsum8(&lanes);
-        }
+        out.copy_from_slice(&s[..out.len()]);
     }
 }
 
 /// Q8_0 · Q8_0 for several weight rows against one activation row, four rows at a time:
 /// each activation block is loaded and its scale converted once for all four rows, and the
-/// four rows' FMA chains are independent, so four weight streams are in flight (a one-row
+/// four rows' chains are independent, so four weight streams are in flight (a one-row
 /// matvec waits on one stream and one chain; four run at the read bandwidth). Per row the
 /// operations and their order are [`dot_q8_0_avx2`]'s, so each result is the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q8_0_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
-    let ones = _mm256_set1_epi16(1);
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
         let mut xs: [&[BlockQ8_0]; 4] = [&[]; 4];
         for (x, w) in xs.iter_mut().zip(rows) {
             *x = view::<BlockQ8_0>(w);
         }
         let xs = &xs[..rows.len()];
-        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut s = [0f32; 4];
         let pd = crate::simd::PREFETCH_DISTANCE;
         for (g, yc) in ys.chunks(8).enumerate() {
             for x in xs {
@@ -411,35 +422,27 @@ unsafe fn dot_q8_0_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32
             }
             // SAFETY: F16C/AVX are enabled for this function.
             let dy = unsafe { f16x8(&hy) };
-            let mut d = [[0f32; 8]; 4];
-            for (r, x) in xs.iter().enumerate() {
-                let mut hx = [0u16; 8];
-                for (k, xb) in x[8 * g..8 * g + yc.len()].iter().enumerate() {
-                    hx[k] = u16::from_le_bytes(xb.d);
-                }
-                // SAFETY: as above; `d[r]` has room for 8 f32.
-                unsafe { _mm256_storeu_ps(d[r].as_mut_ptr(), _mm256_mul_ps(f16x8(&hx), dy)) };
-            }
+            let mut p = [[_mm256_setzero_si256(); 8]; 4];
             for (k, y) in yc.iter().enumerate() {
                 // SAFETY: a block's 32 code bytes are readable (unaligned load).
                 let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr().cast()) };
                 for (r, x) in xs.iter().enumerate() {
                     // SAFETY: as above, for the weight block.
                     let qx = unsafe { _mm256_loadu_si256(x[8 * g + k].qs.as_ptr().cast()) };
-                    let ax = _mm256_sign_epi8(qx, qx);
-                    let p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx));
-                    let p32 = _mm256_madd_epi16(p16, ones);
-                    acc[r] =
-                        _mm256_fmadd_ps(_mm256_set1_ps(d[r][k]), _mm256_cvtepi32_ps(p32), acc[r]);
+                    p[r][k] = q8_lanes(_mm256_sign_epi8(qx, qx), qx, qy);
                 }
             }
+            for (r, x) in xs.iter().enumerate() {
+                let mut hx = [0u16; 8];
+                for (k, xb) in x[8 * g..8 * g + yc.len()].iter().enumerate() {
+                    hx[k] = u16::from_le_bytes(xb.d);
+                }
+                // SAFETY: as above.
+                let d = _mm256_mul_ps(unsafe { f16x8(&hx) }, dy);
+                combine8(&p[r], d, yc.len(), &mut s[r]);
+            }
         }
-        for (o, a) in out.iter_mut().zip(acc) {
-            let mut lanes = [0f32; 8];
-            // SAFETY: `lanes` has room for 8 f32.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), a) };
-            *o = hsum8(&lanes);
-        }
+        out.copy_from_slice(&s[..out.len()]);
     }
 }
 

@@ -1,8 +1,9 @@
 //! The weight types dotted with Q8_0 activations: Q8_0, Q2_0 (and its load-time layout
 //! Q2_0_X) and MXFP4. AVX2 one-row and multi-row kernels (`avx2`); AVX-512 kernels per type
-//! (`q8_0`, `q2_0`, `mxfp4`); the prompt-chunk tiles on packed Q8_0 activation panels
-//! (`tile` for Q8_0, `tile_avx2` its AVX2 form, `tile_q2` for Q2_0 / Q2_0_X); and the activation quantizers
-//! (`quantize`, Q8_0 and Q8_K with AVX-512, the scalar quantizers' bytes).
+//! (`q8_0`, `q2_0`, `mxfp4`); the prompt-chunk tiles: Q8_0's sixteen-row groups (`tile_x16`)
+//! and Q2_0 / Q2_0_X's tiles on packed Q8_0 activation panels (`tile` the panel,
+//! `tile_q2`, `tile_q2_avx2`); and the activation quantizers (`quantize`, Q8_0 and Q8_K with
+//! AVX-512, the scalar quantizers' bytes).
 
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2;
@@ -17,6 +18,6 @@ pub(super) mod q8_0;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod quantize;
 pub mod tile;
-pub(super) mod tile_avx2;
 pub(super) mod tile_q2;
 pub(super) mod tile_q2_avx2;
+pub mod tile_x16;

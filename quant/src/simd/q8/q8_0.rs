@@ -10,19 +10,12 @@ entry!(rows dot_q8_0_avx512_rows_entry => dot_q8_0_avx512_rows);
 
 /// Q8_0 · Q8_0 against several activation columns, two columns per 512-bit register (lanes
 /// 0..8 the first, 8..16 the second) and up to eight per pass: each weight block is loaded,
-/// its |x| and sign mask formed once; `vpdpbusd` gives each column the same eight 4-element
-/// lane sums as the AVX2 kernel and each lane's FMA chain runs in the reference's block
-/// order, so every column gets the reference's bits.
+/// its |x| and sign mask formed once; `vpdpbusd` gives each column eight 4-element integer
+/// lane sums, and eight blocks at a time [`combine_pair`] forms the exact block sums and the
+/// reference's float combine, so every column gets the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_q8_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let xs = view::<BlockQ8_0>(w);
-    // per block k of a group of eight: lanes 0..8 take the first column's scale (index k),
-    // lanes 8..16 the second's (index 8 + k)
-    let sel: [__m512i; 8] = std::array::from_fn(|k| {
-        let v: [i32; 16] = std::array::from_fn(|l| (k + 8 * (l / 8)) as i32);
-        // SAFETY: 64 readable bytes (unaligned load).
-        unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
-    });
     for r in crate::simd::column_split(acts.len(), 8) {
         let (acts, out) = (&acts[r.clone()], &mut out[r]);
         let pairs = acts.len().div_ceil(2);
@@ -34,7 +27,7 @@ unsafe fn dot_q8_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
         if acts.len() % 2 == 1 {
             ys[acts.len()] = ys[acts.len() - 1];
         }
-        let mut acc = [_mm512_setzero_ps(); 4];
+        let mut s = [0f32; 8];
         for (g, xc) in xs.chunks(8).enumerate() {
             let mut hx = [0u16; 8];
             for (k, x) in xc.iter().enumerate() {
@@ -58,13 +51,14 @@ unsafe fn dot_q8_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
                     half(ys[2 * p + 1]),
                 );
             }
+            let mut l = [[_mm512_setzero_si512(); 8]; 4];
             for (k, x) in xc.iter().enumerate() {
                 // SAFETY: a block's 32 code bytes are readable (unaligned load).
                 let qx = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
                 let xz = _mm512_broadcast_i64x4(qx);
                 let ax = _mm512_abs_epi8(xz); // |x| as unsigned (x = −128 → 128)
                 let neg = _mm512_movepi8_mask(xz);
-                for p in 0..pairs {
+                for (p, lp) in l.iter_mut().enumerate().take(pairs) {
                     let b = 8 * g + k;
                     // SAFETY: as above, for the two activation blocks.
                     let yz = unsafe {
@@ -77,19 +71,55 @@ unsafe fn dot_q8_0_avx512_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
                     };
                     // y·sign(x) (where x = 0 the product is 0 either way)
                     let sy = _mm512_mask_sub_epi8(yz, neg, _mm512_setzero_si512(), yz);
-                    let l = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sy));
-                    let d = _mm512_permutexvar_ps(sel[k], dp[p]);
-                    acc[p] = _mm512_fmadd_ps(d, l, acc[p]);
+                    lp[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sy);
                 }
             }
+            for p in 0..pairs {
+                let (lo, hi) = s.split_at_mut(2 * p + 1);
+                combine_pair(&l[p], dp[p], xc.len(), &mut lo[2 * p], &mut hi[0]);
+            }
         }
-        for (c, o) in out.iter_mut().enumerate() {
-            let mut lanes = [0f32; 16];
-            // SAFETY: `lanes` has room for 16 f32.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc[c / 2]) };
-            let h: [f32; 8] = std::array::from_fn(|i| lanes[8 * (c % 2) + i]);
-            *o = crate::dot::hsum8(&h);
-        }
+        out.copy_from_slice(&s[..out.len()]);
+    }
+}
+
+/// The reference's combine of up to eight Q8_0 blocks for the two rows (or columns) of a
+/// register pair: `l[k]` holds block k's eight 4-element integer lane sums of the first
+/// (lanes 0..8) and the second (lanes 8..16), `d` the scale products dw·dy of blocks 0..8 of
+/// the first, then of the second. One transposing tree forms all sixteen exact block sums
+/// (lanes 4j..4j+4 of each 128-bit quarter, then the quarters; 21 operations), which are
+/// converted, multiplied by `d` and added in block order, `s += Σ_k·d_k` for k < `m`: the
+/// reference's operations, so its bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+#[inline]
+fn combine_pair(l: &[__m512i; 8], d: __m512, m: usize, s0: &mut f32, s1: &mut f32) {
+    // per 128-bit quarter of a and b: [a0 + a2, b0 + b2, a1 + a3, b1 + b3]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn pairs32(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b))
+    }
+    // per quarter: the four sources' quarter sums, in order
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn quads(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b))
+    }
+    let lo = quads(pairs32(l[0], l[1]), pairs32(l[2], l[3]));
+    let hi = quads(pairs32(l[4], l[5]), pairs32(l[6], l[7]));
+    // [first: blocks 0..4, second: 0..4, first: 4..8, second: 4..8]
+    let sums = _mm512_add_epi32(
+        _mm512_shuffle_i32x4::<0b10_00_10_00>(lo, hi),
+        _mm512_shuffle_i32x4::<0b11_01_11_01>(lo, hi),
+    );
+    let idx = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+    let t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_permutexvar_epi32(idx, sums)), d);
+    let mut tv = [0f32; 16];
+    // SAFETY: `tv` has room for 16 f32 (unaligned store).
+    unsafe { _mm512_storeu_ps(tv.as_mut_ptr(), t) };
+    for k in 0..m {
+        *s0 += tv[k];
+        *s1 += tv[8 + k];
     }
 }
 
@@ -133,26 +163,19 @@ unsafe fn q8_0_scales8(p: *const u8) -> __m128i {
 ///   the activation block (in both halves) starts from −128·Σ₄y, shared by all rows, so each
 ///   lane is the exact 4-element sum Σ x·y of the reference;
 /// - eight blocks' scales per row are picked by two `vpermt2w` and converted together;
-///   `dw·dy` per block is one `vpermps` away;
-/// - per row the FMA chain runs in the reference's block order, then the reference's
-///   horizontal sum: each result has the reference's bits. An odd last row is paired with
-///   itself and its copy discarded.
+///   the scale products dw·dy of a group are formed together;
+/// - eight blocks at a time [`combine_pair`] forms each row's exact block sums and adds
+///   `Σ·dw·dy` in the reference's block order: each result has the reference's bits. An odd
+///   last row is paired with itself and its copy discarded.
 ///
-/// About two vector operations per block and row, against five for the AVX2 kernel: the
-/// weights stream at read bandwidth rather than at the kernel's speed.
+/// About four vector operations per block and row: the weights stream at read bandwidth
+/// rather than at the kernel's speed.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn dot_q8_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     let ys = view::<BlockQ8_0>(a);
     let nb = ys.len();
     let k80 = _mm512_set1_epi8(0x80u8 as i8);
     let zero = _mm512_setzero_si512();
-    // per block k of a group: lanes 0..8 take the first row's dw·dy (index k), lanes 8..16
-    // the second's (index 8 + k)
-    let sel: [__m512i; 8] = std::array::from_fn(|k| {
-        let v: [i32; 16] = std::array::from_fn(|l| (k + 8 * (l / 8)) as i32);
-        // SAFETY: 64 readable bytes (unaligned load).
-        unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
-    });
     for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
         let pairs = rows.len().div_ceil(2);
         let mut xs: [&[BlockQ8_0]; 4] = [&[]; 4];
@@ -163,7 +186,7 @@ unsafe fn dot_q8_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
         if rows.len() % 2 == 1 {
             xs[rows.len()] = xs[rows.len() - 1];
         }
-        let mut acc = [_mm512_setzero_ps(); 2];
+        let mut s = [0f32; 4];
         let pd = crate::simd::PREFETCH_DISTANCE;
         for g in (0..nb).step_by(8) {
             let m = (nb - g).min(8);
@@ -194,6 +217,7 @@ unsafe fn dot_q8_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
                 );
                 *d = _mm512_mul_ps(_mm512_cvtph_ps(hx), dy);
             }
+            let mut l = [[zero; 8]; 2];
             for k in 0..m {
                 let b = g + k;
                 // SAFETY: a block's 32 code bytes are readable (unaligned load).
@@ -201,7 +225,7 @@ unsafe fn dot_q8_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
                     _mm512_broadcast_i64x4(unsafe { _mm256_loadu_si256(ys[b].qs.as_ptr().cast()) });
                 // −128·Σ₄y: the offset's contribution, removed by starting from it
                 let negc = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, yv));
-                for p in 0..pairs {
+                for (p, lp) in l.iter_mut().enumerate().take(pairs) {
                     // SAFETY: as above, for the two rows' weight blocks.
                     let xv = unsafe {
                         _mm512_inserti64x4::<1>(
@@ -211,18 +235,14 @@ unsafe fn dot_q8_0_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f
                             _mm256_loadu_si256(xs[2 * p + 1][b].qs.as_ptr().cast()),
                         )
                     };
-                    let l = _mm512_dpbusd_epi32(negc, _mm512_xor_si512(xv, k80), yv);
-                    let d = _mm512_permutexvar_ps(sel[k], dd[p]);
-                    acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l), acc[p]);
+                    lp[k] = _mm512_dpbusd_epi32(negc, _mm512_xor_si512(xv, k80), yv);
                 }
             }
+            for p in 0..pairs {
+                let (lo, hi) = s.split_at_mut(2 * p + 1);
+                combine_pair(&l[p], dd[p], m, &mut lo[2 * p], &mut hi[0]);
+            }
         }
-        for (r, o) in out.iter_mut().enumerate() {
-            let mut lanes = [0f32; 16];
-            // SAFETY: `lanes` has room for 16 f32.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc[r / 2]) };
-            let h: [f32; 8] = std::array::from_fn(|i| lanes[8 * (r % 2) + i]);
-            *o = crate::dot::hsum8(&h);
-        }
+        out.copy_from_slice(&s[..out.len()]);
     }
 }
