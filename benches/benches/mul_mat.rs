@@ -1,12 +1,16 @@
 //! Criterion benches of whole MUL_MAT nodes on the executor, named
 //! `op/mul_mat/<type>/<K>x<N>x<T>/t<threads>` (weights `{K, N}`, `T` activation columns):
 //! - `T = 1` (decode, a matvec) reports weight bytes per second (criterion's GiB/s);
-//! - `T = 64` (a prompt chunk) reports floating-point operations, `2·K·N·T`, per second
-//!   (criterion prints them as elem/s: read Gelem/s as GFLOP/s).
+//! - `T = 4` (four decode streams, the server's parallel slots) and `T = 64` (a prompt chunk)
+//!   report floating-point operations, `2·K·N·T`, per second (criterion prints them as
+//!   elem/s: read Gelem/s as GFLOP/s).
 //!
 //! The `4096x4096` weights fit in L3; the second decode shape has as many rows as make
 //! twice the last-level cache in weights ([`dram_bytes`]: at least 512 MiB), so it
 //! streams from DRAM.
+//!
+//! The prompt shape also runs on one thread at the AVX2 level (`t1-avx2`, where the CPU has
+//! more): the kernels an AVX2-only host would run.
 //!
 //! `cargo bench -p fathom-benches --bench mul_mat` (all), or e.g. `-- 'op/mul_mat/q8_0'`.
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
@@ -56,7 +60,14 @@ fn weights(t: DType, k: usize, n: usize) -> Vec<u8> {
     w
 }
 
-fn executor(t: DType, k: usize, n: usize, cols: usize, threads: usize) -> Executor {
+fn executor(
+    t: DType,
+    k: usize,
+    n: usize,
+    cols: usize,
+    threads: usize,
+    level: CpuLevel,
+) -> Executor {
     let mut g = Graph::new();
     let w = g
         .weight(
@@ -70,7 +81,7 @@ fn executor(t: DType, k: usize, n: usize, cols: usize, threads: usize) -> Execut
         .expect("input");
     let y = g.mul_mat(w, x).expect("mul_mat");
     g.output("y", y).expect("output");
-    let mut e = Executor::new(g, exec_config(threads, CpuLevel::detect()));
+    let mut e = Executor::new(g, exec_config(threads, level));
     let xs: Vec<f32> = (0..k * cols)
         .map(|i| ((i * 31) % 200) as f32 / 100.0 - 1.0)
         .collect();
@@ -99,17 +110,27 @@ fn bench_mul_mat(c: &mut Criterion) {
         for (k, n, cols) in [
             (4096usize, 4096usize, 1usize),
             (4096, dram_rows, 1),
+            (4096, 4096, 4),
             (4096, 4096, 64),
         ] {
-            for threads in [1usize, 2] {
-                let mut e = executor(t, k, n, cols, threads);
+            for (threads, level) in [
+                (1usize, CpuLevel::detect()),
+                (2, CpuLevel::detect()),
+                (1, CpuLevel::Avx2),
+            ] {
+                if level == CpuLevel::Avx2 && (cols == 1 || CpuLevel::detect() == CpuLevel::Avx2) {
+                    continue;
+                }
+                let mut e = executor(t, k, n, cols, threads, level);
                 let bytes = quant::bytes_for(t, k * n).expect("whole blocks") as u64;
                 g.throughput(if cols == 1 {
                     Throughput::Bytes(bytes)
                 } else {
                     Throughput::Elements((2 * k * n * cols) as u64)
                 });
-                let id = BenchmarkId::new(format!("{name}/{k}x{n}x{cols}"), format!("t{threads}"));
+                let at = if level == CpuLevel::Avx2 { "-avx2" } else { "" };
+                let id =
+                    BenchmarkId::new(format!("{name}/{k}x{n}x{cols}"), format!("t{threads}{at}"));
                 g.bench_function(id, |b| b.iter(|| e.run()));
             }
         }

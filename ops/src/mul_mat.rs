@@ -1,7 +1,7 @@
 //! MUL_MAT kernels. The activation rows are converted once per node to the weight type's dot
 //! type (Q8_0 / Q8_K / F16 / BF16 / F32, ggml's x86 rounding). The forward kernel splits
 //! weight rows into chunks claimed from the node's atomic counter; per chunk:
-//! - Q8_0 weights with nine or more columns (two panels): the group tile
+//! - Q8_0 weights with two or more columns: the group tile
 //!   (`quant::simd::q8::tile_x16`): a chunk's rows expanded sixteen at a time into per-thread
 //!   scratch, every eight-column panel (packed once per node) against every group, the rows
 //!   in a register's lanes; Q2_0 weights with two or more columns: the register-tiled VNNI
@@ -72,11 +72,6 @@ pub(crate) fn matvec_chunk(row_bytes: usize) -> usize {
 
 /// Fewest activation columns for which MUL_MAT uses the tiled Q8_0 / Q2_0 GEMMs.
 const TILED_MIN_COLS: usize = 2;
-
-/// Fewest activation columns for which MUL_MAT runs Q8_0 through the group tile: two
-/// panels. A chunk's rows are expanded into groups first (paid once per row and chunk);
-/// below that the multi-column kernel reads the rows as they are.
-const GROUP_MIN_COLS: usize = PANEL_COLS + 1;
 
 /// The tiled GEMM a MUL_MAT node runs: the Q2_0 panel tile, or Q8_0's group tile.
 #[derive(Clone, Copy)]
@@ -592,12 +587,12 @@ impl CpuKernel for MulMat {
         // (one row) the cost is negligible next to streaming the weights
         let mut scratch = std::mem::take(&mut cx.scratch.bytes);
         let qbytes = s.qrow * s.t * s.batches;
-        // prompt chunks of Q2_0 weights go through the tiled GEMM on activation panels, of
-        // Q8_0 weights (from two panels on) through the group tile (not with a row mask: they
-        // would read masked rows)
+        // prompt chunks (and several decode streams) of Q2_0 weights go through the tiled GEMM
+        // on activation panels, of Q8_0 weights through the group tile (not with a row mask:
+        // they would read masked rows)
         let tiles = match kernels.tile.map(|k| k.f) {
             Some(Tile::Panel(tile)) if s.t >= TILED_MIN_COLS => Some(Tiles::Panel(tile)),
-            Some(Tile::Q8Group(tile)) if s.t >= GROUP_MIN_COLS => Some(Tiles::Group(tile)),
+            Some(Tile::Q8Group(tile)) if s.t >= TILED_MIN_COLS => Some(Tiles::Group(tile)),
             _ => None,
         }
         .filter(|_| srcs.len() == 2);

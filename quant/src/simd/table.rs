@@ -375,7 +375,8 @@ static X86: &[Row] = &[
     Row::new(DType::Q8_0, Avx2)
         .dot("avx2", q2::dot_q8_0_avx2_entry)
         .rows("avx2", q2::dot_q8_0_avx2_rows_entry)
-        .multi("avx2", q2::dot_q8_0_avx2_multi_entry),
+        .multi("avx2", q2::dot_q8_0_avx2_multi_entry)
+        .tile("avx2", Tile::Q8Group(tile_x16::x86::tile_avx2_entry)),
     Row::new(DType::Q8_0, Avx512Vnni)
         .rows("avx512", q8_0::dot_q8_0_avx512_rows_entry)
         .multi("avx512", q8_0::dot_q8_0_avx512_multi_entry)

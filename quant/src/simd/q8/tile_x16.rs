@@ -1,5 +1,6 @@
 //! Q8_0 · Q8_0 GEMM for prompt chunks with sixteen weight rows in a register's lanes
-//! (AVX-512 VNNI), every output with the scalar reference's bits ([`crate::dot::dot_q8_0`]:
+//! (AVX-512 VNNI; an AVX2 form takes eight rows at a time), every output with the scalar
+//! reference's bits ([`crate::dot::dot_q8_0`]:
 //! per block the exact integer sum, then `s += Σ·(dw·dy)` in block order).
 //!
 //! A chunk's weight rows are first *expanded* sixteen at a time into a group
@@ -41,24 +42,50 @@ pub fn panel_bytes(n: usize, cols: usize) -> usize {
 }
 
 /// Expands `rows` (1..=[`GROUP_ROWS`] Q8_0 rows of `n` elements) into a group (`out`,
-/// [`group_bytes`]`(n)` bytes; the layout in the module docs). Missing rows are zero rows
+/// [`group_bytes`]`(n)` bytes; the layout in the module docs): with AVX-512 where the CPU
+/// has it ([`expand_group_ref`]'s bytes), else by the reference. Missing rows are zero rows
 /// (codes 0, scale 0), whose outputs are 0 and are not stored by callers.
 ///
 /// # Panics
 /// If a length does not match (a caller's bug, not bad input).
 pub fn expand_group(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    let xs = group_rows(n, rows, out);
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::CpuLevel::detect() >= crate::simd::CpuLevel::Avx512 {
+        // SAFETY: the level guarantees AVX-512 F/BW/VL and F16C; the shapes were checked.
+        unsafe { x86::expand_avx512(&xs, rows.len(), out) };
+        return;
+    }
+    expand_blocks(&xs, out);
+}
+
+/// The reference expander of [`expand_group`], row by row and block by block.
+///
+/// # Panics
+/// As [`expand_group`].
+pub fn expand_group_ref(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    let xs = group_rows(n, rows, out);
+    expand_blocks(&xs, out);
+}
+
+/// The rows of a group as blocks (missing rows empty), after checking the shapes.
+fn group_rows<'a>(n: usize, rows: &[&'a [u8]], out: &[u8]) -> [&'a [BlockQ8_0]; GROUP_ROWS] {
     assert!(
         (1..=GROUP_ROWS).contains(&rows.len()),
         "group of {} rows",
         rows.len()
     );
     assert_eq!(out.len(), group_bytes(n), "group length");
-    let nb = n / 32;
     let mut xs: [&[BlockQ8_0]; GROUP_ROWS] = [&[]; GROUP_ROWS];
     for (x, w) in xs.iter_mut().zip(rows) {
         *x = view::<BlockQ8_0>(w);
-        assert_eq!(x.len(), nb, "weight row length");
+        assert_eq!(x.len(), n / 32, "weight row length");
     }
+    xs
+}
+
+/// [`expand_group_ref`]'s loop.
+fn expand_blocks(xs: &[&[BlockQ8_0]; GROUP_ROWS], out: &mut [u8]) {
     for (b, ob) in out.chunks_exact_mut(GROUP_BLOCK).enumerate() {
         let (codes, scales) = ob.split_at_mut(8 * 64);
         for r in 0..GROUP_ROWS {
@@ -106,8 +133,81 @@ pub type GroupTileFn = fn(n: usize, group: &[u8], panel: &[u8], cols: usize, out
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
-    use super::{group_bytes, panel_bytes, GROUP_BLOCK, PANEL_COLS};
+    use super::{group_bytes, panel_bytes, BlockQ8_0, GROUP_BLOCK, GROUP_ROWS, PANEL_COLS};
     use std::arch::x86_64::*;
+
+    /// [`super::expand_group_ref`]'s bytes with AVX-512: per block the sixteen rows' codes
+    /// (rows p and p + 8 in one register's halves, offset by `⊕ 0x80`) go through one 8 × 8
+    /// dword transpose per half (`vpunpck{l,h}dq`, `vpunpck{l,h}qdq`, then `vpermt2q` pairing
+    /// the 128-bit quarters), so vector k holds every row's dword k; the sixteen f16 scales are
+    /// converted by one `vcvtph2ps`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F/BW/VL and F16C; `xs[..nr]` hold whole rows of the same
+    /// block count, `out` is their group.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,f16c")]
+    pub(super) unsafe fn expand_avx512(xs: &[&[BlockQ8_0]; GROUP_ROWS], nr: usize, out: &mut [u8]) {
+        let c80 = _mm512_set1_epi8(0x80u8 as i8);
+        let zeros = [0u8; 32];
+        // qword indices of vpermt2q: quarters (0 of a, 0 of b, 2 of a, 2 of b), then 1 and 3
+        let lo_q = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+        let hi_q = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+        for (b, ob) in out.chunks_exact_mut(GROUP_BLOCK).enumerate() {
+            let code = |r: usize| -> *const u8 {
+                if r < nr {
+                    xs[r][b].qs.as_ptr().cast()
+                } else {
+                    zeros.as_ptr()
+                }
+            };
+            // SAFETY: every pointer is 32 readable bytes (a block's codes or `zeros`).
+            let a: [__m512i; 8] = std::array::from_fn(|p| unsafe {
+                let lo = _mm256_loadu_si256(code(p).cast());
+                let hi = _mm256_loadu_si256(code(p + 8).cast());
+                _mm512_xor_si512(_mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi), c80)
+            });
+            // per quarter: rows (2i, 2i + 1) interleaved, dwords 4L, 4L + 1 (lo) / + 2, + 3 (hi)
+            let u: [__m512i; 8] = std::array::from_fn(|i| {
+                let (x, y) = (a[2 * (i / 2)], a[2 * (i / 2) + 1]);
+                if i % 2 == 0 {
+                    _mm512_unpacklo_epi32(x, y)
+                } else {
+                    _mm512_unpackhi_epi32(x, y)
+                }
+            });
+            // c[j][g]: per quarter L, dword 4L + j of rows 4g..4g + 4
+            let c: [[__m512i; 2]; 4] = std::array::from_fn(|j| {
+                std::array::from_fn(|g| {
+                    let (x, y) = (u[4 * g + j / 2], u[4 * g + 2 + j / 2]);
+                    if j % 2 == 0 {
+                        _mm512_unpacklo_epi64(x, y)
+                    } else {
+                        _mm512_unpackhi_epi64(x, y)
+                    }
+                })
+            });
+            let (codes, scales) = ob.split_at_mut(8 * 64);
+            for j in 0..4 {
+                let z0 = _mm512_permutex2var_epi64(c[j][0], lo_q, c[j][1]);
+                let z1 = _mm512_permutex2var_epi64(c[j][0], hi_q, c[j][1]);
+                // SAFETY: vectors j and 4 + j are bytes 64j.. and 64(4 + j).. of the 512
+                // code bytes (unaligned stores).
+                unsafe {
+                    _mm512_storeu_si512(codes.as_mut_ptr().add(64 * j).cast(), z0);
+                    _mm512_storeu_si512(codes.as_mut_ptr().add(64 * (4 + j)).cast(), z1);
+                }
+            }
+            let mut h = [0u16; GROUP_ROWS];
+            for (r, h) in h.iter_mut().enumerate().take(nr) {
+                *h = u16::from_le_bytes(xs[r][b].d);
+            }
+            // SAFETY: `h` is 32 readable bytes and `scales` 64 writable ones (unaligned).
+            unsafe {
+                let d = _mm512_cvtph_ps(_mm256_loadu_si256(h.as_ptr().cast()));
+                _mm512_storeu_ps(scales.as_mut_ptr().cast(), d);
+            }
+        }
+    }
 
     /// Safe entry: checks the lengths, then runs the kernel for the panel's column count.
     pub(crate) fn tile_entry(
@@ -140,6 +240,102 @@ pub(crate) mod x86 {
             6 => go!(6),
             7 => go!(7),
             _ => go!(8),
+        }
+    }
+
+    /// Safe entry of the AVX2 group tile: checks the lengths, then runs it for the panel's
+    /// column count.
+    pub(crate) fn tile_avx2_entry(
+        n: usize,
+        group: &[u8],
+        panel: &[u8],
+        cols: usize,
+        out: &mut [[f32; 16]],
+    ) {
+        assert!((1..=PANEL_COLS).contains(&cols), "tile columns");
+        assert_eq!(group.len(), group_bytes(n), "group length");
+        assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
+        assert_eq!(out.len(), cols, "tile output length");
+        let nb = n / 32;
+        macro_rules! go {
+            ($c:literal) => {{
+                let out: &mut [[f32; 16]; $c] = out.try_into().expect("checked above");
+                // SAFETY: `table::kernels` hands this entry out only after checking the
+                // features; the lengths are checked above.
+                unsafe { tile_avx2::<$c>(nb, group, panel, out) }
+            }};
+        }
+        match cols {
+            1 => go!(1),
+            2 => go!(2),
+            3 => go!(3),
+            4 => go!(4),
+            5 => go!(5),
+            6 => go!(6),
+            7 => go!(7),
+            _ => go!(8),
+        }
+    }
+
+    /// The group tile with AVX2 (no VNNI): eight rows per 256-bit register (each half of a
+    /// group's vectors), up to four columns per pass. Per (row half, block, dword k) the codes
+    /// lose their offset (`⊕ 0x80`) and |x| is formed once for the pass's columns; per column
+    /// `vpsignb` gives y·sign(x) of the broadcast dword, `vpmaddubsw` the pair sums (at most
+    /// 2·128·127 < 2^15) and `vpmaddwd` against ones the exact 4-element sums, added into the
+    /// block's integer accumulator. The float combine is the AVX-512 tile's: the reference's
+    /// bits.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `group` holds `nb` expanded blocks and `panel` `nb`
+    /// blocks of `C` columns.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn tile_avx2<const C: usize>(
+        nb: usize,
+        group: &[u8],
+        panel: &[u8],
+        out: &mut [[f32; 16]; C],
+    ) {
+        let c80 = _mm256_set1_epi8(0x80u8 as i8);
+        let ones = _mm256_set1_epi16(1);
+        let pblock = 40 * C;
+        for half in 0..2 {
+            for c0 in (0..C).step_by(4) {
+                let cols = (C - c0).min(4);
+                let mut s = [_mm256_setzero_ps(); 4];
+                for b in 0..nb {
+                    let gb = &group[b * GROUP_BLOCK..(b + 1) * GROUP_BLOCK];
+                    let pb = &panel[b * pblock..(b + 1) * pblock];
+                    // SAFETY: every offset passed is below 40·C − 3 (as in `tile`).
+                    let word =
+                        |o: usize| unsafe { pb.as_ptr().add(o).cast::<i32>().read_unaligned() };
+                    let mut acc = [_mm256_setzero_si256(); 4];
+                    for k in 0..8 {
+                        // SAFETY: bytes 64k + 32·half .. + 32 of the 576-byte block.
+                        let xu = unsafe {
+                            _mm256_loadu_si256(gb.as_ptr().add(64 * k + 32 * half).cast())
+                        };
+                        let x = _mm256_xor_si256(xu, c80);
+                        let ax = _mm256_abs_epi8(x); // |x| as unsigned (x = −128 → 128)
+                        for (c, a) in acc.iter_mut().enumerate().take(cols) {
+                            let y = _mm256_set1_epi32(word(32 * (c0 + c) + 4 * k));
+                            let p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x));
+                            *a = _mm256_add_epi32(*a, _mm256_madd_epi16(p, ones));
+                        }
+                    }
+                    // SAFETY: the sixteen f32 scales sit at bytes 512..576 of the block.
+                    let dw = unsafe { _mm256_loadu_ps(gb.as_ptr().add(512 + 32 * half).cast()) };
+                    for (c, (sc, a)) in s.iter_mut().zip(acc).enumerate().take(cols) {
+                        let dy = f32::from_bits(word(32 * C + 4 * (c0 + c)) as u32);
+                        let d = _mm256_mul_ps(dw, _mm256_set1_ps(dy));
+                        *sc = _mm256_add_ps(*sc, _mm256_mul_ps(_mm256_cvtepi32_ps(a), d));
+                    }
+                }
+                for (c, v) in s.iter().enumerate().take(cols) {
+                    let o = &mut out[c0 + c][8 * half..8 * half + 8];
+                    // SAFETY: `o` has room for 8 f32 (unaligned store).
+                    unsafe { _mm256_storeu_ps(o.as_mut_ptr(), *v) };
+                }
+            }
         }
     }
 
