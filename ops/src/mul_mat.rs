@@ -364,6 +364,10 @@ fn compute_groups(
     let wrows = WeightRows::of_batch(&srcs[0], &srcs[1], b);
     let gb = tile_x16::group_bytes(s.k);
     let ngroups = rows.len().div_ceil(GROUP_ROWS);
+    assert!(
+        ex.len() >= ngroups * gb,
+        "group scratch for {ngroups} groups"
+    );
     for (g, gx) in ex.chunks_exact_mut(gb).take(ngroups).enumerate() {
         let n0 = rows.start + g * GROUP_ROWS;
         let nr = (rows.end - n0).min(GROUP_ROWS);
