@@ -213,11 +213,11 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                     b.iter(|| tile(N, black_box(&wr), &panel, 8, &mut out))
                 });
             }
-            Some(Tile::Q8Group(tile)) => {
+            Some(Tile::Q8Group { tile, expand }) => {
                 use quant::simd::q8::tile_x16;
                 let rows16: Vec<&[u8]> = (0..16).map(|i| wr[i % 4]).collect();
                 let mut group = vec![0u8; tile_x16::group_bytes(N)];
-                tile_x16::expand_group(N, &rows16, &mut group);
+                expand(N, &rows16, &mut group);
                 let mut panel = vec![0u8; tile_x16::panel_bytes(N, 8)];
                 tile_x16::pack_panel(N, &ar, &mut panel);
                 let mut gout = [[0f32; 16]; 8];
@@ -227,7 +227,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 });
                 g.throughput(Throughput::Bytes((16 * wr[0].len()) as u64));
                 g.bench_function(BenchmarkId::new(t.name(), "expand-group"), |b| {
-                    b.iter(|| tile_x16::expand_group(N, black_box(&rows16), &mut group))
+                    b.iter(|| expand(N, black_box(&rows16), &mut group))
                 });
             }
             Some(Tile::Grid { tile, expand, amx }) => {

@@ -20,7 +20,7 @@ use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat::MulMat;
 use quant::simd::float::tile as tile_float;
 use quant::simd::q8::tile::{pack_q8_0_panel, panel_bytes, TileFn, TILE_COLS, TILE_ROWS};
-use quant::simd::q8::tile_x16::{self, GroupTileFn, GROUP_ROWS, PANEL_COLS};
+use quant::simd::q8::tile_x16::{self, GroupExpandFn, GroupTileFn, GROUP_ROWS, PANEL_COLS};
 use quant::simd::{Tile, DOT_BATCH, DOT_ROWS};
 use quant::DType;
 
@@ -42,13 +42,14 @@ pub(crate) fn chunk_rows(n: usize, batches: usize, t: usize, nth: usize, mut c: 
     c
 }
 
-/// Weight rows per claimed chunk for the panel tiles over two or more panels: every chunk
-/// streams all of the node's panels through the cache once (a 512-token chunk's are 6 MiB
-/// at K = 4096), so 64 rows (about 270 KiB of Q8_0 rows, or 290 KiB expanded, which stay in
-/// L2 beside one panel) stream them a quarter as often as 16. On raw rows (the AVX2 Q8_0
-/// tile, the Q2_0 tiles; iq2 pp512 on AVX2, dense Q8_0): 17.7 / 18.7 → 16.7 / 16.4 ms per
-/// token, alternating; on expanded rows (AVX-512 Q8_0, iq2 pp512 on the Xeon of issue 35):
-/// 7.87 / 8.17 → 6.82 / 6.66 / 6.57. 128 rows measured level with 64, 256 slower.
+/// Weight rows per claimed chunk for the panel and group tiles over two or more panels: every
+/// chunk streams all of the node's panels through the cache once, so 64 rows (about 270 KiB
+/// of Q2_0 / Q8_0 rows, or four Q8_0 groups of 72 KiB at K = 4096, which stay in L2 beside
+/// one panel) stream them a quarter as often as 16. Measured on the tiles of 2026-12-06,
+/// before the group tile (a 512-token chunk's lane-form Q8_0 panels were 6 MiB): on raw
+/// rows (the old AVX2 Q8_0 tile, the Q2_0 tiles; iq2 pp512 on AVX2, dense Q8_0) 17.7 / 18.7
+/// → 16.7 / 16.4 ms per token, alternating; on expanded rows (AVX-512 Q8_0, the Xeon of
+/// issue 35) 7.87 / 8.17 → 6.82 / 6.66 / 6.57. 128 rows level with 64, 256 slower.
 const TILE_CHUNK: usize = 64;
 
 /// Bytes a matvec chunk of the multi-row kernels should span at least.
@@ -77,7 +78,7 @@ const TILED_MIN_COLS: usize = 2;
 #[derive(Clone, Copy)]
 enum Tiles {
     Panel(TileFn),
-    Group(GroupTileFn),
+    Group(GroupTileFn, GroupExpandFn),
 }
 
 pub(crate) struct Shape {
@@ -353,7 +354,7 @@ fn compute_tiles(
 #[allow(clippy::too_many_arguments)]
 fn compute_groups(
     srcs: &[TensorRef],
-    tile: GroupTileFn,
+    (tile, expand): (GroupTileFn, GroupExpandFn),
     s: &Shape,
     panels: &[u8],
     ex: &mut [u8],
@@ -372,7 +373,7 @@ fn compute_groups(
         let n0 = rows.start + g * GROUP_ROWS;
         let nr = (rows.end - n0).min(GROUP_ROWS);
         let wr: [&[u8]; GROUP_ROWS] = std::array::from_fn(|i| wrows.row(n0 + i.min(nr - 1)));
-        tile_x16::expand_group(s.k, &wr[..nr], gx);
+        expand(s.k, &wr[..nr], gx);
     }
     if rows.end < s.n {
         // the next chunk's rows, while this chunk computes
@@ -445,7 +446,7 @@ pub(crate) fn compute_float_tiles<'w>(
 fn panels_bytes(s: &Shape, tiles: Tiles) -> usize {
     match tiles {
         Tiles::Panel(_) => s.batches * s.t.div_ceil(TILE_COLS) * panel_bytes(s.k, TILE_COLS),
-        Tiles::Group(_) => {
+        Tiles::Group(..) => {
             s.batches * s.t.div_ceil(PANEL_COLS) * tile_x16::panel_bytes(s.k, PANEL_COLS)
         }
     }
@@ -596,7 +597,9 @@ impl CpuKernel for MulMat {
         // they would read masked rows)
         let tiles = match kernels.tile.map(|k| k.f) {
             Some(Tile::Panel(tile)) if s.t >= TILED_MIN_COLS => Some(Tiles::Panel(tile)),
-            Some(Tile::Q8Group(tile)) if s.t >= TILED_MIN_COLS => Some(Tiles::Group(tile)),
+            Some(Tile::Q8Group { tile, expand }) if s.t >= TILED_MIN_COLS => {
+                Some(Tiles::Group(tile, expand))
+            }
             _ => None,
         }
         .filter(|_| srcs.len() == 2);
@@ -611,7 +614,7 @@ impl CpuKernel for MulMat {
         let pbytes = tiles.map_or(0, |t| panels_bytes(&s, t));
         // the expanded groups of one chunk, 64-byte aligned (hence the slack)
         let ebytes = match tiles {
-            Some(Tiles::Group(_)) => chunk.div_ceil(GROUP_ROWS) * tile_x16::group_bytes(s.k) + 64,
+            Some(Tiles::Group(..)) => chunk.div_ceil(GROUP_ROWS) * tile_x16::group_bytes(s.k) + 64,
             _ => 0,
         };
         let need = qbytes + pbytes + ebytes;
@@ -625,7 +628,7 @@ impl CpuKernel for MulMat {
         let q = crate::quantize::activations(x, s.dot, s.t * s.batches, s.qrow, q);
         match tiles {
             Some(Tiles::Panel(_)) => pack_panels(&s, q, panels),
-            Some(Tiles::Group(_)) => pack_group_panels(&s, q, panels),
+            Some(Tiles::Group(..)) => pack_group_panels(&s, q, panels),
             None => {}
         }
         let multi = kernels.multi.map(|k| k.f);
@@ -653,8 +656,8 @@ impl CpuKernel for MulMat {
                 let cols = cb * per..((cb + 1) * per).min(s.t);
                 match (tiles, float_tile) {
                     (Some(Tiles::Panel(t)), _) => compute_tiles(srcs, t, &s, panels, dst, b, rows),
-                    (Some(Tiles::Group(t)), _) => {
-                        compute_groups(srcs, t, &s, panels, ex, dst, b, rows)
+                    (Some(Tiles::Group(t, e)), _) => {
+                        compute_groups(srcs, (t, e), &s, panels, ex, dst, b, rows)
                     }
                     (_, Some(ft)) => {
                         let wrows = WeightRows::of_batch(w, x, b);

@@ -1,8 +1,8 @@
 //! The SIMD kernels, chosen at run time by CPU level, each **bit-identical** to its scalar
 //! reference in [`crate::dot`] (except the float types, whose f64 sums are reordered; see
-//! `float::avx2`): the reference already accumulates in ggml's x86 lane order, and the
-//! K-/I-quant references form exact integer sub-block sums before one scalar float combine,
-//! so a SIMD kernel doing the same integer sums and FMAs gives the same bits. Tested against
+//! `float::avx2`): MXFP4's reference accumulates in ggml's x86 lane order, and the Q8_0,
+//! K- and I-quant references form exact integer (sub-)block sums before one scalar float
+//! combine, so a SIMD kernel doing the same integer sums and float steps gives the same bits. Tested against
 //! the reference on random inputs of every length (`quant/tests/simd.rs`).
 //!
 //! [`table`] says which kernel serves a type on a CPU ([`kernels`]); nothing else chooses.

@@ -132,9 +132,15 @@ pub enum Tile {
     /// Four weight rows × eight Q8_0 activation columns packed into panels
     /// ([`tile_q8::pack_q8_0_panel`]): Q2_0 and Q2_0_X weights.
     Panel(tile_q8::TileFn),
-    /// Sixteen Q8_0 weight rows expanded into a group ([`tile_x16::expand_group`]) × up to
-    /// eight columns of a panel ([`tile_x16::pack_panel`]), rows in a register's lanes.
-    Q8Group(tile_x16::GroupTileFn),
+    /// Sixteen Q8_0 weight rows expanded into a group ([`tile_x16::expand_group_ref`]'s
+    /// bytes) × up to eight columns of a panel ([`tile_x16::pack_panel`]), rows in a
+    /// register's lanes.
+    Q8Group {
+        /// The tile.
+        tile: tile_x16::GroupTileFn,
+        /// The group expander.
+        expand: tile_x16::GroupExpandFn,
+    },
     /// Four weight rows × four activation columns of the weight's own float type.
     Float(tile_float::TileFn),
     /// Grid-type MoE experts (IQ2_XXS, IQ1_S and their repacked forms): rows expanded once
@@ -376,11 +382,23 @@ static X86: &[Row] = &[
         .dot("avx2", q2::dot_q8_0_avx2_entry)
         .rows("avx2", q2::dot_q8_0_avx2_rows_entry)
         .multi("avx2", q2::dot_q8_0_avx2_multi_entry)
-        .tile("avx2", Tile::Q8Group(tile_x16::x86::tile_avx2_entry)),
+        .tile(
+            "avx2",
+            Tile::Q8Group {
+                tile: tile_x16::x86::tile_avx2_entry,
+                expand: tile_x16::x86::expand_avx2_entry,
+            },
+        ),
     Row::new(DType::Q8_0, Avx512Vnni)
         .rows("avx512", q8_0::dot_q8_0_avx512_rows_entry)
         .multi("avx512", q8_0::dot_q8_0_avx512_multi_entry)
-        .tile("avx512", Tile::Q8Group(tile_x16::x86::tile_entry)),
+        .tile(
+            "avx512",
+            Tile::Q8Group {
+                tile: tile_x16::x86::tile_entry,
+                expand: tile_x16::x86::expand_avx512_entry,
+            },
+        ),
     Row::new(DType::Q2_0, Avx2)
         .dot("avx2", q2::dot_q2_0_avx2_entry)
         .tile(

@@ -4,7 +4,7 @@
 //! per block the exact integer sum, then `s += Σ·(dw·dy)` in block order).
 //!
 //! A chunk's weight rows are first *expanded* sixteen at a time into a group
-//! ([`expand_group`]): per block, eight 64-byte vectors whose lane r holds bytes 4k..4k+4 of
+//! ([`expand_group_ref`] and the kernel table's expanders): per block, eight 64-byte vectors whose lane r holds bytes 4k..4k+4 of
 //! row r's block (offset by 128, `x ⊕ 0x80`, so that `vpdpbusd` takes them as unsigned), then
 //! the sixteen rows' scales as f32. The activation columns are packed eight at a time into
 //! a *panel* ([`pack_panel`]): per block each column's 32 codes, its scale as f32 and
@@ -13,8 +13,8 @@
 //! Per (group, column, block) the kernel starts an integer accumulator from −128·Σy and adds
 //! eight `vpdpbusd` of the group's vectors with the column's code dwords broadcast from the
 //! panel: lane r ends with row r's exact block sum. A conversion, the scale product
-//! `dw·dy` (sixteen rows at once), a multiply and an add follow: 12 vector operations for
-//! 512 multiply-adds, against 32 for the four-row tiles of the lane form
+//! `dw·dy` (sixteen rows at once), a multiply and an add follow: 13 vector operations for
+//! 512 multiply-adds (with the add joining two `vpdpbusd` chains), against 32 for the four-row tiles of the lane form
 //! (docs/kernels.md, "Q8_0 in the integer-sum form"). Each column's sixteen outputs are
 //! one store.
 
@@ -41,28 +41,16 @@ pub fn panel_bytes(n: usize, cols: usize) -> usize {
     n / 32 * 40 * cols
 }
 
-/// Expands `rows` (1..=[`GROUP_ROWS`] Q8_0 rows of `n` elements) into a group (`out`,
-/// [`group_bytes`]`(n)` bytes; the layout in the module docs): with AVX-512 where the CPU
-/// has it ([`expand_group_ref`]'s bytes), else by the reference. Missing rows are zero rows
-/// (codes 0, scale 0), whose outputs are 0 and are not stored by callers.
+/// A group expander: `rows` (1..=[`GROUP_ROWS`] Q8_0 rows of `n` elements) → a group
+/// (`out`, [`group_bytes`]`(n)` bytes; the layout in the module docs). Missing rows are zero
+/// rows (codes 0, scale 0), whose outputs are 0 and are not stored by callers.
+pub type GroupExpandFn = fn(n: usize, rows: &[&[u8]], out: &mut [u8]);
+
+/// The reference group expander ([`GroupExpandFn`]), row by row and block by block; the
+/// kernel table's AVX2 and AVX-512 expanders write its bytes.
 ///
 /// # Panics
 /// If a length does not match (a caller's bug, not bad input).
-pub fn expand_group(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    let xs = group_rows(n, rows, out);
-    #[cfg(target_arch = "x86_64")]
-    if crate::simd::CpuLevel::detect() >= crate::simd::CpuLevel::Avx512 {
-        // SAFETY: the level guarantees AVX-512 F/BW/VL and F16C; the shapes were checked.
-        unsafe { x86::expand_avx512(&xs, rows.len(), out) };
-        return;
-    }
-    expand_blocks(&xs, out);
-}
-
-/// The reference expander of [`expand_group`], row by row and block by block.
-///
-/// # Panics
-/// As [`expand_group`].
 pub fn expand_group_ref(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     let xs = group_rows(n, rows, out);
     expand_blocks(&xs, out);
@@ -111,6 +99,7 @@ pub fn pack_panel(n: usize, acts: &[&[u8]], out: &mut [u8]) {
     assert!((1..=PANEL_COLS).contains(&cols), "panel of {cols} columns");
     assert_eq!(out.len(), panel_bytes(n, cols), "panel length");
     let ys: Vec<&[BlockQ8_0]> = acts.iter().map(|a| view::<BlockQ8_0>(a)).collect();
+    assert!(ys.iter().all(|y| y.len() == n / 32), "activation length");
     for (b, ob) in out.chunks_exact_mut(40 * cols).enumerate() {
         let (codes, rest) = ob.split_at_mut(32 * cols);
         let (scales, terms) = rest.split_at_mut(4 * cols);
@@ -136,6 +125,92 @@ pub(crate) mod x86 {
     use super::{group_bytes, panel_bytes, BlockQ8_0, GROUP_BLOCK, GROUP_ROWS, PANEL_COLS};
     use std::arch::x86_64::*;
 
+    /// Safe entry of the AVX-512 group expander: checks the shapes, then expands.
+    pub(crate) fn expand_avx512_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+        let xs = super::group_rows(n, rows, out);
+        // SAFETY: `table::kernels` hands this entry out only after checking the features;
+        // the shapes were checked above.
+        unsafe { expand_avx512(&xs, rows.len(), out) }
+    }
+
+    /// Safe entry of the AVX2 group expander: checks the shapes, then expands.
+    pub(crate) fn expand_avx2_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+        let xs = super::group_rows(n, rows, out);
+        // SAFETY: `table::kernels` hands this entry out only after checking the features;
+        // the shapes were checked above.
+        unsafe { expand_avx2(&xs, rows.len(), out) }
+    }
+
+    /// [`super::expand_group_ref`]'s bytes with AVX2: [`expand_avx512`]'s transpose on each
+    /// half of the group (rows 0..8, then 8..16) in 256-bit registers (`vperm2i128` pairs
+    /// the 128-bit halves), and one `vcvtph2ps` per eight scales.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and F16C; `xs[..nr]` hold whole rows of the same block count,
+    /// `out` is their group.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn expand_avx2(xs: &[&[BlockQ8_0]; GROUP_ROWS], nr: usize, out: &mut [u8]) {
+        let c80 = _mm256_set1_epi8(0x80u8 as i8);
+        let zeros = [0u8; 32];
+        for (b, ob) in out.chunks_exact_mut(GROUP_BLOCK).enumerate() {
+            let code = |r: usize| -> *const u8 {
+                if r < nr {
+                    xs[r][b].qs.as_ptr().cast()
+                } else {
+                    zeros.as_ptr()
+                }
+            };
+            let (codes, scales) = ob.split_at_mut(8 * 64);
+            for half in 0..2 {
+                // SAFETY: every pointer is 32 readable bytes (a block's codes or `zeros`).
+                let a: [__m256i; 8] = std::array::from_fn(|p| unsafe {
+                    _mm256_xor_si256(_mm256_loadu_si256(code(8 * half + p).cast()), c80)
+                });
+                let u: [__m256i; 8] = std::array::from_fn(|i| {
+                    let (x, y) = (a[2 * (i / 2)], a[2 * (i / 2) + 1]);
+                    if i % 2 == 0 {
+                        _mm256_unpacklo_epi32(x, y)
+                    } else {
+                        _mm256_unpackhi_epi32(x, y)
+                    }
+                });
+                // c[j][g]: per 128-bit half L, dword 4L + j of rows 4g..4g + 4
+                let c: [[__m256i; 2]; 4] = std::array::from_fn(|j| {
+                    std::array::from_fn(|g| {
+                        let (x, y) = (u[4 * g + j / 2], u[4 * g + 2 + j / 2]);
+                        if j % 2 == 0 {
+                            _mm256_unpacklo_epi64(x, y)
+                        } else {
+                            _mm256_unpackhi_epi64(x, y)
+                        }
+                    })
+                });
+                for j in 0..4 {
+                    let z0 = _mm256_permute2x128_si256::<0x20>(c[j][0], c[j][1]);
+                    let z1 = _mm256_permute2x128_si256::<0x31>(c[j][0], c[j][1]);
+                    // SAFETY: half `half` of vectors j and 4 + j: bytes 64j + 32·half.. and
+                    // 64(4 + j) + 32·half.. of the 512 code bytes (unaligned stores).
+                    unsafe {
+                        let at = codes.as_mut_ptr().add(32 * half);
+                        _mm256_storeu_si256(at.add(64 * j).cast(), z0);
+                        _mm256_storeu_si256(at.add(64 * (4 + j)).cast(), z1);
+                    }
+                }
+            }
+            let mut h = [0u16; GROUP_ROWS];
+            for (r, h) in h.iter_mut().enumerate().take(nr) {
+                *h = u16::from_le_bytes(xs[r][b].d);
+            }
+            // SAFETY: `h` is 32 readable bytes and `scales` 64 writable ones (unaligned).
+            unsafe {
+                for q in 0..2 {
+                    let d = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().add(8 * q).cast()));
+                    _mm256_storeu_ps(scales.as_mut_ptr().add(32 * q).cast(), d);
+                }
+            }
+        }
+    }
+
     /// [`super::expand_group_ref`]'s bytes with AVX-512: per block the sixteen rows' codes
     /// (rows p and p + 8 in one register's halves, offset by `⊕ 0x80`) go through one 8 × 8
     /// dword transpose per half (`vpunpck{l,h}dq`, `vpunpck{l,h}qdq`, then `vpermt2q` pairing
@@ -146,7 +221,7 @@ pub(crate) mod x86 {
     /// The CPU must have AVX-512 F/BW/VL and F16C; `xs[..nr]` hold whole rows of the same
     /// block count, `out` is their group.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,f16c")]
-    pub(super) unsafe fn expand_avx512(xs: &[&[BlockQ8_0]; GROUP_ROWS], nr: usize, out: &mut [u8]) {
+    unsafe fn expand_avx512(xs: &[&[BlockQ8_0]; GROUP_ROWS], nr: usize, out: &mut [u8]) {
         let c80 = _mm512_set1_epi8(0x80u8 as i8);
         let zeros = [0u8; 32];
         // qword indices of vpermt2q: quarters (0 of a, 0 of b, 2 of a, 2 of b), then 1 and 3
@@ -281,7 +356,8 @@ pub(crate) mod x86 {
     /// group's vectors), up to four columns per pass. Per (row half, block, dword k) the codes
     /// lose their offset (`⊕ 0x80`) and |x| is formed once for the pass's columns; per column
     /// `vpsignb` gives y·sign(x) of the broadcast dword, `vpmaddubsw` the pair sums (at most
-    /// 2·128·127 < 2^15) and `vpmaddwd` against ones the exact 4-element sums, added into the
+    /// 2·128·127 < 2^15: the activation quantizer's codes stay within ±127) and `vpmaddwd`
+    /// against ones the exact 4-element sums, added into the
     /// block's integer accumulator. The float combine is the AVX-512 tile's: the reference's
     /// bits.
     ///
