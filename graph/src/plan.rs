@@ -184,8 +184,8 @@ impl Plan {
 
         // barriers
         let mut steps = Vec::new();
-        let mut dirty: HashMap<usize, usize> = HashMap::new(); // root -> writer node
-                                                               // roots read since the last barrier
+        // root -> writer node, and the roots read, since the last barrier
+        let mut dirty: HashMap<usize, usize> = HashMap::new();
         let mut read: HashSet<usize> = HashSet::new();
         let mut elided = 0;
         for (i, node) in nodes.iter().enumerate() {

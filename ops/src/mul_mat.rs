@@ -349,7 +349,7 @@ fn compute_tiles(
 
 /// Output rows `rows` of batch `b` for every activation column with Q8_0's group tile: the
 /// chunk's rows expanded sixteen at a time into `ex` (once per chunk), then every panel of
-/// `panels` ([`pack_group_panels`]) against every group, each column's sixteen outputs
+/// `panels` ([`pack_panels`]) against every group, each column's sixteen outputs
 /// stored whole. Every output has the reference's bits.
 #[allow(clippy::too_many_arguments)]
 fn compute_groups(
@@ -442,21 +442,33 @@ pub(crate) fn compute_float_tiles<'w>(
     }
 }
 
-/// Bytes of the panels [`pack_panels`] or [`pack_group_panels`] writes for `tiles`.
-fn panels_bytes(s: &Shape, tiles: Tiles) -> usize {
-    match tiles {
-        Tiles::Panel(_) => s.batches * s.t.div_ceil(TILE_COLS) * panel_bytes(s.k, TILE_COLS),
-        Tiles::Group(..) => {
-            s.batches * s.t.div_ceil(PANEL_COLS) * tile_x16::panel_bytes(s.k, PANEL_COLS)
+/// A panel layout: its packer (`n`, the columns, the panel) and its bytes for `cols` columns
+/// of `n` elements.
+type PanelLayout = (fn(usize, &[&[u8]], &mut [u8]), fn(usize, usize) -> usize);
+
+impl Tiles {
+    /// The activation panel layout of the tile (eight columns a panel either way).
+    fn panel(self) -> PanelLayout {
+        match self {
+            Tiles::Panel(_) => (pack_q8_0_panel, panel_bytes),
+            Tiles::Group(..) => (tile_x16::pack_panel, tile_x16::panel_bytes),
         }
     }
 }
 
-/// Packs the quantized activation rows `q` into eight-column panels per batch (the last one
-/// of a batch narrower) at a fixed stride, for [`compute_tiles`].
-fn pack_panels(s: &Shape, q: &[u8], panels: &mut [u8]) {
+/// Bytes of the panels [`pack_panels`] writes for `tiles`.
+fn panels_bytes(s: &Shape, tiles: Tiles) -> usize {
+    s.batches * s.t.div_ceil(TILE_COLS) * (tiles.panel().1)(s.k, TILE_COLS)
+}
+
+/// Packs the quantized activation rows `q` into `tiles`' eight-column panels per batch (the
+/// last one of a batch narrower) at a fixed stride, for [`compute_tiles`] and
+/// [`compute_groups`].
+fn pack_panels(s: &Shape, tiles: Tiles, q: &[u8], panels: &mut [u8]) {
+    const _: () = assert!(TILE_COLS == PANEL_COLS);
+    let (pack, bytes) = tiles.panel();
     let groups = s.t.div_ceil(TILE_COLS);
-    let stride = panel_bytes(s.k, TILE_COLS);
+    let stride = bytes(s.k, TILE_COLS);
     for b in 0..s.batches {
         for g in 0..groups {
             let cols = (s.t - g * TILE_COLS).min(TILE_COLS);
@@ -465,32 +477,7 @@ fn pack_panels(s: &Shape, q: &[u8], panels: &mut [u8]) {
                 &q[j * s.qrow..(j + 1) * s.qrow]
             });
             let off = (b * groups + g) * stride;
-            pack_q8_0_panel(
-                s.k,
-                &acts[..cols],
-                &mut panels[off..off + panel_bytes(s.k, cols)],
-            );
-        }
-    }
-}
-
-/// [`pack_panels`] for Q8_0's group tile ([`tile_x16::pack_panel`]), for [`compute_groups`].
-fn pack_group_panels(s: &Shape, q: &[u8], panels: &mut [u8]) {
-    let npanels = s.t.div_ceil(PANEL_COLS);
-    let stride = tile_x16::panel_bytes(s.k, PANEL_COLS);
-    for b in 0..s.batches {
-        for p in 0..npanels {
-            let cols = (s.t - p * PANEL_COLS).min(PANEL_COLS);
-            let acts: [&[u8]; PANEL_COLS] = std::array::from_fn(|c| {
-                let j = b * s.t + p * PANEL_COLS + c.min(cols - 1);
-                &q[j * s.qrow..(j + 1) * s.qrow]
-            });
-            let off = (b * npanels + p) * stride;
-            tile_x16::pack_panel(
-                s.k,
-                &acts[..cols],
-                &mut panels[off..off + tile_x16::panel_bytes(s.k, cols)],
-            );
+            pack(s.k, &acts[..cols], &mut panels[off..off + bytes(s.k, cols)]);
         }
     }
 }
@@ -626,10 +613,8 @@ impl CpuKernel for MulMat {
         let off = ex.as_ptr().align_offset(64).min(ex.len());
         let ex = &mut ex[off..];
         let q = crate::quantize::activations(x, s.dot, s.t * s.batches, s.qrow, q);
-        match tiles {
-            Some(Tiles::Panel(_)) => pack_panels(&s, q, panels),
-            Some(Tiles::Group(..)) => pack_group_panels(&s, q, panels),
-            None => {}
+        if let Some(t) = tiles {
+            pack_panels(&s, t, q, panels);
         }
         let multi = kernels.multi.map(|k| k.f);
         let float_tile = match kernels.tile.map(|k| k.f) {
