@@ -230,7 +230,12 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                     b.iter(|| expand(N, black_box(&rows16), &mut group))
                 });
             }
-            Some(Tile::Grid { tile, expand, amx }) => {
+            Some(Tile::Grid {
+                tile,
+                expand,
+                group,
+                amx,
+            }) => {
                 let mut ex = vec![vec![0u8; tile_grid::expanded_bytes(N)]; 4];
                 for (w, e) in wr.iter().zip(ex.iter_mut()) {
                     expand(w, e);
@@ -247,6 +252,9 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new(t.name(), "expand"), |b| {
                     b.iter(|| expand(black_box(wr[0]), &mut e))
                 });
+                if let Some(gg) = group {
+                    bench_grid_group(&mut g, t, gg, &wr, &ar);
+                }
                 if let Some(amx) = amx {
                     bench_amx_tile(&mut g, t, amx, &er, wr[0]);
                 }
@@ -282,6 +290,33 @@ fn bench_gemm_kernels(c: &mut Criterion) {
         }
     }
     g.finish();
+}
+
+/// The sixteen-row group tile of IQ2_XXS (`gemm/<type>/group16x8`: 16 rows, made from the
+/// four weight rows `rows`, × 8 columns) and its group expander (`gemm/<type>/expand-group`,
+/// bytes of the sixteen weight rows per second).
+fn bench_grid_group(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    t: DType,
+    gg: quant::simd::table::GridGroup,
+    rows: &[&[u8]],
+    acts: &[&[u8]],
+) {
+    use quant::simd::iq::group as iq_group;
+    let rows16: Vec<&[u8]> = (0..16).map(|i| rows[i % rows.len()]).collect();
+    let mut group = vec![0u8; iq_group::group_bytes(N)];
+    (gg.expand)(N, &rows16, &mut group);
+    let mut panel = vec![0u8; iq_group::panel_bytes(N, 8)];
+    iq_group::pack_panel(N, &acts[..8], &mut panel);
+    let mut out = [[0f32; 16]; 8];
+    g.throughput(Throughput::Elements((2 * N * 128) as u64));
+    g.bench_function(BenchmarkId::new(t.name(), "group16x8"), |b| {
+        b.iter(|| (gg.tile)(N, black_box(&group), &panel, 8, &mut out))
+    });
+    g.throughput(Throughput::Bytes((16 * rows[0].len()) as u64));
+    g.bench_function(BenchmarkId::new(t.name(), "expand-group"), |b| {
+        b.iter(|| (gg.expand)(N, black_box(&rows16), &mut group))
+    });
 }
 
 /// The AMX grid tile (`gemm/<type>/amx16x16`: 16 rows × 16 columns, rows made from the four

@@ -22,10 +22,13 @@ use crate::mul_mat::WeightRows;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
 use graph::{Pinned, TensorDesc, WeightData};
-use quant::simd::iq::{amx as tile_amx, tile as tile_grid};
+use quant::simd::iq::{amx as tile_amx, group as iq_group, tile as tile_grid};
+use quant::simd::table::GridGroup;
 use quant::simd::Tile;
 use quant::DType;
-use tiles::{expert_tiles, expert_tiles_amx, group_panels_bytes, pack_group_panels};
+use tiles::{
+    expert_groups, expert_tiles, expert_tiles_amx, group_panels_bytes, pack_group_panels, Panels,
+};
 
 #[path = "mul_mat_id_tiles.rs"]
 mod tiles;
@@ -49,11 +52,47 @@ const TILED_MIN_TOKENS: usize = 4;
 /// few columns the register tile is cheaper.
 const AMX_MIN_TOKENS: usize = 8;
 
+/// The AVX-512 VNNI GEMM of a grid type on expanded rows.
+#[derive(Clone, Copy)]
+enum Vnni {
+    /// Four expanded rows × eight tokens (`tile_grid`).
+    Rows4(tile_grid::TileFn, tile_grid::ExpandFn),
+    /// Rows expanded sixteen at a time into groups × eight tokens (`iq_group`: IQ2_XXS and
+    /// IQ2_XXS_X); the row expander serves the AMX tile.
+    Group(GridGroup, tile_grid::ExpandFn),
+}
+
+impl Vnni {
+    /// Scratch bytes for an item of `rows` weight rows of `k` elements.
+    fn scratch(self, rows: usize, k: usize) -> usize {
+        let eb = tile_grid::expanded_bytes(k);
+        match self {
+            Vnni::Rows4(..) => rows * eb,
+            Vnni::Group(..) => rows.div_ceil(iq_group::GROUP_ROWS) * iq_group::group_bytes(k),
+        }
+    }
+
+    /// The row expander.
+    fn expand(self) -> tile_grid::ExpandFn {
+        match self {
+            Vnni::Rows4(_, e) | Vnni::Group(_, e) => e,
+        }
+    }
+
+    /// The panel layout this GEMM reads.
+    fn panels(self) -> Panels {
+        match self {
+            Vnni::Rows4(..) => Panels::Rows4,
+            Vnni::Group(..) => Panels::Group,
+        }
+    }
+}
+
 /// The tiled grid GEMM a MUL_MAT_ID node runs for experts with several tokens.
 #[derive(Clone, Copy)]
 enum Grid {
-    /// The AVX-512 VNNI register tile on expanded rows (`tile_grid`).
-    Vnni((tile_grid::TileFn, tile_grid::ExpandFn)),
+    /// An AVX-512 VNNI GEMM on expanded rows.
+    Vnni(Vnni),
     /// The AMX tile on AMX-expanded rows (`tile_amx`), and the VNNI tile for experts with
     /// fewer than [`AMX_MIN_TOKENS`] tokens.
     Amx {
@@ -63,7 +102,7 @@ enum Grid {
         /// The direct expander (IQ2_XXS_X, IQ1_S_X), which replaces the grid expander and
         /// the split.
         direct: Option<tile_amx::AmxExpandFn>,
-        vnni: (tile_grid::TileFn, tile_grid::ExpandFn),
+        vnni: Vnni,
     },
 }
 
@@ -303,19 +342,29 @@ impl CpuKernel for MulMatId {
         // IQ2_XXS and IQ1_S experts with several tokens go through the tiled GEMM (not with a row
         // mask: it would read masked rows)
         let grid = match kernels.tile.map(|k| k.f) {
-            Some(Tile::Grid { tile, expand, amx }) if srcs.len() == 3 => Some(match amx {
-                Some(a) if s.t >= AMX_MIN_TOKENS => Grid::Amx {
-                    tile: a.tile,
-                    kind: a.kind,
-                    split: a.split,
-                    direct: a.direct,
-                    vnni: (tile, expand),
-                },
-                _ => Grid::Vnni((tile, expand)),
-            }),
+            Some(Tile::Grid {
+                tile,
+                expand,
+                group,
+                amx,
+            }) if srcs.len() == 3 => {
+                let vnni = match group {
+                    Some(g) => Vnni::Group(g, expand),
+                    None => Vnni::Rows4(tile, expand),
+                };
+                Some(match amx {
+                    Some(a) if s.t >= AMX_MIN_TOKENS => Grid::Amx {
+                        tile: a.tile,
+                        kind: a.kind,
+                        split: a.split,
+                        direct: a.direct,
+                        vnni,
+                    },
+                    _ => Grid::Vnni(vnni),
+                })
+            }
             _ => None,
         };
-        let amx = matches!(grid, Some(Grid::Amx { .. }));
         // rows the expansion scratch holds
         let ex_rows = match grid {
             Some(Grid::Vnni(..)) => GRID_CHUNK,
@@ -324,14 +373,13 @@ impl CpuKernel for MulMatId {
         // expanded rows of one item (and, for AMX, one grid-expanded row before its split)
         let exbytes = match grid {
             None => 0,
-            Some(Grid::Vnni(..)) => ex_rows * tile_grid::expanded_bytes(s.k),
-            Some(Grid::Amx { .. }) => {
-                (CHUNK * tile_amx::amx_bytes(s.k)).max(CHUNK * tile_grid::expanded_bytes(s.k))
-                    + tile_grid::expanded_bytes(s.k)
-            }
+            Some(Grid::Vnni(v)) => v.scratch(ex_rows, s.k),
+            Some(Grid::Amx { vnni, .. }) => (CHUNK * tile_amx::amx_bytes(s.k)
+                + tile_grid::expanded_bytes(s.k))
+            .max(vnni.scratch(CHUNK, s.k)),
         };
         // one expert's panels: at most one row per token, each chunk rounded up to a pair
-        let pbytes = grid.map_or(0, |_| group_panels_bytes(&s, amx));
+        let pbytes = grid.map_or(0, |_| group_panels_bytes(&s));
         let qbytes = s.qrow * s.b * s.t;
         // the rows of one item converted from the official FP4 layout (paged MXFP4 experts
         // on a level without the split kernels only)
@@ -355,9 +403,9 @@ impl CpuKernel for MulMatId {
         let (ex, rest) = rest.split_at_mut(exbytes);
         let (panels, rest) = rest.split_at_mut(pbytes);
         let (stage, rest) = rest.split_at_mut(sbytes);
-        // the expert whose panels `panels` holds, and whether they are AMX panels (items are
-        // claimed expert by expert, so a thread packs each expert's panels about once)
-        let mut packed: Option<(usize, bool)> = None;
+        // the expert whose panels `panels` holds, and their layout (items are claimed expert
+        // by expert, so a thread packs each expert's panels about once)
+        let mut packed: Option<(usize, Panels)> = None;
         let (_, mem, _) = bytemuck::pod_align_to_mut::<u8, u32>(rest);
         let bk = bucket(ids, &s, &mut mem[..bucket_len(&s)]);
         if cx.ith == 0 {
@@ -441,9 +489,13 @@ impl CpuKernel for MulMatId {
                 let fits = (TILED_MIN_TOKENS..=s.t).contains(&group.len()) && chunk <= ex_rows;
                 if let (Some(grid), true) = (grid, fits) {
                     let use_amx = matches!(grid, Grid::Amx { .. }) && group.len() >= AMX_MIN_TOKENS;
-                    if packed != Some((e, use_amx)) {
-                        pack_group_panels(&s, group, q, panels, use_amx);
-                        packed = Some((e, use_amx));
+                    let layout = match grid {
+                        _ if use_amx => Panels::Amx,
+                        Grid::Amx { vnni, .. } | Grid::Vnni(vnni) => vnni.panels(),
+                    };
+                    if packed != Some((e, layout)) {
+                        pack_group_panels(&s, group, q, panels, layout);
+                        packed = Some((e, layout));
                     }
                     match grid {
                         Grid::Amx {
@@ -456,7 +508,7 @@ impl CpuKernel for MulMatId {
                             let (ex, tmp) =
                                 ex.split_at_mut(exbytes - tile_grid::expanded_bytes(s.k));
                             expert_tiles_amx(
-                                (tile, kind, split, direct, vnni.1),
+                                (tile, kind, split, direct, vnni.expand()),
                                 &s,
                                 &wrows,
                                 cols,
@@ -466,9 +518,22 @@ impl CpuKernel for MulMatId {
                                 dst,
                             );
                         }
-                        Grid::Amx { vnni, .. } | Grid::Vnni(vnni) => {
-                            expert_tiles(vnni, &s, &wrows, cols, group, q, panels, ex, dst)
-                        }
+                        Grid::Amx { vnni, .. } | Grid::Vnni(vnni) => match vnni {
+                            Vnni::Rows4(tile, expand) => expert_tiles(
+                                (tile, expand),
+                                &s,
+                                &wrows,
+                                cols,
+                                group,
+                                q,
+                                panels,
+                                ex,
+                                dst,
+                            ),
+                            Vnni::Group(g, _) => {
+                                expert_groups(g, &s, &wrows, cols, group, panels, ex, dst)
+                            }
+                        },
                     }
                     continue;
                 }

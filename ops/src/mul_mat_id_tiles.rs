@@ -6,42 +6,70 @@
 use super::{act, Shape};
 use crate::mul_mat::WeightRows;
 use crate::TensorMut;
-use quant::simd::iq::{amx as tile_amx, tile as tile_grid};
+use quant::simd::iq::{amx as tile_amx, group as iq_group, tile as tile_grid};
+use quant::simd::table::GridGroup;
 
-/// The group's activation panels (`tile_grid::pack_panel`, or `tile_amx::pack_panel` with
-/// `amx`), one per chunk of up to the tile's column count of tokens, packed back to back into
-/// `panels`.
-pub(super) fn pack_group_panels(s: &Shape, group: &[u32], q: &[u8], panels: &mut [u8], amx: bool) {
-    let c = if amx {
-        tile_amx::TILE_COLS
-    } else {
-        tile_grid::TILE_COLS
-    };
-    let mut at = 0;
-    for chunk in group.chunks(c) {
-        let acts: Vec<&[u8]> = chunk.iter().map(|&j| act(q, s, j as usize)).collect();
-        if amx {
-            let len = tile_amx::panel_bytes(s.k, chunk.len());
-            tile_amx::pack_panel(s.k, &acts, &mut panels[at..at + len]);
-            at += len;
-        } else {
-            let len = tile_grid::panel_bytes(s.k, chunk.len());
-            tile_grid::pack_panel(s.k, &acts, &mut panels[at..at + len]);
-            at += len;
+/// The layout of an expert's activation panels.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Panels {
+    /// The four-row VNNI tile's (`tile_grid::pack_panel`).
+    Rows4,
+    /// The sixteen-row group tile's (`iq_group::pack_panel`).
+    Group,
+    /// The AMX tile's (`tile_amx::pack_panel`).
+    Amx,
+}
+
+impl Panels {
+    /// Tokens per panel.
+    fn cols(self) -> usize {
+        match self {
+            Panels::Rows4 => tile_grid::TILE_COLS,
+            Panels::Group => iq_group::PANEL_COLS,
+            Panels::Amx => tile_amx::TILE_COLS,
+        }
+    }
+
+    /// Bytes of one panel of `cols` tokens of `k` elements.
+    fn bytes(self, k: usize, cols: usize) -> usize {
+        match self {
+            Panels::Rows4 => tile_grid::panel_bytes(k, cols),
+            Panels::Group => iq_group::panel_bytes(k, cols),
+            Panels::Amx => tile_amx::panel_bytes(k, cols),
         }
     }
 }
 
-/// Bytes of one expert's panels for at most `t` tokens: the larger of the two tiles' needs.
-pub(super) fn group_panels_bytes(s: &Shape, amx: bool) -> usize {
-    let vnni =
-        s.t.div_ceil(tile_grid::TILE_COLS) * tile_grid::panel_bytes(s.k, tile_grid::TILE_COLS);
-    let amx = if amx {
-        s.t.div_ceil(tile_amx::TILE_COLS) * tile_amx::panel_bytes(s.k, tile_amx::TILE_COLS)
-    } else {
-        0
-    };
-    vnni.max(amx)
+/// The group's activation panels in `layout`, one per chunk of up to the tile's column count
+/// of tokens, packed back to back into `panels`.
+pub(super) fn pack_group_panels(
+    s: &Shape,
+    group: &[u32],
+    q: &[u8],
+    panels: &mut [u8],
+    layout: Panels,
+) {
+    let mut at = 0;
+    for chunk in group.chunks(layout.cols()) {
+        let acts: Vec<&[u8]> = chunk.iter().map(|&j| act(q, s, j as usize)).collect();
+        let len = layout.bytes(s.k, chunk.len());
+        let out = &mut panels[at..at + len];
+        match layout {
+            Panels::Rows4 => tile_grid::pack_panel(s.k, &acts, out),
+            Panels::Group => iq_group::pack_panel(s.k, &acts, out),
+            Panels::Amx => tile_amx::pack_panel(s.k, &acts, out),
+        }
+        at += len;
+    }
+}
+
+/// Bytes of one expert's panels for at most `t` tokens: the largest of the layouts' needs.
+pub(super) fn group_panels_bytes(s: &Shape) -> usize {
+    [Panels::Rows4, Panels::Group, Panels::Amx]
+        .into_iter()
+        .map(|p| s.t.div_ceil(p.cols()) * p.bytes(s.k, p.cols()))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Output columns `cols` of every output row in `group` (the rows routed to expert `rows`) with
@@ -144,6 +172,52 @@ pub(super) fn expert_tiles(
                 }
             }
             n0 += nr;
+        }
+    }
+}
+
+/// Output columns `cols` of every output row in `group` (the `(token, slot)` rows routed to
+/// expert `rows`) with the sixteen-row group GEMM (IQ2_XXS, IQ2_XXS_X): the item's weight rows
+/// are expanded sixteen at a time into groups in `ex`, then each chunk's panel
+/// ([`pack_group_panels`], [`Panels::Group`]) in `panels` is multiplied against every group of
+/// the item (the reference's bits).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn expert_groups(
+    g: GridGroup,
+    s: &Shape,
+    rows: &WeightRows,
+    cols: std::ops::Range<usize>,
+    group: &[u32],
+    panels: &[u8],
+    ex: &mut [u8],
+    dst: &TensorMut,
+) {
+    const R: usize = iq_group::GROUP_ROWS;
+    const C: usize = iq_group::PANEL_COLS;
+    let gb = iq_group::group_bytes(s.k);
+    let nr = cols.len();
+    let ng = nr.div_ceil(R);
+    for (gi, out) in ex.chunks_exact_mut(gb).take(ng).enumerate() {
+        let n0 = cols.start + gi * R;
+        let m = (cols.end - n0).min(R);
+        let wr: [&[u8]; R] = std::array::from_fn(|i| rows.row(n0 + i.min(m - 1)));
+        (g.expand)(s.k, &wr[..m], out);
+    }
+    let mut at = 0;
+    for chunk in group.chunks(C) {
+        let m = chunk.len();
+        let len = iq_group::panel_bytes(s.k, m);
+        let panel = &panels[at..at + len];
+        at += len;
+        for gi in 0..ng {
+            let mut out = [[0f32; R]; C];
+            (g.tile)(s.k, &ex[gi * gb..(gi + 1) * gb], panel, m, &mut out[..m]);
+            let n0 = cols.start + gi * R;
+            let nrg = (cols.end - n0).min(R);
+            for (c, &j) in chunk.iter().enumerate() {
+                dst.row_range_f32_mut(j as usize, n0..n0 + nrg)
+                    .copy_from_slice(&out[c][..nrg]);
+            }
         }
     }
 }

@@ -98,7 +98,10 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
     ] {
         let reference = wt.info().vec_dot.unwrap();
         for (level, k) in kernels_of(wt, |r| r.tile) {
-            let Tile::Grid { tile, expand, amx } = k.f else {
+            let Tile::Grid {
+                tile, expand, amx, ..
+            } = k.f
+            else {
                 panic!("{wt:?}'s tile is a grid tile");
             };
             tally.ran(wt, Column::Tile, level, &k);
@@ -151,6 +154,92 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
         DType::IQ2_XXS_X,
     ];
     tally.assert_all(Column::Tile, &grids);
+}
+
+/// The IQ2_XXS group tile gives every (row, column) the reference dot's bits, for groups of
+/// 1, 2, 5, 15 and 16 rows (missing rows give 0) and every column count 1..=8, with the
+/// largest scales and grid values and saturated activations included, over super-block
+/// counts 1, 2 and 5; each level's group expander writes the reference expander's bytes; for
+/// IQ2_XXS and IQ2_XXS_X.
+#[test]
+fn iq2_xxs_group_tile_matches_the_reference_bit_for_bit() {
+    use quant::simd::iq::group::{
+        expand_group_iq2_xxs, expand_group_iq2_xxs_x, group_bytes, pack_panel, panel_bytes,
+        GROUP_ROWS, PANEL_COLS,
+    };
+    let mut tally = Tally::default();
+    let mut r = rng(0x16a2);
+    let types = [DType::IQ2_XXS, DType::IQ2_XXS_X];
+    for (wt, reference_expand) in [
+        (
+            types[0],
+            expand_group_iq2_xxs as fn(usize, &[&[u8]], &mut [u8]),
+        ),
+        (types[1], expand_group_iq2_xxs_x),
+    ] {
+        let reference = wt.info().vec_dot.unwrap();
+        for (level, k) in kernels_of(wt, |r| r.tile) {
+            let Tile::Grid { group: Some(g), .. } = k.f else {
+                panic!("{wt:?}'s tile has a group tile");
+            };
+            tally.ran(wt, Column::Tile, level, &k);
+            for nsb in [1usize, 2, 5] {
+                let n = 256 * nsb;
+                let rows: Vec<Vec<u8>> = (0..GROUP_ROWS)
+                    .map(|i| {
+                        let mut w = random_blocks(&mut r, wt, n, &[0], 0.004);
+                        if i == 1 && wt == DType::IQ2_XXS {
+                            // every group's scale nibble at 15 (ls = 31) and grid index 0xff
+                            for blk in w.chunks_exact_mut(66) {
+                                for gq in blk[2..].chunks_exact_mut(8) {
+                                    gq[7] |= 0xf0;
+                                    gq[..4].fill(0xff);
+                                }
+                            }
+                        }
+                        w
+                    })
+                    .collect();
+                let acts: Vec<Vec<u8>> = (0..PANEL_COLS)
+                    .map(|c| {
+                        let x = activations(&mut r, n, if c == 5 { 1e4 } else { 2.0 });
+                        let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+                        quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+                        a
+                    })
+                    .collect();
+                for nr in [1usize, 2, 5, 15, 16] {
+                    let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
+                    let (mut group, mut want) =
+                        (vec![7u8; group_bytes(n)], vec![9u8; group_bytes(n)]);
+                    (g.expand)(n, &wr, &mut group);
+                    reference_expand(n, &wr, &mut want);
+                    assert_eq!(group, want, "{wt:?} expanded group, n={n} rows={nr}");
+                    for cols in 1..=PANEL_COLS {
+                        let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+                        let mut panel = vec![7u8; panel_bytes(n, cols)];
+                        pack_panel(n, &ar, &mut panel);
+                        let mut out = vec![[f32::NAN; 16]; cols];
+                        (g.tile)(n, &group, &panel, cols, &mut out);
+                        for (c, a) in ar.iter().enumerate() {
+                            for (ri, &got) in out[c].iter().enumerate() {
+                                let want = rows
+                                    .get(ri)
+                                    .filter(|_| ri < nr)
+                                    .map_or(0.0, |w| reference(n, w, a));
+                                assert_eq!(
+                                    got.to_bits(),
+                                    want.to_bits(),
+                                    "{wt:?} {level} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    tally.assert_all(Column::Tile, &types);
 }
 
 /// The float tile kernels (f32 accumulation) stay within their documented bound of the f64

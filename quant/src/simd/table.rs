@@ -23,7 +23,7 @@
 //! lists at the levels the CPU running it has, and pins the table's size.
 
 use super::float::tile as tile_float;
-use super::iq::{amx as tile_amx, tile as tile_grid};
+use super::iq::{amx as tile_amx, group as iq_group, tile as tile_grid};
 use super::q8::tile as tile_q8;
 use super::q8::tile_x16;
 use crate::{DType, DotFn};
@@ -150,9 +150,22 @@ pub enum Tile {
         tile: tile_grid::TileFn,
         /// The row expander.
         expand: tile_grid::ExpandFn,
+        /// The sixteen-row group tile (IQ2_XXS and IQ2_XXS_X), which replaces the VNNI tile
+        /// where present.
+        group: Option<GridGroup>,
         /// The AMX tile, on CPUs with AMX.
         amx: Option<AmxTile>,
     },
+}
+
+/// The group GEMM of IQ2_XXS experts ([`iq_group`]): weight rows expanded sixteen at a time
+/// into a group, rows in a register's lanes.
+#[derive(Clone, Copy, Debug)]
+pub struct GridGroup {
+    /// The tile kernel.
+    pub tile: iq_group::GroupTileFn,
+    /// Sixteen weight rows → a group.
+    pub expand: iq_group::GroupExpandFn,
 }
 
 /// The AMX GEMM of a grid type ([`tile_amx`]).
@@ -331,7 +344,23 @@ const fn grid(dtype: DType, expand: tile_grid::ExpandFn, amx: bool) -> Tile {
     } else {
         None
     };
-    Tile::Grid { tile, expand, amx }
+    let group = match dtype {
+        DType::IQ2_XXS => Some(GridGroup {
+            tile: iq_group::x86::tile_entry,
+            expand: iq_group::x86::expand_iq2_xxs_entry,
+        }),
+        DType::IQ2_XXS_X => Some(GridGroup {
+            tile: iq_group::x86::tile_entry,
+            expand: iq_group::x86::expand_iq2_xxs_x_entry,
+        }),
+        _ => None,
+    };
+    Tile::Grid {
+        tile,
+        expand,
+        group,
+        amx,
+    }
 }
 
 /// The x86 table. Each type's rows lowest level first.

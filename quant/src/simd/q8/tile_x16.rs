@@ -211,10 +211,45 @@ pub(crate) mod x86 {
         }
     }
 
+    /// The 16 × 8 dword transpose of the AVX-512 group expanders: `a[p]` holds 32 bytes of
+    /// row p in its low half and of row p + 8 in its high half; vector k of the result holds
+    /// every row's dword k, row r in lane r (`vpunpck{l,h}dq`, `vpunpck{l,h}qdq`, then
+    /// `vpermt2q` pairing the 128-bit quarters).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn transpose16x8(a: [__m512i; 8]) -> [__m512i; 8] {
+        // qword indices of vpermt2q: quarters (0 of a, 0 of b, 2 of a, 2 of b), then 1 and 3
+        let lo_q = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+        let hi_q = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+        // per quarter: rows (2i, 2i + 1) interleaved, dwords 4L, 4L + 1 (lo) / + 2, + 3 (hi)
+        let u: [__m512i; 8] = std::array::from_fn(|i| {
+            let (x, y) = (a[2 * (i / 2)], a[2 * (i / 2) + 1]);
+            if i % 2 == 0 {
+                _mm512_unpacklo_epi32(x, y)
+            } else {
+                _mm512_unpackhi_epi32(x, y)
+            }
+        });
+        // c[j][g]: per quarter L, dword 4L + j of rows 4g..4g + 4
+        let c: [[__m512i; 2]; 4] = std::array::from_fn(|j| {
+            std::array::from_fn(|g| {
+                let (x, y) = (u[4 * g + j / 2], u[4 * g + 2 + j / 2]);
+                if j % 2 == 0 {
+                    _mm512_unpacklo_epi64(x, y)
+                } else {
+                    _mm512_unpackhi_epi64(x, y)
+                }
+            })
+        });
+        std::array::from_fn(|k| {
+            let q = if k < 4 { lo_q } else { hi_q };
+            _mm512_permutex2var_epi64(c[k % 4][0], q, c[k % 4][1])
+        })
+    }
+
     /// [`super::expand_group_ref`]'s bytes with AVX-512: per block the sixteen rows' codes
-    /// (rows p and p + 8 in one register's halves, offset by `⊕ 0x80`) go through one 8 × 8
-    /// dword transpose per half (`vpunpck{l,h}dq`, `vpunpck{l,h}qdq`, then `vpermt2q` pairing
-    /// the 128-bit quarters), so vector k holds every row's dword k; the sixteen f16 scales are
+    /// (rows p and p + 8 in one register's halves, offset by `⊕ 0x80`) go through
+    /// [`transpose16x8`], so vector k holds every row's dword k; the sixteen f16 scales are
     /// converted by one `vcvtph2ps`.
     ///
     /// # Safety
@@ -224,9 +259,6 @@ pub(crate) mod x86 {
     unsafe fn expand_avx512(xs: &[&[BlockQ8_0]; GROUP_ROWS], nr: usize, out: &mut [u8]) {
         let c80 = _mm512_set1_epi8(0x80u8 as i8);
         let zeros = [0u8; 32];
-        // qword indices of vpermt2q: quarters (0 of a, 0 of b, 2 of a, 2 of b), then 1 and 3
-        let lo_q = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
-        let hi_q = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
         for (b, ob) in out.chunks_exact_mut(GROUP_BLOCK).enumerate() {
             let code = |r: usize| -> *const u8 {
                 if r < nr {
@@ -241,36 +273,10 @@ pub(crate) mod x86 {
                 let hi = _mm256_loadu_si256(code(p + 8).cast());
                 _mm512_xor_si512(_mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi), c80)
             });
-            // per quarter: rows (2i, 2i + 1) interleaved, dwords 4L, 4L + 1 (lo) / + 2, + 3 (hi)
-            let u: [__m512i; 8] = std::array::from_fn(|i| {
-                let (x, y) = (a[2 * (i / 2)], a[2 * (i / 2) + 1]);
-                if i % 2 == 0 {
-                    _mm512_unpacklo_epi32(x, y)
-                } else {
-                    _mm512_unpackhi_epi32(x, y)
-                }
-            });
-            // c[j][g]: per quarter L, dword 4L + j of rows 4g..4g + 4
-            let c: [[__m512i; 2]; 4] = std::array::from_fn(|j| {
-                std::array::from_fn(|g| {
-                    let (x, y) = (u[4 * g + j / 2], u[4 * g + 2 + j / 2]);
-                    if j % 2 == 0 {
-                        _mm512_unpacklo_epi64(x, y)
-                    } else {
-                        _mm512_unpackhi_epi64(x, y)
-                    }
-                })
-            });
             let (codes, scales) = ob.split_at_mut(8 * 64);
-            for j in 0..4 {
-                let z0 = _mm512_permutex2var_epi64(c[j][0], lo_q, c[j][1]);
-                let z1 = _mm512_permutex2var_epi64(c[j][0], hi_q, c[j][1]);
-                // SAFETY: vectors j and 4 + j are bytes 64j.. and 64(4 + j).. of the 512
-                // code bytes (unaligned stores).
-                unsafe {
-                    _mm512_storeu_si512(codes.as_mut_ptr().add(64 * j).cast(), z0);
-                    _mm512_storeu_si512(codes.as_mut_ptr().add(64 * (4 + j)).cast(), z1);
-                }
+            for (k, v) in transpose16x8(a).iter().enumerate() {
+                // SAFETY: vector k is bytes 64k.. of the 512 code bytes (unaligned store).
+                unsafe { _mm512_storeu_si512(codes.as_mut_ptr().add(64 * k).cast(), *v) };
             }
             let mut h = [0u16; GROUP_ROWS];
             for (r, h) in h.iter_mut().enumerate().take(nr) {

@@ -126,7 +126,7 @@ pub(super) unsafe fn dot_iq2_xxs_avx512(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 /// The two IQ2_XXS layouts ([`BlockIQ2XXS`] and its repacked [`BlockIQ2XXSX`]) the
 /// multi-column kernel and the tile expander share.
-pub(super) trait Iq2Layout: bytemuck::Pod {
+pub(in crate::simd) trait Iq2Layout: bytemuck::Pod {
     /// `true` for IQ2_XXS_X.
     const REPACKED: bool;
     /// The f16 super-block scale.
@@ -356,6 +356,89 @@ pub(in crate::simd) unsafe fn expand_iq2<B: Iq2Layout>(w: &[u8], out: &mut [u8])
         }
         let ls16 = _mm512_cvtepi64_epi16(ls);
         store_expanded_tail(o, ls16, _mm_setzero_si128(), f16c!(x.d()), corr);
+    }
+}
+
+/// Up to sixteen IQ2_XXS or IQ2_XXS_X rows (`rows`, whole rows of one length) → their group
+/// for the sixteen-row tile (layout in [`crate::simd::iq::group`]): per super-block each row
+/// is unpacked in registers as by [`expand_iq2`] (grid values, signs, scales; no offset
+/// correction, which the group tile does not use) into an L1 scratch of sixteen 256-byte
+/// rows (`⊕ 0x80`), and the sixteen rows then go through the 16 × 8 dword transpose of the
+/// Q8_0 group expander, 32 bytes of every row at a time; the group scales the same way, the
+/// row scales converted once. Missing rows are zero rows.
+///
+/// # Safety
+/// The CPU must have the enabled features; `rows` holds 1..=16 rows of equal length and
+/// `out` is [`crate::simd::iq::group::group_bytes`] of their element count.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c")]
+pub(in crate::simd) unsafe fn group_iq2<B: Iq2Layout>(rows: &[&[u8]], out: &mut [u8]) {
+    use crate::simd::iq::group::{D_AT, GROUP_ROWS, GROUP_SB, LS_AT};
+    use crate::simd::q8::tile_x16::x86::transpose16x8;
+    // SAFETY: same features as this function.
+    let un = unsafe { Iq2Unpack::new() };
+    let c80 = _mm512_set1_epi8(0x80u8 as i8);
+    let nr = rows.len();
+    let mut xs: [&[B]; GROUP_ROWS] = [&[]; GROUP_ROWS];
+    for (x, w) in xs.iter_mut().zip(rows) {
+        *x = view::<B>(w);
+    }
+    // missing rows: values 0 (codes 0x80), scales 0
+    let mut vals = [[0x80u8; 256]; GROUP_ROWS];
+    let mut ls = [[0i32; 8]; GROUP_ROWS];
+    let mut d = [0f32; GROUP_ROWS];
+    for (b, ob) in out.chunks_exact_mut(GROUP_SB).enumerate() {
+        for r in 0..nr {
+            let x = &xs[r][b];
+            if let Some(ahead) = xs[r].get(b + 2) {
+                crate::simd::prefetch(bytemuck::bytes_of(ahead));
+            }
+            // SAFETY: same features as this function.
+            let Iq2Block { grid, neg, ls: l } = unsafe { un.unpack(x) };
+            for p in 0..4 {
+                let gs = _mm512_mask_sub_epi8(grid[p], neg[p], _mm512_setzero_si512(), grid[p]);
+                // SAFETY: quarter p is bytes 64p..64p + 64 of the row's 256 (unaligned store).
+                unsafe {
+                    _mm512_storeu_si512(
+                        vals[r][64 * p..].as_mut_ptr().cast(),
+                        _mm512_xor_si512(gs, c80),
+                    )
+                };
+            }
+            // SAFETY: `ls[r]` is 32 writable bytes (unaligned store).
+            unsafe { _mm256_storeu_si256(ls[r].as_mut_ptr().cast(), _mm512_cvtepi64_epi32(l)) };
+            d[r] = f16c!(x.d());
+        }
+        // rows p (low half) and p + 8 (high half) of a 32-byte slice of `vals` or `ls`
+        for e in 0..9 {
+            let a: [__m512i; 8] = std::array::from_fn(|p| {
+                // SAFETY: 32 bytes at 32e of a 256-byte row (e < 8), or a row's 32-byte
+                // scales (e = 8).
+                unsafe {
+                    let (lo, hi): (*const u8, *const u8) = if e < 8 {
+                        (vals[p][32 * e..].as_ptr(), vals[p + 8][32 * e..].as_ptr())
+                    } else {
+                        (ls[p].as_ptr().cast(), ls[p + 8].as_ptr().cast())
+                    };
+                    _mm512_inserti64x4::<1>(
+                        _mm512_castsi256_si512(_mm256_loadu_si256(lo.cast())),
+                        _mm256_loadu_si256(hi.cast()),
+                    )
+                }
+            });
+            let base = if e < 8 { 64 * 8 * e } else { LS_AT };
+            for (k, v) in transpose16x8(a).iter().enumerate() {
+                // SAFETY: vector k of slice e: bytes base + 64k.. of the super-block (the
+                // codes' vectors 8e..8e + 8, or the scales' eight vectors).
+                unsafe { _mm512_storeu_si512(ob.as_mut_ptr().add(base + 64 * k).cast(), *v) };
+            }
+        }
+        // SAFETY: the sixteen f32 scales are bytes D_AT..D_AT + 64 (unaligned store).
+        unsafe {
+            _mm512_storeu_ps(
+                ob.as_mut_ptr().add(D_AT).cast(),
+                _mm512_loadu_ps(d.as_ptr()),
+            )
+        };
     }
 }
 

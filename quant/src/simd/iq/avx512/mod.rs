@@ -239,7 +239,7 @@ pub(in crate::simd) use iq1_s_x::{dot_iq1_s_x_avx512_entry, dot_iq1_s_x_avx512_r
 use iq1_s_x::{IQ1X_HALF_OFF, IQ1X_LUT};
 use iq2_xxs::*;
 pub(in crate::simd) use iq2_xxs::{
-    dot_iq2_xxs_avx512_entry, dot_iq2_xxs_avx512_multi_entry, expand_iq2_xxs_avx512,
+    dot_iq2_xxs_avx512_entry, dot_iq2_xxs_avx512_multi_entry, expand_iq2_xxs_avx512, group_iq2,
 };
 pub(in crate::simd) use iq2_xxs_rows::dot_iq2_xxs_avx512_pairs_entry;
 pub(in crate::simd) use iq2_xxs_x::{

@@ -1,0 +1,302 @@
+//! IQ2_XXS · Q8_K GEMM for MoE experts chosen by several tokens of a prompt chunk, with
+//! sixteen weight rows in a register's lanes (AVX-512 VNNI), every output with the scalar
+//! reference's bits ([`crate::dot::dot_iq2_xxs`]: per super-block the exact integer
+//! Σ_g ls_g·Σ v·y, then `s += (d·dy)·Σ`, and `×0.125` at the end).
+//!
+//! Weight rows are first *expanded* sixteen at a time into a group (the references
+//! [`expand_group_iq2_xxs`] and [`expand_group_iq2_xxs_x`]: each row expanded into
+//! [`super::tile`]'s layout, then [`regroup`]; the kernel table's AVX-512 expanders unpack
+//! the rows in registers and write the group's bytes at once): per super-block
+//! - 64 vectors of 64 bytes, vector `8g + k` holding in lane r bytes `32g + 4k .. + 4` of row
+//!   r's signed values offset by 128 (`v ⊕ 0x80`, so that `vpdpbusd` takes them as
+//!   unsigned);
+//! - 8 vectors of 16 i32, vector g holding the rows' group scales `ls_g`;
+//! - the sixteen rows' scales `d` as f32.
+//!
+//! Missing rows (a group of fewer than sixteen) are zero rows: values 0, scales 0.
+//!
+//! The activation columns are packed eight at a time into a *panel* ([`pack_panel`]): per
+//! super-block each column's 256 codes, then per column and group the offset's share
+//! −128·Σ_{j∈g} y_j as i32, then each column's `dy` as f32.
+//!
+//! Per (column, group) the kernel starts an integer accumulator from −128·Σy and adds eight
+//! `vpdpbusd` of the group's vectors with the column's code dwords broadcast from the panel:
+//! lane r ends with row r's exact Σ v·y over the group. One `vpmulld` by the group scales and
+//! one add put it into the super-block sum: 11 vector operations for 512 multiply-adds,
+//! against 16 for the four-row tile on expanded rows (docs/kernels.md, "IQ2_XXS experts with
+//! rows in lanes"). The float combine is four operations per column and super-block.
+
+use crate::blocks::{view, BlockQ8K};
+
+/// Weight rows in a group.
+pub const GROUP_ROWS: usize = 16;
+
+/// Most activation columns in a panel.
+pub const PANEL_COLS: usize = 8;
+
+/// Bytes of one super-block of a group: 64 × 64 code bytes, 8 × 16 i32 group scales and 16
+/// f32 scales.
+pub(crate) const GROUP_SB: usize = 64 * 64 + 8 * 64 + 64;
+
+/// Offset of the group scales in a super-block of a group.
+pub(crate) const LS_AT: usize = 64 * 64;
+
+/// Offset of the row scales in a super-block of a group.
+pub(crate) const D_AT: usize = LS_AT + 8 * 64;
+
+/// Bytes of a panel's super-block per column: 256 codes, 8 i32 terms, one f32 scale.
+const PANEL_SB: usize = 256 + 32 + 4;
+
+/// Bytes of a group of rows of `n` elements.
+pub fn group_bytes(n: usize) -> usize {
+    n / 256 * GROUP_SB
+}
+
+/// Bytes of a panel of `cols` (1..=[`PANEL_COLS`]) columns of `n` elements.
+pub fn panel_bytes(n: usize, cols: usize) -> usize {
+    n / 256 * PANEL_SB * cols
+}
+
+/// A group expander: `rows` (1..=[`GROUP_ROWS`] weight rows of `n` elements) → a group
+/// (`out`, [`group_bytes`]`(n)` bytes; the layout in the module docs).
+pub type GroupExpandFn = fn(n: usize, rows: &[&[u8]], out: &mut [u8]);
+
+/// A group tile: `out[c][r] = dot_iq2_xxs(n, row r of the group, column c of the panel)` for
+/// the panel's `cols` columns and all sixteen rows (a missing row's outputs are 0).
+pub type GroupTileFn = fn(n: usize, group: &[u8], panel: &[u8], cols: usize, out: &mut [[f32; 16]]);
+
+/// Checks a group expansion's shapes: `bytes` per super-block of a weight row.
+pub(crate) fn check_group(n: usize, rows: &[&[u8]], bytes: usize, out: &[u8]) {
+    assert!(
+        (1..=GROUP_ROWS).contains(&rows.len()),
+        "group of {} rows",
+        rows.len()
+    );
+    assert_eq!(n % 256, 0, "whole super-blocks");
+    assert_eq!(out.len(), group_bytes(n), "group length");
+    assert!(
+        rows.iter().all(|r| r.len() == n / 256 * bytes),
+        "weight row length"
+    );
+}
+
+/// The reference group expander of IQ2_XXS ([`GroupExpandFn`]).
+///
+/// # Panics
+/// If a length does not match (a caller's bug, not bad input).
+pub fn expand_group_iq2_xxs(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    check_group(n, rows, 66, out);
+    expand_then_regroup(super::tile::expand_iq2_xxs, n, rows, out);
+}
+
+/// The reference group expander of IQ2_XXS_X ([`GroupExpandFn`]): the group of the IQ2_XXS
+/// rows they were repacked from.
+///
+/// # Panics
+/// If a length does not match (a caller's bug, not bad input).
+pub fn expand_group_iq2_xxs_x(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    check_group(n, rows, 102, out);
+    expand_then_regroup(super::tile::expand_iq2_xxs_x, n, rows, out);
+}
+
+/// Each row through the reference row expander `expand`, then [`regroup`].
+fn expand_then_regroup(expand: super::tile::ExpandFn, n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    let ex: Vec<Vec<u8>> = rows
+        .iter()
+        .map(|w| {
+            let mut e = vec![0u8; super::tile::expanded_bytes(n)];
+            expand(w, &mut e);
+            e
+        })
+        .collect();
+    let ex: Vec<&[u8]> = ex.iter().map(|e| e.as_slice()).collect();
+    regroup(&ex, out);
+}
+
+/// Expanded rows ([`super::tile`]'s layout) → their group, row by row and super-block by
+/// super-block (the definition of the group's bytes).
+fn regroup(rows: &[&[u8]], out: &mut [u8]) {
+    use super::tile::EXPANDED_SB;
+    for (b, ob) in out.chunks_exact_mut(GROUP_SB).enumerate() {
+        for r in 0..GROUP_ROWS {
+            let x = rows
+                .get(r)
+                .map(|x| &x[b * EXPANDED_SB..(b + 1) * EXPANDED_SB]);
+            for v in 0..64 {
+                for i in 0..4 {
+                    let e = 4 * v + i;
+                    ob[64 * v + 4 * r + i] = x.map_or(0, |x| x[e]) ^ 0x80;
+                }
+            }
+            for g in 0..8 {
+                let ls = x.map_or(0, |x| {
+                    i32::from(i16::from_le_bytes([x[256 + 4 * g], x[257 + 4 * g]]))
+                });
+                let at = LS_AT + 64 * g + 4 * r;
+                ob[at..at + 4].copy_from_slice(&ls.to_le_bytes());
+            }
+            let d = x.map_or([0; 4], |x| [x[288], x[289], x[290], x[291]]);
+            ob[D_AT + 4 * r..D_AT + 4 * r + 4].copy_from_slice(&d);
+        }
+    }
+}
+
+/// Packs `acts` (1..=[`PANEL_COLS`] Q8_K rows of `n` elements) into a panel (`out`,
+/// [`panel_bytes`]`(n, acts.len())` bytes; the layout in the module docs). The sums are taken
+/// from the codes, not from the blocks' `bsums`.
+///
+/// # Panics
+/// If a length does not match (a caller's bug).
+pub fn pack_panel(n: usize, acts: &[&[u8]], out: &mut [u8]) {
+    let cols = acts.len();
+    assert!((1..=PANEL_COLS).contains(&cols), "panel of {cols} columns");
+    assert_eq!(out.len(), panel_bytes(n, cols), "panel length");
+    let ys: Vec<&[BlockQ8K]> = acts.iter().map(|a| view::<BlockQ8K>(a)).collect();
+    assert!(ys.iter().all(|y| y.len() == n / 256), "activation length");
+    for (b, ob) in out.chunks_exact_mut(PANEL_SB * cols).enumerate() {
+        let (codes, rest) = ob.split_at_mut(256 * cols);
+        let (terms, scales) = rest.split_at_mut(32 * cols);
+        for (c, y) in ys.iter().enumerate() {
+            let y = &y[b];
+            for (o, &q) in codes[256 * c..256 * c + 256].iter_mut().zip(&y.qs) {
+                *o = q as u8;
+            }
+            for g in 0..8 {
+                let sum: i32 = y.qs[32 * g..32 * g + 32]
+                    .iter()
+                    .map(|&q| i32::from(q))
+                    .sum();
+                let at = 32 * c + 4 * g;
+                terms[at..at + 4].copy_from_slice(&(-128 * sum).to_le_bytes());
+            }
+            scales[4 * c..4 * c + 4].copy_from_slice(&y.d);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86 {
+    use super::{
+        check_group, group_bytes, panel_bytes, D_AT, GROUP_SB, LS_AT, PANEL_COLS, PANEL_SB,
+    };
+    use crate::blocks::{BlockIQ2XXS, BlockIQ2XXSX};
+    use std::arch::x86_64::*;
+
+    /// Safe entry of the AVX-512 IQ2_XXS group expander: checks the shapes, then expands.
+    pub(crate) fn expand_iq2_xxs_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+        check_group(n, rows, 66, out);
+        // SAFETY: `table::kernels` hands this entry out only after checking the features; the
+        // shapes were checked above.
+        unsafe { crate::simd::iq::avx512::group_iq2::<BlockIQ2XXS>(rows, out) }
+    }
+
+    /// Safe entry of the AVX-512 IQ2_XXS_X group expander: checks the shapes, then expands.
+    pub(crate) fn expand_iq2_xxs_x_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+        check_group(n, rows, 102, out);
+        // SAFETY: as above.
+        unsafe { crate::simd::iq::avx512::group_iq2::<BlockIQ2XXSX>(rows, out) }
+    }
+
+    /// Safe entry of the group tile: checks the lengths, then runs the kernel for the
+    /// panel's column count.
+    pub(crate) fn tile_entry(
+        n: usize,
+        group: &[u8],
+        panel: &[u8],
+        cols: usize,
+        out: &mut [[f32; 16]],
+    ) {
+        assert!((1..=PANEL_COLS).contains(&cols), "tile columns");
+        assert_eq!(group.len(), group_bytes(n), "group length");
+        assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
+        assert_eq!(out.len(), cols, "tile output length");
+        let nsb = n / 256;
+        macro_rules! go {
+            ($c:literal) => {{
+                let out: &mut [[f32; 16]; $c] = out.try_into().expect("checked above");
+                // SAFETY: `table::kernels` hands this entry out only after checking the
+                // features; the lengths are checked above (every super-block of the group and
+                // the panel is in bounds).
+                unsafe { tile::<$c>(nsb, group, panel, out) }
+            }};
+        }
+        match cols {
+            1 => go!(1),
+            2 => go!(2),
+            3 => go!(3),
+            4 => go!(4),
+            5 => go!(5),
+            6 => go!(6),
+            7 => go!(7),
+            _ => go!(8),
+        }
+    }
+
+    /// The group tile for `C` columns (see the module docs). With four columns or fewer each
+    /// column's group sum runs as two chains of four `vpdpbusd` (even and odd dwords), joined
+    /// by one exact add, so that enough chains are in flight.
+    ///
+    /// # Safety
+    /// The CPU must have the enabled features; `group` holds `nsb` super-blocks of a group
+    /// and `panel` `nsb` super-blocks of `C` columns.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn tile<const C: usize>(
+        nsb: usize,
+        group: &[u8],
+        panel: &[u8],
+        out: &mut [[f32; 16]; C],
+    ) {
+        let zero = _mm512_setzero_si512();
+        let two = C <= 4;
+        let mut s = [_mm512_setzero_ps(); C];
+        let psb = PANEL_SB * C;
+        for b in 0..nsb {
+            let gb = &group[b * GROUP_SB..(b + 1) * GROUP_SB];
+            let pb = &panel[b * psb..(b + 1) * psb];
+            // SAFETY: every offset passed is below PANEL_SB·C − 3 (codes 256c + 32g + 4k + 4
+            // ≤ 256·C, terms 256·C + 32c + 4g, scales 288·C + 4c), inside `pb` (unaligned
+            // reads).
+            let word = |o: usize| unsafe { pb.as_ptr().add(o).cast::<i32>().read_unaligned() };
+            // SAFETY: vector v is bytes 64v.. of the super-block, v < GROUP_SB / 64.
+            let vec = |v: usize| unsafe { _mm512_loadu_si512(gb.as_ptr().add(64 * v).cast()) };
+            let mut bs = [zero; C];
+            for g in 0..8 {
+                let mut a0: [__m512i; C] =
+                    std::array::from_fn(|c| _mm512_set1_epi32(word(256 * C + 32 * c + 4 * g)));
+                let mut a1 = [zero; C];
+                for k in 0..8 {
+                    let w = vec(8 * g + k);
+                    for c in 0..C {
+                        let y = _mm512_set1_epi32(word(256 * c + 32 * g + 4 * k));
+                        if two && k % 2 == 1 {
+                            a1[c] = _mm512_dpbusd_epi32(a1[c], w, y);
+                        } else {
+                            a0[c] = _mm512_dpbusd_epi32(a0[c], w, y);
+                        }
+                    }
+                }
+                let ls = vec(LS_AT / 64 + g);
+                for c in 0..C {
+                    let a = if two {
+                        _mm512_add_epi32(a0[c], a1[c])
+                    } else {
+                        a0[c]
+                    };
+                    bs[c] = _mm512_add_epi32(bs[c], _mm512_mullo_epi32(a, ls));
+                }
+            }
+            // SAFETY: the sixteen f32 scales are bytes D_AT..D_AT + 64 of the super-block.
+            let dw = unsafe { _mm512_loadu_ps(gb.as_ptr().add(D_AT).cast()) };
+            for (c, sc) in s.iter_mut().enumerate() {
+                let dy = f32::from_bits(word(288 * C + 4 * c) as u32);
+                let d = _mm512_mul_ps(dw, _mm512_set1_ps(dy));
+                *sc = _mm512_add_ps(*sc, _mm512_mul_ps(_mm512_cvtepi32_ps(bs[c]), d));
+            }
+        }
+        let eighth = _mm512_set1_ps(0.125);
+        for (o, v) in out.iter_mut().zip(s) {
+            // SAFETY: `o` has room for 16 f32 (unaligned store).
+            unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_mul_ps(eighth, v)) };
+        }
+    }
+}
