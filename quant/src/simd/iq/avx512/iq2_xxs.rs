@@ -229,6 +229,18 @@ impl Iq2Unpack {
         }
     }
 
+    /// The same tables with every grid value offset by 128 (`⊕ 0x80`; values are below
+    /// 128): a block's `grid` then holds v + 128, and negating such a byte (mod 256) gives
+    /// 128 − v, the offset code of −v.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(super) fn offset_by_128(mut self) -> Self {
+        let c80 = _mm512_set1_epi8(0x80u8 as i8);
+        self.values = _mm512_xor_si512(self.values, c80);
+        self.x.offset_by_128();
+        self
+    }
+
     /// Unpacks one super-block (exact; see the module docs).
     #[target_feature(
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
@@ -362,8 +374,9 @@ pub(in crate::simd) unsafe fn expand_iq2<B: Iq2Layout>(w: &[u8], out: &mut [u8])
 /// Up to sixteen IQ2_XXS or IQ2_XXS_X rows (`rows`, whole rows of one length) → their group
 /// for the sixteen-row tile (layout in [`crate::simd::iq::group`]): per super-block each row
 /// is unpacked in registers as by [`expand_iq2`] (grid values, signs, scales; no offset
-/// correction, which the group tile does not use) into an L1 scratch of sixteen 256-byte
-/// rows (`⊕ 0x80`), and the sixteen rows then go through the 16 × 8 dword transpose of the
+/// correction, which the group tile does not use), with value tables offset by 128
+/// ([`Iq2Unpack::offset_by_128`]), into an L1 scratch of sixteen 256-byte rows, and the
+/// sixteen rows then go through the 16 × 8 dword transpose of the
 /// Q8_0 group expander, 32 bytes of every row at a time; the group scales the same way, the
 /// row scales converted once. Missing rows are zero rows.
 ///
@@ -375,8 +388,7 @@ pub(in crate::simd) unsafe fn group_iq2<B: Iq2Layout>(rows: &[&[u8]], out: &mut 
     use crate::simd::iq::group::{D_AT, GROUP_ROWS, GROUP_SB, LS_AT};
     use crate::simd::q8::tile_x16::x86::transpose16x8;
     // SAFETY: same features as this function.
-    let un = unsafe { Iq2Unpack::new() };
-    let c80 = _mm512_set1_epi8(0x80u8 as i8);
+    let un = unsafe { Iq2Unpack::new() }.offset_by_128();
     let nr = rows.len();
     let mut xs: [&[B]; GROUP_ROWS] = [&[]; GROUP_ROWS];
     for (x, w) in xs.iter_mut().zip(rows) {
@@ -395,14 +407,10 @@ pub(in crate::simd) unsafe fn group_iq2<B: Iq2Layout>(rows: &[&[u8]], out: &mut 
             // SAFETY: same features as this function.
             let Iq2Block { grid, neg, ls: l } = unsafe { un.unpack(x) };
             for p in 0..4 {
+                // the codes are offset (`offset_by_128`): negation gives 128 − v
                 let gs = _mm512_mask_sub_epi8(grid[p], neg[p], _mm512_setzero_si512(), grid[p]);
                 // SAFETY: quarter p is bytes 64p..64p + 64 of the row's 256 (unaligned store).
-                unsafe {
-                    _mm512_storeu_si512(
-                        vals[r][64 * p..].as_mut_ptr().cast(),
-                        _mm512_xor_si512(gs, c80),
-                    )
-                };
+                unsafe { _mm512_storeu_si512(vals[r][64 * p..].as_mut_ptr().cast(), gs) };
             }
             // SAFETY: `ls[r]` is 32 writable bytes (unaligned store).
             unsafe { _mm256_storeu_si256(ls[r].as_mut_ptr().cast(), _mm512_cvtepi64_epi32(l)) };

@@ -47,6 +47,16 @@ pub(super) struct Iq2xUnpack {
 }
 
 impl Iq2xUnpack {
+    /// Offsets every value of the tables by 128 (see [`super::iq2_xxs::Iq2Unpack::offset_by_128`]).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(super) fn offset_by_128(&mut self) {
+        let c80 = _mm512_set1_epi8(0x80u8 as i8);
+        for v in &mut self.values {
+            *v = _mm512_xor_si512(*v, c80);
+        }
+    }
+
     /// Loads the constants.
     #[target_feature(
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512bitalg,avx512vnni,gfni,f16c"
