@@ -22,12 +22,12 @@ use crate::mul_mat::WeightRows;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
 use graph::{Pinned, TensorDesc, WeightData};
-use quant::simd::iq::{amx as tile_amx, group as iq_group, tile as tile_grid};
-use quant::simd::table::GridGroup;
+use quant::simd::iq::{amx as tile_amx, tile as tile_grid};
 use quant::simd::Tile;
 use quant::DType;
 use tiles::{
-    expert_groups, expert_tiles, expert_tiles_amx, group_panels_bytes, pack_group_panels, Panels,
+    expert_groups, expert_tiles, expert_tiles_amx, group_panels_bytes, pack_group_panels, Grid,
+    Panels, Vnni,
 };
 
 #[path = "mul_mat_id_tiles.rs"]
@@ -51,60 +51,6 @@ const TILED_MIN_TOKENS: usize = 4;
 /// CPU has AMX: its tile loads of the weight rows cost the same for 1 or 16 columns, so with
 /// few columns the register tile is cheaper.
 const AMX_MIN_TOKENS: usize = 8;
-
-/// The AVX-512 VNNI GEMM of a grid type on expanded rows.
-#[derive(Clone, Copy)]
-enum Vnni {
-    /// Four expanded rows × eight tokens (`tile_grid`).
-    Rows4(tile_grid::TileFn, tile_grid::ExpandFn),
-    /// Rows expanded sixteen at a time into groups × eight tokens (`iq_group`: IQ2_XXS and
-    /// IQ2_XXS_X); the row expander serves the AMX tile.
-    Group(GridGroup, tile_grid::ExpandFn),
-}
-
-impl Vnni {
-    /// Scratch bytes for an item of `rows` weight rows of `k` elements.
-    fn scratch(self, rows: usize, k: usize) -> usize {
-        let eb = tile_grid::expanded_bytes(k);
-        match self {
-            Vnni::Rows4(..) => rows * eb,
-            Vnni::Group(..) => rows.div_ceil(iq_group::GROUP_ROWS) * iq_group::group_bytes(k),
-        }
-    }
-
-    /// The row expander.
-    fn expand(self) -> tile_grid::ExpandFn {
-        match self {
-            Vnni::Rows4(_, e) | Vnni::Group(_, e) => e,
-        }
-    }
-
-    /// The panel layout this GEMM reads.
-    fn panels(self) -> Panels {
-        match self {
-            Vnni::Rows4(..) => Panels::Rows4,
-            Vnni::Group(..) => Panels::Group,
-        }
-    }
-}
-
-/// The tiled grid GEMM a MUL_MAT_ID node runs for experts with several tokens.
-#[derive(Clone, Copy)]
-enum Grid {
-    /// An AVX-512 VNNI GEMM on expanded rows.
-    Vnni(Vnni),
-    /// The AMX tile on AMX-expanded rows (`tile_amx`), and the VNNI tile for experts with
-    /// fewer than [`AMX_MIN_TOKENS`] tokens.
-    Amx {
-        tile: tile_amx::AmxTileFn,
-        kind: tile_amx::GridKind,
-        split: tile_amx::SplitFn,
-        /// The direct expander (IQ2_XXS_X, IQ1_S_X), which replaces the grid expander and
-        /// the split.
-        direct: Option<tile_amx::AmxExpandFn>,
-        vnni: Vnni,
-    },
-}
 
 struct Shape {
     k: usize,

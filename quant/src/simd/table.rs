@@ -146,12 +146,13 @@ pub enum Tile {
     /// Grid-type MoE experts (IQ2_XXS, IQ1_S and their repacked forms): rows expanded once
     /// ([`tile_grid`]) into a VNNI register tile, and the AMX tile where there is AMX.
     Grid {
-        /// The VNNI tile.
+        /// The four-row VNNI tile on expanded rows (IQ1_S's prompt GEMM; for IQ2_XXS the
+        /// group tile's point of comparison in the `gemm` benches).
         tile: tile_grid::TileFn,
         /// The row expander.
         expand: tile_grid::ExpandFn,
-        /// The sixteen-row group tile (IQ2_XXS and IQ2_XXS_X), which replaces the VNNI tile
-        /// where present.
+        /// The sixteen-row group tile (IQ2_XXS and IQ2_XXS_X), which MUL_MAT_ID runs instead
+        /// of the four-row tile where present.
         group: Option<GridGroup>,
         /// The AMX tile, on CPUs with AMX.
         amx: Option<AmxTile>,

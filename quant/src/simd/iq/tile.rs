@@ -2,7 +2,9 @@
 //! forms IQ2_XXS_X and IQ1_S_X, which expand to the same bytes) against Q8_K, for MoE experts
 //! chosen by several tokens (AVX-512): weight rows are first *expanded* — grid lookups,
 //! signs and scales done once per row — and then up to four expanded rows × eight activation
-//! columns are multiplied per call, every output with the scalar reference's bits.
+//! columns are multiplied per call, every output with the scalar reference's bits. MUL_MAT_ID
+//! runs IQ1_S(_X) experts through this tile; IQ2_XXS(_X) experts take the sixteen-row group
+//! tile ([`super::group`]), whose reference expanders start from this module's.
 //!
 //! The expanded layout is its own format with its own references ([`expand_iq2_xxs`],
 //! [`expand_iq1_s`], and AVX-512 expanders tested byte for byte against them): per
