@@ -5,7 +5,7 @@
 //!
 //! Weight rows are first *expanded* sixteen at a time into a group (the references
 //! [`expand_group_iq2_xxs`] and [`expand_group_iq2_xxs_x`]: each row expanded into
-//! [`super::tile`]'s layout, then [`regroup`]; the kernel table's AVX-512 expanders unpack
+//! [`super::tile`]'s layout, then a scalar `regroup`; the kernel table's AVX-512 expanders unpack
 //! the rows in registers and write the group's bytes at once): per super-block
 //! - 64 vectors of 64 bytes, vector `8g + k` holding in lane r bytes `32g + 4k .. + 4` of row
 //!   r's signed values offset by 128 (`v ⊕ 0x80`, so that `vpdpbusd` takes them as
