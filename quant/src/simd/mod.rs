@@ -154,6 +154,50 @@ macro_rules! tile_shapes {
 #[cfg(target_arch = "x86_64")]
 use tile_shapes;
 
+/// Safe entries of the sixteen-row group tiles (`q8::tile_x16`, `iq::group`), whose kernels
+/// take `n / $block` blocks of a group and a panel and write `[column][row]`: each entry
+/// checks the lengths against the invoking module's `group_bytes`, `panel_bytes` and
+/// `PANEL_COLS`, then runs its kernel for the panel's column count.
+#[cfg(target_arch = "x86_64")]
+macro_rules! group_tile_entries {
+    ($block:literal; $($entry:ident => $kernel:ident),+ $(,)?) => {$(
+        pub(crate) fn $entry(
+            n: usize,
+            group: &[u8],
+            panel: &[u8],
+            cols: usize,
+            out: &mut [[f32; 16]],
+        ) {
+            assert!((1..=PANEL_COLS).contains(&cols), "tile columns");
+            assert_eq!(group.len(), group_bytes(n), "group length");
+            assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
+            assert_eq!(out.len(), cols, "tile output length");
+            let nb = n / $block;
+            macro_rules! go {
+                ($c:literal) => {{
+                    let out: &mut [[f32; 16]; $c] = out.try_into().expect("checked above");
+                    // SAFETY: `table::kernels` hands this entry out only after checking the
+                    // features; the lengths are checked above (every block of the group and
+                    // the panel is in bounds).
+                    unsafe { $kernel::<$c>(nb, group, panel, out) }
+                }};
+            }
+            match cols {
+                1 => go!(1),
+                2 => go!(2),
+                3 => go!(3),
+                4 => go!(4),
+                5 => go!(5),
+                6 => go!(6),
+                7 => go!(7),
+                _ => go!(8),
+            }
+        }
+    )+};
+}
+#[cfg(target_arch = "x86_64")]
+use group_tile_entries;
+
 /// Copies a tile's `[column][row]` sums into row-major `out` (`rows` × `cols`), times
 /// `scale` (1.0 is exact).
 #[cfg(target_arch = "x86_64")]

@@ -197,40 +197,8 @@ pub(crate) mod x86 {
         unsafe { crate::simd::iq::avx512::group_iq2::<BlockIQ2XXSX>(rows, out) }
     }
 
-    /// Safe entry of the group tile: checks the lengths, then runs the kernel for the
-    /// panel's column count.
-    pub(crate) fn tile_entry(
-        n: usize,
-        group: &[u8],
-        panel: &[u8],
-        cols: usize,
-        out: &mut [[f32; 16]],
-    ) {
-        assert!((1..=PANEL_COLS).contains(&cols), "tile columns");
-        assert_eq!(group.len(), group_bytes(n), "group length");
-        assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
-        assert_eq!(out.len(), cols, "tile output length");
-        let nsb = n / 256;
-        macro_rules! go {
-            ($c:literal) => {{
-                let out: &mut [[f32; 16]; $c] = out.try_into().expect("checked above");
-                // SAFETY: `table::kernels` hands this entry out only after checking the
-                // features; the lengths are checked above (every super-block of the group and
-                // the panel is in bounds).
-                unsafe { tile::<$c>(nsb, group, panel, out) }
-            }};
-        }
-        match cols {
-            1 => go!(1),
-            2 => go!(2),
-            3 => go!(3),
-            4 => go!(4),
-            5 => go!(5),
-            6 => go!(6),
-            7 => go!(7),
-            _ => go!(8),
-        }
-    }
+    // the tile's safe entry, `tile_entry`
+    crate::simd::group_tile_entries!(256; tile_entry => tile);
 
     /// The group tile for `C` columns (see the module docs). With four columns or fewer each
     /// column's group sum runs as two chains of four `vpdpbusd` (even and odd dwords), joined

@@ -290,45 +290,8 @@ pub(crate) mod x86 {
         }
     }
 
-    /// Safe entries of the group tiles: each checks the lengths, then runs its kernel for
-    /// the panel's column count.
-    macro_rules! group_entries {
-        ($($entry:ident => $kernel:ident),+ $(,)?) => {$(
-            pub(crate) fn $entry(
-                n: usize,
-                group: &[u8],
-                panel: &[u8],
-                cols: usize,
-                out: &mut [[f32; 16]],
-            ) {
-                assert!((1..=PANEL_COLS).contains(&cols), "tile columns");
-                assert_eq!(group.len(), group_bytes(n), "group length");
-                assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
-                assert_eq!(out.len(), cols, "tile output length");
-                let nb = n / 32;
-                macro_rules! go {
-                    ($c:literal) => {{
-                        let out: &mut [[f32; 16]; $c] = out.try_into().expect("checked above");
-                        // SAFETY: `table::kernels` hands this entry out only after checking
-                        // the features; the lengths are checked above (every block of the
-                        // group and the panel is in bounds).
-                        unsafe { $kernel::<$c>(nb, group, panel, out) }
-                    }};
-                }
-                match cols {
-                    1 => go!(1),
-                    2 => go!(2),
-                    3 => go!(3),
-                    4 => go!(4),
-                    5 => go!(5),
-                    6 => go!(6),
-                    7 => go!(7),
-                    _ => go!(8),
-                }
-            }
-        )+};
-    }
-    group_entries!(tile_entry => tile, tile_avx2_entry => tile_avx2);
+    // the safe entries of both tiles
+    crate::simd::group_tile_entries!(32; tile_entry => tile, tile_avx2_entry => tile_avx2);
 
     /// The group tile with AVX2 (no VNNI): eight rows per 256-bit register (each half of a
     /// group's vectors), up to four columns per pass. Per (row half, block, dword k) the codes
