@@ -51,33 +51,67 @@ fn q8_0_group_tile_matches_the_reference_bit_for_bit() {
                     a
                 })
                 .collect();
-            for nr in [1usize, 2, 5, 15, 16] {
-                let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
-                let (mut group, mut want) = (vec![7u8; group_bytes(n)], vec![9u8; group_bytes(n)]);
-                expand(n, &wr, &mut group);
-                expand_group_ref(n, &wr, &mut want);
-                assert_eq!(group, want, "expanded group, n={n} rows={nr}");
-                for cols in 1..=PANEL_COLS {
-                    let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
-                    let mut panel = vec![7u8; panel_bytes(n, cols)];
-                    pack_panel(n, &ar, &mut panel);
-                    let mut out = vec![[f32::NAN; 16]; cols];
-                    tile(n, &group, &panel, cols, &mut out);
-                    for (c, a) in ar.iter().enumerate() {
-                        for (ri, &got) in out[c].iter().enumerate() {
-                            let want = wr.get(ri).map_or(0.0, |w| reference(n, w, a));
-                            assert_eq!(
-                                got.to_bits(),
-                                want.to_bits(),
-                                "{level} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
-                            );
-                        }
-                    }
+            let k = GroupTile {
+                group_bytes,
+                panel_bytes,
+                pack: pack_panel,
+                expand,
+                expand_ref: expand_group_ref,
+                tile,
+            };
+            assert_group_tile(&level.to_string(), n, &rows, &acts, &k, reference);
+        }
+    }
+    tally.assert_all(Column::Tile, &[DType::Q8_0]);
+}
+
+/// A sixteen-row group tile (Q8_0 or IQ2_XXS): its layout's sizes, packer, expanders and
+/// kernel.
+struct GroupTile {
+    group_bytes: fn(usize) -> usize,
+    panel_bytes: fn(usize, usize) -> usize,
+    pack: fn(usize, &[&[u8]], &mut [u8]),
+    expand: fn(usize, &[&[u8]], &mut [u8]),
+    expand_ref: fn(usize, &[&[u8]], &mut [u8]),
+    tile: quant::simd::q8::tile_x16::GroupTileFn,
+}
+
+/// For the first 1, 2, 5, 15 and 16 of `rows` and every count of `acts` from one: the
+/// expander writes the reference expander's bytes, and the tile gives every (row, column)
+/// `reference`'s bits (a missing row's outputs 0).
+fn assert_group_tile(
+    label: &str,
+    n: usize,
+    rows: &[Vec<u8>],
+    acts: &[Vec<u8>],
+    k: &GroupTile,
+    reference: fn(usize, &[u8], &[u8]) -> f32,
+) {
+    for nr in [1usize, 2, 5, 15, 16] {
+        let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
+        let gb = (k.group_bytes)(n);
+        let (mut group, mut want) = (vec![7u8; gb], vec![9u8; gb]);
+        (k.expand)(n, &wr, &mut group);
+        (k.expand_ref)(n, &wr, &mut want);
+        assert_eq!(group, want, "{label} expanded group, n={n} rows={nr}");
+        for cols in 1..=acts.len() {
+            let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
+            let mut panel = vec![7u8; (k.panel_bytes)(n, cols)];
+            (k.pack)(n, &ar, &mut panel);
+            let mut out = vec![[f32::NAN; 16]; cols];
+            (k.tile)(n, &group, &panel, cols, &mut out);
+            for (c, a) in ar.iter().enumerate() {
+                for (ri, &got) in out[c].iter().enumerate() {
+                    let want = wr.get(ri).map_or(0.0, |w| reference(n, w, a));
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{label} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
+                    );
                 }
             }
         }
     }
-    tally.assert_all(Column::Tile, &[DType::Q8_0]);
 }
 
 /// The grid-format expanders (IQ2_XXS, IQ1_S and their repacked forms) agree byte for byte with their references,
@@ -208,34 +242,15 @@ fn iq2_xxs_group_tile_matches_the_reference_bit_for_bit() {
                         a
                     })
                     .collect();
-                for nr in [1usize, 2, 5, 15, 16] {
-                    let wr: Vec<&[u8]> = rows[..nr].iter().map(|w| w.as_slice()).collect();
-                    let (mut group, mut want) =
-                        (vec![7u8; group_bytes(n)], vec![9u8; group_bytes(n)]);
-                    (g.expand)(n, &wr, &mut group);
-                    reference_expand(n, &wr, &mut want);
-                    assert_eq!(group, want, "{wt:?} expanded group, n={n} rows={nr}");
-                    for cols in 1..=PANEL_COLS {
-                        let ar: Vec<&[u8]> = acts[..cols].iter().map(|a| a.as_slice()).collect();
-                        let mut panel = vec![7u8; panel_bytes(n, cols)];
-                        pack_panel(n, &ar, &mut panel);
-                        let mut out = vec![[f32::NAN; 16]; cols];
-                        (g.tile)(n, &group, &panel, cols, &mut out);
-                        for (c, a) in ar.iter().enumerate() {
-                            for (ri, &got) in out[c].iter().enumerate() {
-                                let want = rows
-                                    .get(ri)
-                                    .filter(|_| ri < nr)
-                                    .map_or(0.0, |w| reference(n, w, a));
-                                assert_eq!(
-                                    got.to_bits(),
-                                    want.to_bits(),
-                                    "{wt:?} {level} n={n} rows={nr} cols={cols} ({ri},{c}): {got} vs {want}"
-                                );
-                            }
-                        }
-                    }
-                }
+                let k = GroupTile {
+                    group_bytes,
+                    panel_bytes,
+                    pack: pack_panel,
+                    expand: g.expand,
+                    expand_ref: reference_expand,
+                    tile: g.tile,
+                };
+                assert_group_tile(&format!("{wt:?} {level}"), n, &rows, &acts, &k, reference);
             }
         }
     }
