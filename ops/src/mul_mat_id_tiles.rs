@@ -92,6 +92,22 @@ impl Panels {
             Panels::Amx => tile_amx::panel_bytes(k, cols),
         }
     }
+
+    /// The group's token chunks with their panels in `panels`, as [`pack_group_panels`] lays
+    /// them out for `k`-element rows.
+    fn chunks<'a>(
+        self,
+        k: usize,
+        group: &'a [u32],
+        panels: &'a [u8],
+    ) -> impl Iterator<Item = (&'a [u32], &'a [u8])> {
+        let mut at = 0;
+        group.chunks(self.cols()).map(move |chunk| {
+            let len = self.bytes(k, chunk.len());
+            at += len;
+            (chunk, &panels[at - len..at])
+        })
+    }
 }
 
 /// The group's activation panels in `layout`, one per chunk of up to the tile's column count
@@ -161,12 +177,8 @@ pub(super) fn expert_tiles_amx(
             }
         }
     }
-    let mut at = 0;
-    for chunk in group.chunks(tile_amx::TILE_COLS) {
+    for (chunk, panel) in Panels::Amx.chunks(s.k, group, panels) {
         let m = chunk.len();
-        let len = tile_amx::panel_bytes(s.k, m);
-        let panel = &panels[at..at + len];
-        at += len;
         let mut out = [0f32; tile_amx::TILE_ROWS * tile_amx::TILE_COLS];
         tile(s.k, &ex[..nr * ab], nr, panel, m, &mut out[..nr * m]);
         for (c, &j) in chunk.iter().enumerate() {
@@ -204,14 +216,10 @@ pub(super) fn expert_tiles(
     for (i, buf) in ex.chunks_exact_mut(eb).take(cols.len()).enumerate() {
         expand(rows.row(cols.start + i), buf);
     }
-    let mut at = 0;
-    for chunk in group.chunks(C) {
+    for (chunk, panel) in Panels::Rows4.chunks(s.k, group, panels) {
         let acts: [&[u8]; C] =
             std::array::from_fn(|c| act(q, s, chunk[c.min(chunk.len() - 1)] as usize));
         let m = chunk.len();
-        let len = tile_grid::panel_bytes(s.k, m);
-        let panel = &panels[at..at + len];
-        at += len;
         let mut n0 = cols.start;
         while n0 < cols.end {
             let nr = (cols.end - n0).min(R);
@@ -257,12 +265,8 @@ pub(super) fn expert_groups(
         let wr: [&[u8]; R] = std::array::from_fn(|i| rows.row(n0 + i.min(m - 1)));
         (g.expand)(s.k, &wr[..m], out);
     }
-    let mut at = 0;
-    for chunk in group.chunks(C) {
+    for (chunk, panel) in Panels::Group.chunks(s.k, group, panels) {
         let m = chunk.len();
-        let len = iq_group::panel_bytes(s.k, m);
-        let panel = &panels[at..at + len];
-        at += len;
         for gi in 0..ng {
             let mut out = [[0f32; R]; C];
             (g.tile)(s.k, &ex[gi * gb..(gi + 1) * gb], panel, m, &mut out[..m]);
