@@ -10,12 +10,14 @@
 //! | `FATHOM_PROFILE_OPS` | `1`, `json:PATH`, `trace:PATH`, `0` | the per-op profile: a table on stderr, JSON rows, a Chrome trace |
 //! | `LLAMA_PROFILE_OPS` | the same | read when `FATHOM_PROFILE_OPS` is unset (for users of the seed's patched llama.cpp) |
 //! | `FATHOM_FORCE_SCALAR` | `1`, `0` | run the scalar reference kernels on one thread (for bisecting numerics) |
+//! | `FATHOM_CPU_LEVEL` | `scalar`, `avx2`, `avx512`, `avx512-vnni`, `avx512-bf16`, `amx` | run the kernels of that level, at most this CPU's (to measure or bisect a lower level's kernels) |
 //! | `FATHOM_ST_WEIGHTS` | `default`, `q8_0`, `fp32`, `stacked` (comma-separated) | how a safetensors checkpoint's weights are stored (`--st-weights` wins) |
 //! | `FATHOM_MOE_CONFIG` | a path | `run`'s live MoE configuration when `--moe-config` is not given |
 
 use anyhow::{bail, Result};
 use backends::profiler::ProfileOutput;
 use backends::ExecConfig;
+use quant::simd::CpuLevel;
 use std::path::PathBuf;
 
 /// Every environment variable fathom reads, with its one-line meaning (the table above; the
@@ -33,6 +35,10 @@ pub const VARIABLES: &[(&str, &str)] = &[
     (
         "FATHOM_FORCE_SCALAR",
         "1: the scalar reference kernels on one thread",
+    ),
+    (
+        "FATHOM_CPU_LEVEL",
+        "kernels of a lower CPU level: scalar, avx2, avx512, avx512-vnni, avx512-bf16",
     ),
     (
         "FATHOM_ST_WEIGHTS",
@@ -59,6 +65,8 @@ pub struct Env {
     pub profile: Option<ProfileOutput>,
     /// `FATHOM_FORCE_SCALAR=1`.
     pub force_scalar: bool,
+    /// `FATHOM_CPU_LEVEL`: the kernels' level, at most this CPU's (`None`: this CPU's).
+    pub cpu_level: Option<CpuLevel>,
     /// `FATHOM_ST_WEIGHTS`, as given (parsed by the model loader's option parser).
     pub st_weights: Option<String>,
     /// `FATHOM_MOE_CONFIG`.
@@ -113,10 +121,18 @@ impl Env {
             Some("1") => true,
             Some(v) => bail!("FATHOM_FORCE_SCALAR={v}: expected 1 (on) or 0 (off)"),
         };
+        let cpu_level = match var("FATHOM_CPU_LEVEL")? {
+            None => None,
+            Some(v) => Some(
+                cpu_level(&v, CpuLevel::detect())
+                    .map_err(|e| anyhow::anyhow!("FATHOM_CPU_LEVEL={v}: {e}"))?,
+            ),
+        };
         Ok(Env {
             cpus,
             profile,
             force_scalar,
+            cpu_level,
             st_weights: var("FATHOM_ST_WEIGHTS")?,
             moe_config: var("FATHOM_MOE_CONFIG")?.map(PathBuf::from),
         })
@@ -153,14 +169,52 @@ impl Env {
             cpus: self.cpus.clone(),
             profile: self.profile.clone(),
             reference: self.force_scalar,
+            cpu: self.cpu_level.unwrap_or(d.cpu),
             ..d
         })
     }
 }
 
+/// A CPU level by its name ([`CpuLevel::name`]), at most `have` (this CPU's level).
+fn cpu_level(v: &str, have: CpuLevel) -> std::result::Result<CpuLevel, String> {
+    let v = v.trim();
+    let names = || {
+        CpuLevel::ALL
+            .iter()
+            .map(|l| l.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let level = CpuLevel::ALL
+        .into_iter()
+        .find(|l| l.name() == v)
+        .ok_or_else(|| format!("expected one of {}", names()))?;
+    if level > have {
+        return Err(format!("this CPU's kernels go up to {have}"));
+    }
+    Ok(level)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::VARIABLES;
+    use super::{cpu_level, VARIABLES};
+    use quant::simd::CpuLevel;
+
+    /// `FATHOM_CPU_LEVEL` takes every level's name up to this CPU's, and names the choices or
+    /// the ceiling otherwise.
+    #[test]
+    fn cpu_levels_by_name_up_to_this_cpus() {
+        assert_eq!(cpu_level("avx2", CpuLevel::Amx), Ok(CpuLevel::Avx2));
+        assert_eq!(cpu_level(" scalar ", CpuLevel::Avx2), Ok(CpuLevel::Scalar));
+        assert_eq!(
+            cpu_level("avx512-vnni", CpuLevel::Avx512Vnni),
+            Ok(CpuLevel::Avx512Vnni)
+        );
+        let e = cpu_level("avx512", CpuLevel::Avx2).unwrap_err();
+        assert!(e.contains("up to avx2"), "{e}");
+        let e = cpu_level("sse4", CpuLevel::Amx).unwrap_err();
+        assert!(e.contains("avx2") && e.contains("amx"), "{e}");
+    }
     use std::path::Path;
 
     /// The README's environment table lists every variable fathom reads, and no other.

@@ -230,6 +230,12 @@ fn run_inner(args: &Args, env: &crate::env::Env) -> Result<()> {
     let opts = args.model.load_options(env)?;
     let exec = opts.exec.clone();
     let threads = exec.threads;
+    if let Some(level) = env.cpu_level {
+        eprintln!(
+            "kernels of level {level} (FATHOM_CPU_LEVEL; this CPU: {})",
+            quant::simd::CpuLevel::detect()
+        );
+    }
     if let Some(list) = &args.matvec {
         if args.model.model.is_some() {
             bail!("--matvec measures random weights: it takes no -m");
