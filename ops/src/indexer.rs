@@ -1,7 +1,7 @@
 //! DSA_INDEXER / DSA_SCORES kernels (Lightning Indexer, spec §4.6).
 //!
-//! Both DSA_INDEXER kernels compute each score with the same f32 function [`score`] (8-lane FMA
-//! dots, heads summed in order, `−0 → +0`, NaN → `−∞`) — the forward kernel, on AVX2 and
+//! Both DSA_INDEXER kernels compute each score with the same f32 function [`score`] (one FMA
+//! chain per dot, heads summed in order, `−0 → +0`, NaN → `−∞`) — the forward kernel, on AVX2 and
 //! AVX-512 CPUs, as its float operations on blocks of keys (`indexer_simd`) — so selections
 //! agree bit for bit; the
 //! reference then sorts all `n_kv` entries with a float comparator, the forward kernel keeps
@@ -23,6 +23,9 @@ const ENTRY_CHUNK: usize = 64;
 
 /// Floats per cache line: the SIMD key block starts on one.
 const BLOCK_ALIGN: usize = 16;
+
+/// Most keys in one pass of the SIMD scores (`BLOCKS` blocks of 16 lanes).
+const MAX_SPAN: usize = 16 * crate::indexer_simd::BLOCKS;
 
 struct Dims {
     heads: usize,
@@ -53,25 +56,12 @@ pub fn score(q: &TensorRef, t: usize, heads: usize, k: &[f32], w: &[f32]) -> f32
     canonical(s)
 }
 
-/// The indexer's query · key dot: eight f32 accumulators (element index mod 8), each a chain
-/// of fused multiply-adds in element order, reduced by a fixed tree, then the tail (fused
-/// too). The SIMD scores (`indexer_simd`) run the same chains one key per lane, so both give
-/// these bits; FMA makes it one vector operation per element where a multiply and an add
-/// took two.
+/// The indexer's query · key dot: one chain of fused multiply-adds in element order, from 0.
+/// The SIMD scores (`indexer_simd`) run the same chain one key per lane, so both give these
+/// bits; one chain (not eight, as until 2026-12-07) lets the SIMD blocks keep four heads'
+/// dots over four key blocks in registers, so FMAs rather than loads bound them.
 pub(crate) fn dot_fma(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] = x[k].mul_add(y[k], acc[k]);
-        }
-    }
-    let mut tail = 0f32;
-    for (x, y) in ra.iter().zip(rb) {
-        tail = x.mul_add(*y, tail);
-    }
-    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+    a.iter().zip(b).fold(0f32, |acc, (x, y)| x.mul_add(*y, acc))
 }
 
 /// A score's canonical form: NaN → `−∞`, `−0 → +0`.
@@ -145,12 +135,12 @@ struct Scorer<'b> {
     lanes: usize,
     d: usize,
     heads: usize,
-    /// A key row converted from F16/BF16.
+    /// Key rows converted from F16/BF16 (up to a pass's keys).
     kbuf: &'b mut [f32],
     /// The query rows of token `qtok`, back to back (SIMD only).
     qbuf: &'b mut [f32],
     qtok: Option<usize>,
-    /// One transposed key block and its scores (SIMD only).
+    /// Up to `indexer_simd::BLOCKS` transposed key blocks and their scores (SIMD only).
     blk: &'b mut [f32],
     sc: &'b mut [f32],
 }
@@ -158,12 +148,17 @@ struct Scorer<'b> {
 impl<'b> Scorer<'b> {
     /// f32 scratch the scorer needs (with room to align the key block).
     fn need(cpu: quant::simd::CpuLevel, d: usize, heads: usize) -> usize {
-        d + crate::indexer_simd::lanes(cpu).map_or(0, |l| BLOCK_ALIGN + heads * d + l * d + l)
+        let nb = crate::indexer_simd::BLOCKS;
+        match crate::indexer_simd::lanes(cpu) {
+            None => d,
+            Some(l) => nb * l * d + BLOCK_ALIGN + heads * d + nb * l * (d + 1),
+        }
     }
 
     fn new(cpu: quant::simd::CpuLevel, d: usize, heads: usize, f32s: &'b mut [f32]) -> Self {
         let lanes = crate::indexer_simd::lanes(cpu).unwrap_or(0);
-        let (kbuf, rest) = f32s.split_at_mut(d);
+        let nb = crate::indexer_simd::BLOCKS;
+        let (kbuf, rest) = f32s.split_at_mut(d * (nb * lanes).max(1));
         let (qbuf, rest) = rest.split_at_mut(if lanes > 0 { heads * d } else { 0 });
         // the block on a cache line: its rows are whole-register loads, and split loads
         // made one executor's scorer 30% slower than another's
@@ -172,7 +167,7 @@ impl<'b> Scorer<'b> {
         } else {
             0
         };
-        let (blk, rest) = rest[pad..].split_at_mut(lanes * d);
+        let (blk, rest) = rest[pad..].split_at_mut(nb * lanes * d);
         Scorer {
             lanes,
             d,
@@ -181,7 +176,7 @@ impl<'b> Scorer<'b> {
             qbuf,
             qtok: None,
             blk,
-            sc: &mut rest[..lanes],
+            sc: &mut rest[..nb * lanes],
         }
     }
 
@@ -209,22 +204,36 @@ impl<'b> Scorer<'b> {
             }
             self.qtok = Some(t);
         }
-        for b0 in keys.clone().step_by(l) {
-            let nb = l.min(keys.end - b0);
-            for j in 0..l {
-                if j < nb {
-                    let kr = key_row(k, b0 + j, self.kbuf);
-                    for (c, &x) in kr[..d].iter().enumerate() {
-                        self.blk[c * l + j] = x;
-                    }
-                } else {
-                    for c in 0..d {
-                        self.blk[c * l + j] = 0.0;
-                    }
+        // up to BLOCKS blocks of l keys a pass, transposed element-major (row c holds
+        // element c of every key of the pass) in register tiles; keys past the range are
+        // not scored
+        let span = l * crate::indexer_simd::BLOCKS;
+        let direct = k.desc.dtype == DType::F32;
+        for b0 in keys.clone().step_by(span) {
+            let nk = span.min(keys.end - b0);
+            let mut rows: [&[f32]; MAX_SPAN] = [&[]; MAX_SPAN];
+            if !direct {
+                for (i, buf) in self.kbuf.chunks_exact_mut(d).take(nk).enumerate() {
+                    k.row_to_f32(b0 + i, buf);
                 }
             }
-            crate::indexer_simd::scores(cpu, (self.qbuf, wr), heads, d, self.blk, self.sc);
-            for (j, &v) in self.sc[..nb].iter().enumerate() {
+            for (i, r) in rows.iter_mut().take(nk).enumerate() {
+                *r = if direct {
+                    &k.row_f32(b0 + i)[..d]
+                } else {
+                    &self.kbuf[i * d..(i + 1) * d]
+                };
+            }
+            crate::indexer_simd::transpose(cpu, &rows[..nk], d, self.blk);
+            crate::indexer_simd::scores(
+                cpu,
+                (self.qbuf, wr),
+                heads,
+                d,
+                (self.blk, nk.div_ceil(l)),
+                self.sc,
+            );
+            for (j, &v) in self.sc[..nk].iter().enumerate() {
                 emit(b0 + j, canonical(v));
             }
         }
