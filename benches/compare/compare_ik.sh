@@ -16,7 +16,10 @@
 # 8337e4cd3, the commit docs/perf measured) into $IK_DIR (default target/ik_llama.cpp) and
 # builds `llama-bench` with native CPU flags (about 12 min on 2 cores; needs git and cmake).
 # IK_BENCH=path/to/llama-bench skips both. FATHOM=path/to/fathom skips fathom's build;
-# FATHOM_ARGS adds `fathom bench` arguments (e.g. "--repack all"). Not part of CI.
+# FATHOM_ARGS adds `fathom bench` arguments (e.g. "--repack all"); FATHOM_CPU_LEVEL (e.g.
+# avx2) runs fathom's kernels of that level, and IK_BENCH can name an ik build for the same
+# level. IK_CONFIGS="rtr" (or "plain") runs only that ik configuration (default: both; at
+# depth each ik run prefills the whole depth itself). Not part of CI.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -58,16 +61,22 @@ fi
 for k in $(seq 1 "$rounds"); do
   echo "round $k/$rounds" >&2
   "$fathom" bench --membw -t "$threads" 2>&1 | tail -1 >"$out/membw.$k"
-  warm; "$ik" "${ikargs[@]}" >"$out/ik.$k.json" 2>"$out/ik.$k.log"
-  warm; "$ik" "${ikargs[@]}" -rtr 1 >"$out/ikrtr.$k.json" 2>"$out/ikrtr.$k.log"
+  for c in plain rtr; do
+    case " ${IK_CONFIGS:-plain rtr} " in
+      *" $c "*)
+        name=ik; extra=(); [ $c = rtr ] && { name=ikrtr; extra=(-rtr 1); }
+        warm; "$ik" "${ikargs[@]}" "${extra[@]}" >"$out/$name.$k.json" 2>"$out/$name.$k.log" ;;
+      *) echo '[]' >"$out/ik$([ $c = rtr ] && echo rtr).$k.json" ;;
+    esac
+  done
   warm
   "$fathom" bench -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r "$reps" -d "$depth" \
     --json ${FATHOM_ARGS:-} >"$out/fathom.$k.json"
 done
 fcommit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-python3 - "$out" "$rounds" "$model" "$threads" "$depth" "$commit" "$fcommit" "${FATHOM_ARGS:-}" >"$out/table.md" <<'PY'
+python3 - "$out" "$rounds" "$model" "$threads" "$depth" "$commit" "$fcommit" "${FATHOM_ARGS:-}" "${FATHOM_CPU_LEVEL:-}" >"$out/table.md" <<'PY'
 import json, os, platform, re, sys
-out, rounds, model, threads, depth, ikc, fc, fargs = sys.argv[1:9]
+out, rounds, model, threads, depth, ikc, fc, fargs, level = sys.argv[1:10]
 rounds = int(rounds)
 def rates(path):
     # an ik `-gp N,GEN` test (prompt and generation) is its decode at depth N: keyed as tgGEN
@@ -84,7 +93,8 @@ except (OSError, AttributeError):
     pass
 print(f"Host: {cpu} ({flags}), {os.cpu_count()} CPUs, {platform.system()}; {threads} threads.")
 print(f"Model: `{os.path.basename(model)}`; depth {depth}. ik_llama.cpp `{ikc}`; fathom `{fc}`"
-      + (f" with `{fargs}`" if fargs else "") + ".\n")
+      + (f" with `{fargs}`" if fargs else "")
+      + (f", kernels of level `{level}` (`FATHOM_CPU_LEVEL`)" if level else "") + ".\n")
 print("| round | memory bandwidth | test | ik_llama.cpp | ik `-rtr 1` | fathom | fathom / ik's best |")
 print("|---|---|---|---:|---:|---:|---:|")
 for k in range(1, rounds + 1):
