@@ -15,7 +15,7 @@
 //! 2 × 4 of its 16): per element `B` key loads and `H` broadcasts feed `H·B` FMAs, so the
 //! FMAs, not the loads, bound it. Until 2026-12-07 the dot kept eight chains (element index
 //! mod 8, reduced by a tree): sixteen registers for one block and two heads, a key load and
-//! two broadcasts per two FMAs, so the loads bound it at a third of the FMA rate
+//! two broadcasts per two FMAs, so the loads capped it at two thirds of the FMA rate
 //! (docs/kernels.md, "The Lightning Indexer's scores with the FMAs as the bound").
 
 /// Key blocks a pass scores at once (the caller transposes up to this many).
