@@ -135,12 +135,19 @@ mod x86 {
         fn fma(self, b: Self, c: Self) -> Self;
         /// `max(self, 0)` lane-wise, NaN → 0.
         fn relu(self) -> Self;
+        /// `vunpck{l,h}ps` (`hi` picks): per 128-bit lane, dwords 0, 1 (or 2, 3) of `self`
+        /// and `o` interleaved.
+        fn unpack32(self, o: Self, hi: bool) -> Self;
+        /// `vunpck{l,h}pd` on the same registers: per 128-bit lane, qword 0 (or 1) of `self`
+        /// then of `o`.
+        fn unpack64(self, o: Self, hi: bool) -> Self;
     }
 
     /// The [`Lanes`] of one register width from that width's intrinsics.
     macro_rules! lanes {
         ($t:ty, $l:literal, $zero:ident, $set1:ident, $load:ident, $store:ident, $add:ident,
-         $mul:ident, $fma:ident, $max:ident) => {
+         $mul:ident, $fma:ident, $max:ident,
+         ($lo32:ident, $hi32:ident, $lo64:ident, $hi64:ident, $topd:ident, $tops:ident)) => {
             impl Lanes for $t {
                 const L: usize = $l;
                 #[inline(always)]
@@ -185,6 +192,25 @@ mod x86 {
                     // NaN.
                     unsafe { $max(self, $zero()) }
                 }
+                #[inline(always)]
+                fn unpack32(self, o: Self, hi: bool) -> Self {
+                    // SAFETY: as `zero`.
+                    unsafe {
+                        if hi {
+                            $hi32(self, o)
+                        } else {
+                            $lo32(self, o)
+                        }
+                    }
+                }
+                #[inline(always)]
+                fn unpack64(self, o: Self, hi: bool) -> Self {
+                    // SAFETY: as `zero`.
+                    unsafe {
+                        let (x, y) = ($topd(self), $topd(o));
+                        $tops(if hi { $hi64(x, y) } else { $lo64(x, y) })
+                    }
+                }
             }
         };
     }
@@ -199,7 +225,15 @@ mod x86 {
         _mm512_add_ps,
         _mm512_mul_ps,
         _mm512_fmadd_ps,
-        _mm512_max_ps
+        _mm512_max_ps,
+        (
+            _mm512_unpacklo_ps,
+            _mm512_unpackhi_ps,
+            _mm512_unpacklo_pd,
+            _mm512_unpackhi_pd,
+            _mm512_castps_pd,
+            _mm512_castpd_ps
+        )
     );
     lanes!(
         __m256,
@@ -211,7 +245,15 @@ mod x86 {
         _mm256_add_ps,
         _mm256_mul_ps,
         _mm256_fmadd_ps,
-        _mm256_max_ps
+        _mm256_max_ps,
+        (
+            _mm256_unpacklo_ps,
+            _mm256_unpackhi_ps,
+            _mm256_unpacklo_pd,
+            _mm256_unpackhi_pd,
+            _mm256_castps_pd,
+            _mm256_castpd_ps
+        )
     );
 
     /// The dots of heads `h0..h0 + H` against `B` blocks, each one FMA chain in element
@@ -337,6 +379,19 @@ mod x86 {
         }
     }
 
+    /// The first two steps of a register transpose of `N` rows (N = the lane count, 8 or
+    /// 16): the result's `b[4i + e]` holds in 128-bit lane L element 4L + e of rows
+    /// 4i..4i + 4 (rows 2i and 2i + 1 interleaved by dwords, then pairs of those by qwords).
+    /// The tiles then gather each element's lanes across the registers.
+    #[inline(always)]
+    fn quads<V: Lanes, const N: usize>(r: [V; N]) -> [V; N] {
+        let a: [V; N] = std::array::from_fn(|k| r[k & !1].unpack32(r[k | 1], k % 2 == 1));
+        std::array::from_fn(|k| {
+            let (i, e) = (k / 4, k % 4);
+            a[4 * i + e / 2].unpack64(a[4 * i + 2 + e / 2], e % 2 == 1)
+        })
+    }
+
     /// One 16 × 16 tile of [`super::transpose`]: rows `p` (null: zeros), elements
     /// `c0..c0 + 16`, element `e` of every row stored at `at + e·span`.
     ///
@@ -345,29 +400,7 @@ mod x86 {
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn tile16(p: &[*const f32; 16], c0: usize, at: *mut f32, span: usize) {
         // SAFETY: the caller's contract.
-        let r: [__m512; 16] = std::array::from_fn(|j| unsafe { row::<__m512>(p, j, c0) });
-        // per 128-bit lane: rows (2i, 2i + 1) interleaved, elements 0, 1 (even) / 2, 3 (odd)
-        let a: [__m512; 16] = std::array::from_fn(|k| {
-            let (x, y) = (r[k & !1], r[k | 1]);
-            if k % 2 == 0 {
-                _mm512_unpacklo_ps(x, y)
-            } else {
-                _mm512_unpackhi_ps(x, y)
-            }
-        });
-        // b[4i + e], lane L: element 4L + e of rows 4i..4i + 4
-        let b: [__m512; 16] = std::array::from_fn(|k| {
-            let (i, e) = (k / 4, k % 4);
-            let (x, y) = (
-                _mm512_castps_pd(a[4 * i + e / 2]),
-                _mm512_castps_pd(a[4 * i + 2 + e / 2]),
-            );
-            _mm512_castpd_ps(if e % 2 == 0 {
-                _mm512_unpacklo_pd(x, y)
-            } else {
-                _mm512_unpackhi_pd(x, y)
-            })
-        });
+        let b = quads::<__m512, 16>(std::array::from_fn(|j| unsafe { row(p, j, c0) }));
         for e in 0..4 {
             let c0v = _mm512_shuffle_f32x4::<0x88>(b[e], b[4 + e]);
             let c1v = _mm512_shuffle_f32x4::<0xdd>(b[e], b[4 + e]);
@@ -393,27 +426,7 @@ mod x86 {
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn tile8(p: &[*const f32; 16], c0: usize, at: *mut f32, span: usize) {
         // SAFETY: the caller's contract.
-        let r: [__m256; 8] = std::array::from_fn(|j| unsafe { row::<__m256>(p, j, c0) });
-        let a: [__m256; 8] = std::array::from_fn(|k| {
-            let (x, y) = (r[k & !1], r[k | 1]);
-            if k % 2 == 0 {
-                _mm256_unpacklo_ps(x, y)
-            } else {
-                _mm256_unpackhi_ps(x, y)
-            }
-        });
-        let b: [__m256; 8] = std::array::from_fn(|k| {
-            let (i, e) = (k / 4, k % 4);
-            let (x, y) = (
-                _mm256_castps_pd(a[4 * i + e / 2]),
-                _mm256_castps_pd(a[4 * i + 2 + e / 2]),
-            );
-            _mm256_castpd_ps(if e % 2 == 0 {
-                _mm256_unpacklo_pd(x, y)
-            } else {
-                _mm256_unpackhi_pd(x, y)
-            })
-        });
+        let b = quads::<__m256, 8>(std::array::from_fn(|j| unsafe { row(p, j, c0) }));
         for e in 0..4 {
             let lo = _mm256_permute2f128_ps::<0x20>(b[e], b[4 + e]);
             let hi = _mm256_permute2f128_ps::<0x31>(b[e], b[4 + e]);
