@@ -39,6 +39,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -r "$model" ] || { echo "compare_ik.sh: cannot read $model" >&2; exit 2; }
+configs=${IK_CONFIGS:-plain rtr}
+for c in $configs; do
+  case $c in plain | rtr) ;; *) echo "compare_ik.sh: IK_CONFIGS: unknown configuration $c (plain, rtr)" >&2; exit 2 ;; esac
+done
 ik=${IK_BENCH:-}
 commit=${IK_COMMIT:-8337e4cd3}
 . "$here/ik_build.sh"
@@ -62,11 +66,10 @@ for k in $(seq 1 "$rounds"); do
   echo "round $k/$rounds" >&2
   "$fathom" bench --membw -t "$threads" 2>&1 | tail -1 >"$out/membw.$k"
   for c in plain rtr; do
-    case " ${IK_CONFIGS:-plain rtr} " in
-      *" $c "*)
-        name=ik; extra=(); [ $c = rtr ] && { name=ikrtr; extra=(-rtr 1); }
-        warm; "$ik" "${ikargs[@]}" "${extra[@]}" >"$out/$name.$k.json" 2>"$out/$name.$k.log" ;;
-      *) echo '[]' >"$out/ik$([ $c = rtr ] && echo rtr).$k.json" ;;
+    name=ik; extra=(); [ $c = rtr ] && { name=ikrtr; extra=(-rtr 1); }
+    case " $configs " in
+      *" $c "*) warm; "$ik" "${ikargs[@]}" "${extra[@]}" >"$out/$name.$k.json" 2>"$out/$name.$k.log" ;;
+      *) echo '[]' >"$out/$name.$k.json" ;;  # not run: "-" in the table
     esac
   done
   warm
