@@ -208,21 +208,12 @@ impl<'b> Scorer<'b> {
         // element c of every key of the pass) in register tiles; keys past the range are
         // not scored
         let span = l * crate::indexer_simd::BLOCKS;
-        let direct = k.desc.dtype == DType::F32;
         for b0 in keys.clone().step_by(span) {
             let nk = span.min(keys.end - b0);
             let mut rows: [&[f32]; MAX_SPAN] = [&[]; MAX_SPAN];
-            if !direct {
-                for (i, buf) in self.kbuf.chunks_exact_mut(d).take(nk).enumerate() {
-                    k.row_to_f32(b0 + i, buf);
-                }
-            }
-            for (i, r) in rows.iter_mut().take(nk).enumerate() {
-                *r = if direct {
-                    &k.row_f32(b0 + i)[..d]
-                } else {
-                    &self.kbuf[i * d..(i + 1) * d]
-                };
+            let bufs = self.kbuf.chunks_exact_mut(d);
+            for ((r, buf), e) in rows.iter_mut().zip(bufs).take(nk).zip(b0..) {
+                *r = &key_row(k, e, buf)[..d];
             }
             crate::indexer_simd::transpose(cpu, &rows[..nk], d, self.blk);
             crate::indexer_simd::scores(
