@@ -1,26 +1,25 @@
-//! AVX2 kernels for the grid (I-)quants against Q8_K activations: IQ2_XXS, IQ1_S, IQ1_M, and
-//! the repacked IQ1_S_X, IQ2_XXS_X and IQ1_M_X (no grid: their level codes are stored, see
-//! `codec::repack`).
+//! AVX2 kernels for the grid (I-)quants against Q8_K activations: IQ2_XXS (its own child,
+//! [`iq2_xxs`]), IQ1_S, IQ1_M, and the repacked IQ1_S_X, IQ2_XXS_X and IQ1_M_X (no grid:
+//! their level codes are stored, see `codec::repack`).
 //!
 //! Per 32-element group the four 8-byte grid rows are gathered with scalar loads into one
-//! vector; signs are applied to the activations with `vpsignb` (IQ2_XXS from a 128-entry
-//! table of ±1 byte masks, IQ1 from the signed grid itself), `vpmaddubsw` forms pair sums and
+//! vector; signs are applied to the activations with `vpsignb` (IQ1 from the signed grid
+//! itself, the `_X` layouts from their stored sign bits), `vpmaddubsw` forms pair sums and
 //! `vpmaddwd` multiplies them by the group scale. All of that is exact integer arithmetic,
 //! and the float combine is the reference's, so each kernel returns the reference's bits.
 //! Activations come from the Q8_K quantizer, whose codes lie in −127..=127 (`vpsignb` of
 //! −128 would wrap).
 
 use crate::blocks::{
-    le_u16, view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K,
+    le_u16, view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XXSX, BlockQ8K,
 };
 use crate::codec::iquants::{iq1m_d_bits, iq1m_d_of, iq1m_scales, iq1m_scales_of};
 use crate::codec::repack::{iq1mx_neg, iq1sx_group, iq2xx_scale, IQ2X_LEVELS};
-use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
+use crate::grids::IQ1S_GRID;
 use crate::simd::{entry, f16c, hsum_i32, hsum_i32x8};
 use std::arch::x86_64::*;
 
 entry!(
-    dot_iq2_xxs_avx2_entry => dot_iq2_xxs_avx2,
     dot_iq1_s_avx2_entry => dot_iq1_s_avx2,
     dot_iq1_s_x_avx2_entry => dot_iq1_s_x_avx2,
     dot_iq1_m_avx2_entry => dot_iq1_m_avx2,
@@ -28,39 +27,14 @@ entry!(
     dot_iq2_xxs_x_avx2_entry => dot_iq2_xxs_x_avx2,
 );
 entry!(
-    multi dot_iq2_xxs_avx2_multi_entry => dot_iq2_xxs_avx2_multi,
-    dot_iq1_s_avx2_multi_entry => dot_iq1_s_avx2_multi,
+    multi dot_iq1_s_avx2_multi_entry => dot_iq1_s_avx2_multi,
     dot_iq1_m_avx2_multi_entry => dot_iq1_m_avx2_multi,
 );
 
-/// Activation columns per pass of [`dot_iq2_xxs_avx2_multi`]: as many as the callers hand
+/// Activation columns per pass of the multi-column kernels (IQ2_XXS's in [`iq2_xxs`]): as many as the callers hand
 /// over at once (an MoE expert's tokens in a 512-token chunk, about twelve), so that a block
 /// is unpacked once for all of them.
 const COLS: usize = 16;
-
-/// What IQ2_XXS's signed grid values (±8, ±25, ±43) are offset by to be unsigned bytes for
-/// `vpmaddubsw` (0..=86: a pair sum is at most 2·86·127, no i16 saturation).
-const IQ2_OFFSET: i16 = 43;
-
-/// `KSIGNS_IQ2XS[i]` as eight bytes, −1 where the sign bit is set and +1 elsewhere (the
-/// second operand of `vpsignb`).
-static SIGN_MASKS: [u64; 128] = {
-    let mut t = [0u64; 128];
-    let mut i = 0;
-    while i < 128 {
-        let s = KSIGNS_IQ2XS[i];
-        let mut v = 0u64;
-        let mut j = 0;
-        while j < 8 {
-            let b: u64 = if (s >> j) & 1 == 1 { 0xFF } else { 0x01 };
-            v |= b << (8 * j);
-            j += 1;
-        }
-        t[i] = v;
-        i += 1;
-    }
-    t
-};
 
 /// Four 8-byte rows as one vector, row 0 in the low bytes (a macro so that the intrinsic is
 /// inlined into the AVX2 kernel; see `f16c!`).
@@ -81,154 +55,13 @@ macro_rules! y32 {
     }};
 }
 
-/// 43·ls of each group in the i16 lanes of its two Q8_K block sums (lanes 2g, 2g + 1), for
-/// the offset's share of a block ([`IQ2_OFFSET`]).
-macro_rules! ls43 {
-    ($ls:expr) => {{
-        let l: [i16; 8] = $ls;
-        let o = IQ2_OFFSET;
-        _mm256_setr_epi16(
-            o * l[0],
-            o * l[0],
-            o * l[1],
-            o * l[1],
-            o * l[2],
-            o * l[2],
-            o * l[3],
-            o * l[3],
-            o * l[4],
-            o * l[4],
-            o * l[5],
-            o * l[5],
-            o * l[6],
-            o * l[6],
-            o * l[7],
-            o * l[7],
-        )
-    }};
-}
-
-/// Group `g` of an IQ2_XXS block: its four grid rows, its four ±1 sign masks (the second
-/// operand of `vpsignb`) and its scale 2·s + 1.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn iq2_lookup(x: &BlockIQ2XXS, g: usize) -> (__m256i, __m256i, i16) {
-    // one 8-byte read of the group, cut by shifts (eight byte reads measured 8% slower)
-    let q = u64::from_le_bytes(x.qs[8 * g..8 * g + 8].try_into().expect("8 bytes"));
-    let a1 = (q >> 32) as u32;
-    let grid = rows4!(
-        IQ2XXS_GRID[(q & 255) as usize],
-        IQ2XXS_GRID[((q >> 8) & 255) as usize],
-        IQ2XXS_GRID[((q >> 16) & 255) as usize],
-        IQ2XXS_GRID[((q >> 24) & 255) as usize],
-    );
-    let signs = rows4!(
-        SIGN_MASKS[(a1 & 127) as usize],
-        SIGN_MASKS[((a1 >> 7) & 127) as usize],
-        SIGN_MASKS[((a1 >> 14) & 127) as usize],
-        SIGN_MASKS[((a1 >> 21) & 127) as usize],
-    );
-    (grid, signs, (2 * (a1 >> 28) + 1) as i16)
-}
-
-/// Group `g` of an IQ2_XXS block as 32 unsigned bytes (signed grid values + [`IQ2_OFFSET`])
-/// and its scale: [`iq2_lookup`], `vpsignb`, the offset.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn iq2_group(x: &BlockIQ2XXS, g: usize) -> (__m256i, i16) {
-    let (grid, signs, ls) = iq2_lookup(x, g);
-    let v = _mm256_add_epi8(
-        _mm256_sign_epi8(grid, signs),
-        _mm256_set1_epi8(IQ2_OFFSET as i8),
-    );
-    (v, ls)
-}
-
-/// IQ2_XXS · Q8_K with AVX2.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut s = 0f32;
-    for (x, y) in view::<BlockIQ2XXS>(w).iter().zip(view::<BlockQ8K>(a)) {
-        let mut acc = _mm256_setzero_si256();
-        for g in 0..8 {
-            let (grid, signs, ls) = iq2_lookup(x, g);
-            let ls = _mm256_set1_epi16(ls);
-            let sy = _mm256_sign_epi8(y32!(y, g), signs);
-            // grid bytes ≤ 43 are unsigned: |pair| ≤ 2·43·127, no i16 overflow
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(grid, sy), ls));
-        }
-        // SAFETY: AVX2 is enabled for this function.
-        let bsum = unsafe { hsum_i32(acc) };
-        s += f16c!(x.d) * y.d() * bsum as f32;
-    }
-    0.125 * s
-}
-
-/// IQ2_XXS · Q8_K for several activation columns with AVX2: each block is unpacked once per
-/// pass of up to [`COLS`] columns — per group the four grid rows and sign masks ([`iq2_group`]),
-/// `vpsignb` on the grid, + [`IQ2_OFFSET`] — and then costs one `vpmaddubsw`, one `vpmaddwd`
-/// by the group scale and one add per group and column. The offset's share, 43·Σ ls·Σy, is
-/// taken off per block and column with one `vpmaddwd` of the Q8_K block sums by 43·ls. Eight
-/// columns' block sums are then reduced together ([`hsum_i32x8`]) and their float combine
-/// runs in one vector, lane by lane [`dot_iq2_xxs_avx2`]'s: the block's integer sum is the
-/// reference's exactly, and every column gets the reference's bits.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_iq2_xxs_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    let xs = view::<BlockIQ2XXS>(w);
-    for r in crate::simd::column_split(acts.len(), COLS) {
-        let (acts, out) = (&acts[r.clone()], &mut out[r]);
-        let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
-        for (y, a) in ys.iter_mut().zip(acts) {
-            *y = view::<BlockQ8K>(a);
-        }
-        let ys = &ys[..acts.len()];
-        // column c's sum in lane c % 8 of s[c / 8]
-        let mut s = [_mm256_setzero_ps(); COLS / 8];
-        for (b, x) in xs.iter().enumerate() {
-            let mut wv = [_mm256_setzero_si256(); 8];
-            let mut ls = [0i16; 8];
-            for (g, (wg, l)) in wv.iter_mut().zip(ls.iter_mut()).enumerate() {
-                (*wg, *l) = iq2_group(x, g);
-            }
-            let ls43 = ls43!(ls);
-            let dx = _mm256_set1_ps(f16c!(x.d));
-            for (ys8, s8) in ys.chunks(8).zip(s.iter_mut()) {
-                let mut sums = [_mm256_setzero_si256(); 8];
-                let mut yd = [0f32; 8];
-                for ((y, acc), d) in ys8.iter().zip(sums.iter_mut()).zip(yd.iter_mut()) {
-                    let y = &y[b];
-                    *d = y.d();
-                    // SAFETY: a Q8_K block's 16 block sums are 32 bytes (unaligned load).
-                    let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
-                    let mut a =
-                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(bs, ls43));
-                    for (g, wg) in wv.iter().enumerate() {
-                        let p = _mm256_maddubs_epi16(*wg, y32!(y, g));
-                        a = _mm256_add_epi32(a, _mm256_madd_epi16(p, _mm256_set1_epi16(ls[g])));
-                    }
-                    *acc = a;
-                }
-                let bsum = _mm256_cvtepi32_ps(hsum_i32x8(&sums));
-                // SAFETY: `yd` is 32 readable bytes (unaligned load).
-                let yd = unsafe { _mm256_loadu_ps(yd.as_ptr()) };
-                *s8 = _mm256_add_ps(*s8, _mm256_mul_ps(_mm256_mul_ps(dx, yd), bsum));
-            }
-        }
-        let mut lanes = [0f32; COLS];
-        for (l, v) in lanes.chunks_exact_mut(8).zip(s) {
-            // SAFETY: `l` has room for 8 f32.
-            unsafe { _mm256_storeu_ps(l.as_mut_ptr(), v) };
-        }
-        for (o, sc) in out.iter_mut().zip(lanes) {
-            *o = 0.125 * sc;
-        }
-    }
-}
+mod iq2_xxs;
+pub(in crate::simd) use iq2_xxs::{dot_iq2_xxs_avx2_entry, dot_iq2_xxs_avx2_multi_entry};
 
 /// IQ2_XXS_X · Q8_K with AVX2: per 32-element group the level codes (one shift and mask of
 /// the block's code bytes) become magnitudes by `vpshufb`, the group's 32 sign bits become
 /// ±1 bytes for `vpsignb` (broadcast, spread a byte per 8 lanes, test one bit per lane), then
-/// [`dot_iq2_xxs_avx2`]'s integer steps and float combine: IQ2_XXS's bits.
+/// the raw layout's one-row integer steps and float combine: IQ2_XXS's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq2_xxs_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let m3 = _mm256_set1_epi8(3);
