@@ -202,6 +202,15 @@ fn bench_gemm_kernels(c: &mut Criterion) {
             g.bench_function(BenchmarkId::new(t.name(), "multi1x1"), |b| {
                 b.iter(|| multi(N, black_box(wr[0]), &ar[..1], &mut out[..1]))
             });
+            // the lower levels' multi-column kernels (the AVX2 prompt path)
+            let lower = quant::simd::table::column(t, k.level, |r| r.multi);
+            for (level, other) in lower.into_iter().rev().skip(1) {
+                g.throughput(Throughput::Elements((2 * N * 8) as u64));
+                g.bench_function(
+                    BenchmarkId::new(t.name(), format!("multi1x8-{level}")),
+                    |b| b.iter(|| (other.f)(N, black_box(wr[0]), &ar, &mut out)),
+                );
+            }
         }
         let mut out = [0f32; 32];
         match k.tile.map(|k| k.f) {
