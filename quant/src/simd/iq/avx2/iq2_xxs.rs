@@ -19,6 +19,7 @@ use std::arch::x86_64::*;
 
 entry!(dot_iq2_xxs_avx2_entry => dot_iq2_xxs_avx2);
 entry!(multi dot_iq2_xxs_avx2_multi_entry => dot_iq2_xxs_avx2_multi);
+entry!(rows dot_iq2_xxs_avx2_rows_entry => dot_iq2_xxs_avx2_rows);
 
 /// What IQ2_XXS's signed grid values (±8, ±25, ±43) are offset by to be unsigned bytes for
 /// `vpmaddubsw` (0..=86: a pair sum is at most 2·86·127, no i16 saturation).
@@ -215,41 +216,61 @@ macro_rules! groups8 {
     };
 }
 
-/// IQ2_XXS · Q8_K with AVX2 (one row, decode). Per block the sign bytes and the scales
+/// One IQ2_XXS block · its Q8_K block with AVX2: `d(x)·d(y)·Σ`, the reference's term of the
+/// block (the row's sum is these terms in order, × 0.125). The sign bytes and the scales
 /// 2·(a1 >> 28) + 1 of all eight groups are cut out in vectors; per group the grid rows
-/// ([`grid4`]), the activations signed by [`sign_mask`] (`vpsignb`), `vpmaddubsw`, `vpmaddwd`
-/// by the group scale (broadcast from a stack copy: a load, not a shuffle) and an add.
+/// ([`grid4`]), the activations signed by [`sign_mask`] (`vpsignb`), `vpmaddubsw`,
+/// `vpmaddwd` by the group scale (broadcast from a stack copy: a load, not a shuffle) and an
+/// add.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn block(x: &BlockIQ2XXS, y: &BlockQ8K) -> f32 {
+    let words = words(x);
+    let halves = sign_halves(words);
+    // 2·(a1 >> 28) + 1 in both i16 halves of each dword
+    let ls = _mm256_or_si256(
+        _mm256_slli_epi32(_mm256_srli_epi32(words, 28), 1),
+        _mm256_set1_epi32(1),
+    );
+    let ls = _mm256_or_si256(ls, _mm256_slli_epi32(ls, 16));
+    let mut lsa = [0i32; 8];
+    // SAFETY: `lsa` is 32 writable bytes (unaligned store).
+    unsafe { _mm256_storeu_si256(lsa.as_mut_ptr().cast(), ls) };
+    let mut acc = _mm256_setzero_si256();
+    macro_rules! group {
+        ($g:literal) => {{
+            let sy = _mm256_sign_epi8(y32!(y, $g), sign_mask::<$g>(&halves));
+            let scale = bcast32(&lsa[WORD_POS[$g] as usize]);
+            // grid bytes ≤ 43 are unsigned: |pair| ≤ 2·43·127, no i16 overflow
+            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(grid4::<$g>(x), sy), scale);
+            acc = _mm256_add_epi32(acc, p);
+        }};
+    }
+    groups8!(group);
+    // SAFETY: AVX2 is enabled for this function.
+    let bsum = unsafe { hsum_i32(acc) };
+    f16c!(x.d) * y.d() * bsum as f32
+}
+
+/// IQ2_XXS · Q8_K with AVX2, one row: [`block`] per block.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ2XXS>(w).iter().zip(view::<BlockQ8K>(a)) {
-        let words = words(x);
-        let halves = sign_halves(words);
-        // 2·(a1 >> 28) + 1 in both i16 halves of each dword
-        let ls = _mm256_or_si256(
-            _mm256_slli_epi32(_mm256_srli_epi32(words, 28), 1),
-            _mm256_set1_epi32(1),
-        );
-        let ls = _mm256_or_si256(ls, _mm256_slli_epi32(ls, 16));
-        let mut lsa = [0i32; 8];
-        // SAFETY: `lsa` is 32 writable bytes (unaligned store).
-        unsafe { _mm256_storeu_si256(lsa.as_mut_ptr().cast(), ls) };
-        let mut acc = _mm256_setzero_si256();
-        macro_rules! group {
-            ($g:literal) => {{
-                let sy = _mm256_sign_epi8(y32!(y, $g), sign_mask::<$g>(&halves));
-                let scale = bcast32(&lsa[WORD_POS[$g] as usize]);
-                // grid bytes ≤ 43 are unsigned: |pair| ≤ 2·43·127, no i16 overflow
-                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(grid4::<$g>(x), sy), scale);
-                acc = _mm256_add_epi32(acc, p);
-            }};
-        }
-        groups8!(group);
-        // SAFETY: AVX2 is enabled for this function.
-        let bsum = unsafe { hsum_i32(acc) };
-        s += f16c!(x.d) * y.d() * bsum as f32;
+        s += block(x, y);
     }
     0.125 * s
+}
+
+/// IQ2_XXS · Q8_K with AVX2, several rows against one activation (decode's matvecs): four
+/// rows' blocks in turn ([`crate::simd::block_rows`]: four weight streams in flight, each
+/// prefetched), per row [`dot_iq2_xxs_avx2`]'s sums in its order: its bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq2_xxs_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    crate::simd::block_rows(rows, a, out, |x, y| block(x, y));
+    for o in out.iter_mut() {
+        *o *= 0.125;
+    }
 }
 
 /// An IQ2_XXS block unpacked for [`dot_iq2_xxs_avx2_multi`]: group g's 32 signed grid
