@@ -41,6 +41,7 @@ mod softmax;
 mod sum_rows;
 mod swiglu;
 mod swiglu_select;
+mod taper;
 mod topk;
 mod unary;
 mod view;

@@ -24,6 +24,8 @@ use quant::simd::q8::tile_x16::{self, GroupExpandFn, GroupTileFn, GROUP_ROWS, PA
 use quant::simd::{Tile, DOT_BATCH, DOT_ROWS};
 use quant::DType;
 
+use crate::taper::Tapered;
+
 /// Most weight rows per claimed chunk (see [`chunk_rows`]).
 pub(crate) const CHUNK: usize = 16;
 
@@ -633,11 +635,21 @@ impl CpuKernel for MulMat {
             _ => s.t,
         };
         let col_blocks = s.t.div_ceil(per.max(1)).max(1);
-        while let Some(items) = cx.claim(total * col_blocks, 1) {
+        // a decode matvec's last chunks are cut small, so that no thread waits a whole chunk
+        let matvec = rows_dot.is_some() && tiles.is_none() && s.t == 1;
+        let taper = Tapered::new(total * col_blocks, cx.nth, matvec);
+        let chunk_of = |item: usize| {
+            let c = (item / col_blocks) % nchunks;
+            c * chunk..((c + 1) * chunk).min(s.n)
+        };
+        while let Some(items) = cx.claim(taper.items(), 1) {
             for item in items {
+                let (item, rows) = taper.item(item, chunk_of);
+                if rows.is_empty() {
+                    continue;
+                }
                 let (rest, cb) = (item / col_blocks, item % col_blocks);
-                let (b, c) = (rest / nchunks, rest % nchunks);
-                let rows = c * chunk..((c + 1) * chunk).min(s.n);
+                let b = rest / nchunks;
                 let cols = cb * per..((cb + 1) * per).min(s.t);
                 match (tiles, float_tile) {
                     (Some(Tiles::Panel(t)), _) => compute_tiles(srcs, t, &s, panels, dst, b, rows),

@@ -19,6 +19,7 @@
 use crate::case::CaseBuilder;
 use crate::expert_rows::{pinned_rows, split_rows};
 use crate::mul_mat::WeightRows;
+use crate::taper::Tapered;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
 use graph::{Pinned, TensorDesc, WeightData};
@@ -374,11 +375,20 @@ impl CpuKernel for MulMatId {
         }
         let nchunks = s.n.div_ceil(chunk);
         let total = bk.active.len() * nchunks;
-        while let Some(items) = cx.claim(total, 1) {
+        // one token: the node's last chunks are cut small, so that no thread waits a whole
+        // chunk
+        let taper = Tapered::new(total, cx.nth, rows_dot.is_some());
+        let chunk_of = |item: usize| {
+            let c = item % nchunks;
+            c * chunk..((c + 1) * chunk).min(s.n)
+        };
+        while let Some(items) = cx.claim(taper.items(), 1) {
             for item in items {
+                let (item, cols) = taper.item(item, chunk_of);
+                if cols.is_empty() {
+                    continue;
+                }
                 let e = bk.active[item / nchunks] as usize;
-                let c = item % nchunks;
-                let cols = c * chunk..((c + 1) * chunk).min(s.n);
                 let group = &bk.rows[bk.start[e] as usize..bk.start[e + 1] as usize];
                 let wrows = match cx.experts {
                     None => expert_rows(w, e),
