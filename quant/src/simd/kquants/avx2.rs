@@ -102,7 +102,8 @@ unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 }
 
 /// Q6_K · Q8_K for several weight rows against one activation row, four rows per pass
-/// ([`crate::simd::block_rows`]): per row the one-row kernel's operations and order, the reference's bits.
+/// ([`crate::simd::block_rows`]): per row the one-row kernel's operations and order, the
+/// reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q6_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
@@ -161,8 +162,8 @@ unsafe fn dot_q5_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 /// Q5_K · Q8_K for several weight rows against one activation row, four rows per pass:
 /// [`dot_q5_k_avx2`]'s super-block step for each row in turn, so four running sums and four
-/// weight streams are in flight ([`crate::simd::block_rows`]). Per row the operations and their order are the
-/// one-row kernel's: the reference's bits.
+/// weight streams are in flight ([`crate::simd::block_rows`]). Per row the operations and their
+/// order are the one-row kernel's: the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.

@@ -1,15 +1,15 @@
-//! IQ2_XXS · Q8_K with AVX2: the one-row (decode) and multi-column (prompt chunks, MoE
-//! experts with several tokens) kernels on the raw layout.
+//! IQ2_XXS · Q8_K with AVX2: the one-row and multi-row (decode) and multi-column (prompt
+//! chunks, MoE experts with several tokens) kernels on the raw layout.
 //!
-//! Per block the eight groups' sign fields are cut out in vectors, their parity bits
-//! appended ([`sign_bytes`]), so the only lookups left are the grid rows, each one
-//! `vpbroadcastq` from the table and the four of a group joined by blends ([`grid4`]): load
-//! ports and any vector port, no shuffle-port inserts ([`rows4_bcast`]). Per group one `vpshufb` spreads each
-//! sign byte over its eight elements and one bit test plus 127 makes a `vpsignb` operand
+//! Per block the eight groups' sign fields are cut out in vectors, their parity bits appended
+//! ([`sign_bytes`]), so the only lookups left are the grid rows, each one `vpbroadcastq` from
+//! the table and the four of a group joined by blends ([`grid4`]): load ports and any vector
+//! port, no shuffle-port inserts ([`rows4_bcast`]). Per group one `vpshufb` spreads each sign
+//! byte over its eight elements and one bit test plus 127 makes a `vpsignb` operand
 //! ([`sign_mask`]). `vpmaddubsw` forms pair sums, `vpmaddwd` multiplies them by the group
-//! scale: exact integers, and the float combine is the reference's, so every kernel returns
-//! the reference's bits. Activations come from the Q8_K quantizer, whose codes lie in
-//! −127..=127 (`vpsignb` of −128 would wrap).
+//! scale: exact integers, and the float combine is the reference's, so every kernel returns the
+//! reference's bits. Activations come from the Q8_K quantizer, whose codes lie in −127..=127
+//! (`vpsignb` of −128 would wrap).
 
 use super::COLS;
 use crate::blocks::{view, BlockIQ2XXS, BlockQ8K};
@@ -295,12 +295,13 @@ fn unpack(x: &BlockIQ2XXS) -> ([__m256i; 8], [i16; 8]) {
 }
 
 /// IQ2_XXS · Q8_K for several activation columns with AVX2: each block is unpacked once per
-/// pass of up to [`COLS`] columns — the grid rows signed and offset ([`unpack`]) — and then costs one `vpmaddubsw`, one `vpmaddwd`
-/// by the group scale and one add per group and column. The offset's share, 43·Σ ls·Σy, is
-/// taken off per block and column with one `vpmaddwd` of the Q8_K block sums by 43·ls. Eight
-/// columns' block sums are then reduced together ([`hsum_i32x8`]) and their float combine
-/// runs in one vector, lane by lane [`dot_iq2_xxs_avx2`]'s: the block's integer sum is the
-/// reference's exactly, and every column gets the reference's bits.
+/// pass of up to [`COLS`] columns — the grid rows signed and offset ([`unpack`]) — and then
+/// costs one `vpmaddubsw`, one `vpmaddwd` by the group scale and one add per group and column.
+/// The offset's share, 43·Σ ls·Σy, is taken off per block and column with one `vpmaddwd` of the
+/// Q8_K block sums by 43·ls. Eight columns' block sums are then reduced together
+/// ([`hsum_i32x8`]) and their float combine runs in one vector, lane by lane
+/// [`dot_iq2_xxs_avx2`]'s: the block's integer sum is the reference's exactly, and every column
+/// gets the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq2_xxs_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
     let xs = view::<BlockIQ2XXS>(w);

@@ -31,9 +31,9 @@ entry!(
     dot_iq1_m_avx2_multi_entry => dot_iq1_m_avx2_multi,
 );
 
-/// Activation columns per pass of the multi-column kernels (IQ2_XXS's in [`iq2_xxs`]): as many as the callers hand
-/// over at once (an MoE expert's tokens in a 512-token chunk, about twelve), so that a block
-/// is unpacked once for all of them.
+/// Activation columns per pass of the multi-column kernels (IQ2_XXS's in [`iq2_xxs`]): as many
+/// as the callers hand over at once (an MoE expert's tokens in a 512-token chunk, about
+/// twelve), so that a block is unpacked once for all of them.
 const COLS: usize = 16;
 
 /// Four 8-byte rows as one vector, row 0 in the low bytes (a macro so that the intrinsic is
