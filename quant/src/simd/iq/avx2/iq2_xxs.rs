@@ -4,7 +4,7 @@
 //! Per block the eight groups' sign fields are cut out in vectors, their parity bits appended
 //! ([`sign_bytes`]), so the only lookups left are the grid rows, each one `vpbroadcastq` from
 //! the table and the four of a group joined by blends ([`grid4`]): load ports and any vector
-//! port, no shuffle-port inserts ([`rows4_bcast`]). Per group one `vpshufb` spreads each sign
+//! port, no shuffle-port inserts ([`grid_row`]). Per group one `vpshufb` spreads each sign
 //! byte over its eight elements and one bit test plus 127 makes a `vpsignb` operand
 //! ([`sign_mask`]). `vpmaddubsw` forms pair sums, `vpmaddwd` multiplies them by the group
 //! scale: exact integers, and the float combine is the reference's, so every kernel returns the
@@ -135,45 +135,29 @@ fn sign_mask<const G: usize>(halves: &[__m256i; 2]) -> __m256i {
     _mm256_add_epi8(_mm256_and_si256(e, bits), _mm256_set1_epi8(127))
 }
 
-/// Row `i` of a table of 8-byte rows (`N` a power of two; `i` is masked into range, which
-/// LLVM drops where the index's known bits already fit) broadcast to all four qword lanes by
-/// one `vpbroadcastq` from memory: a load port's work alone. An `asm` load, since LLVM
-/// would otherwise rebuild broadcasts and blends into inserts and unpacks on the shuffle
-/// port.
+/// Grid row `i` broadcast to all four qword lanes by one `vpbroadcastq` from the table: a
+/// load port's work alone. An `asm` load, since LLVM would otherwise rebuild the broadcasts
+/// and blends of [`grid4`] into inserts and unpacks on the shuffle port.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn bcast_row<const N: usize>(t: &'static [u64; N], i: usize) -> __m256i {
-    const { assert!(N.is_power_of_two()) };
+fn grid_row(i: u8) -> __m256i {
     let v: __m256i;
-    // SAFETY: `i & (N - 1)` < N indexes the table (8-byte rows, aligned); the asm only loads
+    // SAFETY: a `u8` indexes the 256-row table (8-byte rows, aligned); the asm only loads
     // into a register.
     unsafe {
         std::arch::asm!(
             "vpbroadcastq {v}, qword ptr [{t} + {i} * 8]",
             v = out(ymm_reg) v,
-            t = in(reg) t.as_ptr(),
-            i = in(reg) i & (N - 1),
+            t = in(reg) IQ2XXS_GRID.as_ptr(),
+            i = in(reg) usize::from(i),
             options(pure, readonly, nostack, preserves_flags),
         );
     }
     v
 }
 
-/// Table rows `i[k]` in qword k of one register ([`bcast_row`] each, joined by three
-/// blends: no shuffle-port work, where `_mm256_set_epi64x` costs three shuffles).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn rows4_bcast<const N: usize>(t: &'static [u64; N], i: [usize; 4]) -> __m256i {
-    let r = i.map(|i| bcast_row(t, i));
-    _mm256_blend_epi32(
-        _mm256_blend_epi32(r[0], r[1], 0b0000_1100),
-        _mm256_blend_epi32(r[2], r[3], 0b1100_0000),
-        0b1111_0000,
-    )
-}
-
 /// One dword broadcast from memory (`vpbroadcastd`, a load port's alone: an `asm` load, as
-/// in [`bcast_row`], or LLVM forwards a stored vector into shuffle-port broadcasts).
+/// in [`grid_row`], or LLVM forwards a stored vector into shuffle-port broadcasts).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn bcast32(r: &i32) -> __m256i {
@@ -190,16 +174,21 @@ fn bcast32(r: &i32) -> __m256i {
     v
 }
 
-/// Group `G`'s four grid rows (row k in qword k). The index bytes are read one by one from
-/// memory (volatile: otherwise LLVM takes some out of the vector that loaded the block, with
-/// shuffle-port `vpextrb`s).
+/// Group `G`'s four grid rows (row k in qword k): [`grid_row`] each, joined by three blends
+/// (no shuffle-port work, where `_mm256_set_epi64x` costs three shuffles). The index bytes
+/// are read one by one from memory (volatile: otherwise LLVM takes some out of the vector
+/// that loaded the block, with shuffle-port `vpextrb`s).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn grid4<const G: usize>(x: &BlockIQ2XXS) -> __m256i {
     let q = &x.qs[8 * G..8 * G + 4];
     // SAFETY: in-bounds byte reads of a reference.
-    let b = |k: usize| unsafe { std::ptr::read_volatile(&q[k]) };
-    rows4_bcast(&IQ2XXS_GRID, [0, 1, 2, 3].map(|k| b(k) as usize))
+    let r = [0, 1, 2, 3].map(|k| grid_row(unsafe { std::ptr::read_volatile(&q[k]) }));
+    _mm256_blend_epi32(
+        _mm256_blend_epi32(r[0], r[1], 0b0000_1100),
+        _mm256_blend_epi32(r[2], r[3], 0b1100_0000),
+        0b1111_0000,
+    )
 }
 
 /// Calls `$m!(G)` for the eight groups, `G` a constant each time (the unrolled group loop).
