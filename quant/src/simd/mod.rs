@@ -467,35 +467,6 @@ fn row_views<'a, B: bytemuck::Pod>(rows: &[&'a [u8]], cap: usize) -> ([&'a [B]; 
     (xs, nb)
 }
 
-/// The body of the multi-row kernels that work one Q8_K super-block at a time (the AVX2
-/// K-quants', IQ2_XXS's): for four rows at a time, `block` for each row's super-block in
-/// turn (so four running sums and four weight streams are in flight), each stream
-/// prefetched [`PREFETCH_DISTANCE`] bytes ahead. Per row the sums are the one-row kernel's
-/// in its order.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(crate) fn block_rows<B: bytemuck::Pod>(
-    rows: &[&[u8]],
-    a: &[u8],
-    out: &mut [f32],
-    block: impl Fn(&B, &crate::blocks::BlockQ8K) -> f32,
-) {
-    let ys = crate::blocks::view::<crate::blocks::BlockQ8K>(a);
-    let pd = PREFETCH_DISTANCE;
-    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
-        let (xs, nb) = row_views::<B>(rows, ys.len());
-        let xs = &xs[..rows.len()];
-        let mut s = [0f32; 4];
-        for (b, y) in ys[..nb].iter().enumerate() {
-            for (x, sr) in xs.iter().zip(s.iter_mut()) {
-                prefetch_ahead(std::ptr::from_ref(&x[b]).cast(), size_of::<B>(), pd);
-                *sr += block(&x[b], y);
-            }
-        }
-        out.copy_from_slice(&s[..out.len()]);
-    }
-}
-
 /// How far ahead of its read position a multi-row kernel prefetches each weight stream, in
 /// bytes. Measured on the project's hosts (`docs/kernels.md`): 2 KiB carried every stream
 /// into its next row without evicting what the kernels still read; no prefetch left the

@@ -500,7 +500,6 @@ static X86: &[Row] = &[
     // grid types · Q8_K
     Row::new(DType::IQ2_XXS, Avx2)
         .dot("avx2", i2::dot_iq2_xxs_avx2_entry)
-        .rows("avx2", i2::dot_iq2_xxs_avx2_rows_entry)
         .multi("avx2", i2::dot_iq2_xxs_avx2_multi_entry),
     Row::new(DType::IQ2_XXS, Avx512Vnni)
         .dot("avx512", i5::dot_iq2_xxs_avx512_entry)

@@ -86,7 +86,33 @@ unsafe fn q4_k_block(x: &BlockQ4K, y: &BlockQ8K) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
-    crate::simd::block_rows(rows, a, out, |x, y| unsafe { q4_k_block(x, y) });
+    k_rows(rows, a, out, |x, y| unsafe { q4_k_block(x, y) });
+}
+
+/// The body of the K-quant multi-row kernels: for four rows at a time, `block` for each
+/// row's super-block in turn (so four running sums and four weight streams are in flight),
+/// each stream prefetched [`crate::simd::PREFETCH_DISTANCE`] bytes ahead.
+#[inline(always)]
+fn k_rows<B: bytemuck::Pod>(
+    rows: &[&[u8]],
+    a: &[u8],
+    out: &mut [f32],
+    block: impl Fn(&B, &BlockQ8K) -> f32,
+) {
+    let ys = view::<BlockQ8K>(a);
+    let pd = crate::simd::PREFETCH_DISTANCE;
+    for (rows, out) in rows.chunks(4).zip(out.chunks_mut(4)) {
+        let (xs, nb) = crate::simd::row_views::<B>(rows, ys.len());
+        let xs = &xs[..rows.len()];
+        let mut s = [0f32; 4];
+        for (b, y) in ys[..nb].iter().enumerate() {
+            for (x, sr) in xs.iter().zip(s.iter_mut()) {
+                crate::simd::prefetch_ahead(std::ptr::from_ref(&x[b]).cast(), size_of::<B>(), pd);
+                *sr += block(&x[b], y);
+            }
+        }
+        out.copy_from_slice(&s[..out.len()]);
+    }
 }
 
 /// Q6_K · Q8_K with AVX2: [`q6_k_block`] per super-block, so the result is the reference's
@@ -102,12 +128,11 @@ unsafe fn dot_q6_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 }
 
 /// Q6_K · Q8_K for several weight rows against one activation row, four rows per pass
-/// ([`crate::simd::block_rows`]): per row the one-row kernel's operations and order, the
-/// reference's bits.
+/// ([`k_rows`]): per row the one-row kernel's operations and order, the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q6_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
-    crate::simd::block_rows(rows, a, out, |x, y| unsafe { q6_k_block(x, y) });
+    k_rows(rows, a, out, |x, y| unsafe { q6_k_block(x, y) });
 }
 
 /// One Q6_K super-block's float product: the 6-bit codes are rebuilt unsigned (0..63), the
@@ -162,12 +187,12 @@ unsafe fn dot_q5_k_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 /// Q5_K · Q8_K for several weight rows against one activation row, four rows per pass:
 /// [`dot_q5_k_avx2`]'s super-block step for each row in turn, so four running sums and four
-/// weight streams are in flight ([`crate::simd::block_rows`]). Per row the operations and their
-/// order are the one-row kernel's: the reference's bits.
+/// weight streams are in flight ([`k_rows`]). Per row the operations and their order are the
+/// one-row kernel's: the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_k_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
-    crate::simd::block_rows(rows, a, out, |x, y| unsafe { q5_k_block(x, y) });
+    k_rows(rows, a, out, |x, y| unsafe { q5_k_block(x, y) });
 }
 
 /// One Q5_K super-block's float product (see [`dot_q5_k_avx2`]).

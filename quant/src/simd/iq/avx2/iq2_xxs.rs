@@ -1,5 +1,5 @@
-//! IQ2_XXS · Q8_K with AVX2: the one-row and multi-row (decode) and multi-column (prompt
-//! chunks, MoE experts with several tokens) kernels on the raw layout.
+//! IQ2_XXS · Q8_K with AVX2: the one-row (decode) and multi-column (prompt chunks, MoE
+//! experts with several tokens) kernels on the raw layout.
 //!
 //! Per block the eight groups' sign fields are cut out in vectors, their parity bits appended
 //! ([`sign_bytes`]), so the only lookups left are the grid rows, each one `vpbroadcastq` from
@@ -19,7 +19,6 @@ use std::arch::x86_64::*;
 
 entry!(dot_iq2_xxs_avx2_entry => dot_iq2_xxs_avx2);
 entry!(multi dot_iq2_xxs_avx2_multi_entry => dot_iq2_xxs_avx2_multi);
-entry!(rows dot_iq2_xxs_avx2_rows_entry => dot_iq2_xxs_avx2_rows);
 
 /// What IQ2_XXS's signed grid values (±8, ±25, ±43) are offset by to be unsigned bytes for
 /// `vpmaddubsw` (0..=86: a pair sum is at most 2·86·127, no i16 saturation).
@@ -249,17 +248,6 @@ unsafe fn dot_iq2_xxs_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         s += block(x, y);
     }
     0.125 * s
-}
-
-/// IQ2_XXS · Q8_K with AVX2, several rows against one activation (decode's matvecs): four
-/// rows' blocks in turn ([`crate::simd::block_rows`]: four weight streams in flight, each
-/// prefetched), per row [`dot_iq2_xxs_avx2`]'s sums in its order: its bits.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_iq2_xxs_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    crate::simd::block_rows(rows, a, out, |x, y| block(x, y));
-    for o in out.iter_mut() {
-        *o *= 0.125;
-    }
 }
 
 /// An IQ2_XXS block unpacked for [`dot_iq2_xxs_avx2_multi`]: group g's 32 signed grid
