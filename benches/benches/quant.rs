@@ -234,6 +234,20 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new(t.name(), "group16x8"), |b| {
                     b.iter(|| tile(N, black_box(&group), &panel, 8, &mut gout))
                 });
+                // the lower levels' group tiles (AVX2 with and without AVX-VNNI), on groups
+                // from their own expanders
+                let lower = quant::simd::table::column(t, k.level, |r| r.tile);
+                for (level, other) in lower.into_iter().rev().skip(1) {
+                    let Tile::Q8Group { tile, expand } = other.f else {
+                        continue;
+                    };
+                    let mut lgroup = vec![0u8; tile_x16::group_bytes(N)];
+                    expand(N, &rows16, &mut lgroup);
+                    g.bench_function(
+                        BenchmarkId::new(t.name(), format!("group16x8-{level}")),
+                        |b| b.iter(|| tile(N, black_box(&lgroup), &panel, 8, &mut gout)),
+                    );
+                }
                 g.throughput(Throughput::Bytes((16 * wr[0].len()) as u64));
                 g.bench_function(BenchmarkId::new(t.name(), "expand-group"), |b| {
                     b.iter(|| expand(N, black_box(&rows16), &mut group))
@@ -262,7 +276,14 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                     b.iter(|| expand(black_box(wr[0]), &mut e))
                 });
                 if let Some(gg) = group {
-                    bench_grid_group(&mut g, t, gg, &wr, &ar);
+                    bench_grid_group(&mut g, t, gg, "", &wr, &ar);
+                }
+                // the lower levels' group tiles (AVX-VNNI)
+                let lower = quant::simd::table::column(t, k.level, |r| r.tile);
+                for (level, other) in lower.into_iter().rev().skip(1) {
+                    if let Tile::GridGroup(gg) = other.f {
+                        bench_grid_group(&mut g, t, gg, &format!("-{level}"), &wr, &ar);
+                    }
                 }
                 if let Some(amx) = amx {
                     bench_amx_tile(&mut g, t, amx, &er, wr[0]);
@@ -295,19 +316,22 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                     );
                 }
             }
+            Some(Tile::GridGroup(gg)) => bench_grid_group(&mut g, t, gg, "", &wr, &ar),
             None => {}
         }
     }
     g.finish();
 }
 
-/// The sixteen-row group tile of IQ2_XXS (`gemm/<type>/group16x8`: 16 rows, made from the
-/// four weight rows `rows`, × 8 columns) and its group expander (`gemm/<type>/expand-group`,
-/// bytes of the sixteen weight rows per second).
+/// The sixteen-row group tile of IQ2_XXS (`gemm/<type>/group16x8<suffix>`: 16 rows, made
+/// from the four weight rows `rows`, × 8 columns) and its group expander
+/// (`gemm/<type>/expand-group<suffix>`, bytes of the sixteen weight rows per second); the
+/// suffix names a lower level's kernels.
 fn bench_grid_group(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     t: DType,
     gg: quant::simd::table::GridGroup,
+    suffix: &str,
     rows: &[&[u8]],
     acts: &[&[u8]],
 ) {
@@ -319,13 +343,15 @@ fn bench_grid_group(
     iq_group::pack_panel(N, &acts[..8], &mut panel);
     let mut out = [[0f32; 16]; 8];
     g.throughput(Throughput::Elements((2 * N * 128) as u64));
-    g.bench_function(BenchmarkId::new(t.name(), "group16x8"), |b| {
-        b.iter(|| (gg.tile)(N, black_box(&group), &panel, 8, &mut out))
-    });
+    g.bench_function(
+        BenchmarkId::new(t.name(), format!("group16x8{suffix}")),
+        |b| b.iter(|| (gg.tile)(N, black_box(&group), &panel, 8, &mut out)),
+    );
     g.throughput(Throughput::Bytes((16 * rows[0].len()) as u64));
-    g.bench_function(BenchmarkId::new(t.name(), "expand-group"), |b| {
-        b.iter(|| (gg.expand)(N, black_box(&rows16), &mut group))
-    });
+    g.bench_function(
+        BenchmarkId::new(t.name(), format!("expand-group{suffix}")),
+        |b| b.iter(|| (gg.expand)(N, black_box(&rows16), &mut group)),
+    );
 }
 
 /// The AMX grid tile (`gemm/<type>/amx16x16`: 16 rows × 16 columns, rows made from the four

@@ -296,7 +296,7 @@ impl CpuKernel for MulMatId {
                 amx,
             }) if srcs.len() == 3 => {
                 let vnni = match group {
-                    Some(g) => Vnni::Group(g, expand),
+                    Some(g) => Vnni::Group(g),
                     None => Vnni::Rows4(tile, expand),
                 };
                 Some(match amx {
@@ -305,11 +305,13 @@ impl CpuKernel for MulMatId {
                         kind: a.kind,
                         split: a.split,
                         direct: a.direct,
+                        expand,
                         vnni,
                     },
                     _ => Grid::Vnni(vnni),
                 })
             }
+            Some(Tile::GridGroup(g)) if srcs.len() == 3 => Some(Grid::Vnni(Vnni::Group(g))),
             _ => None,
         };
         // rows the expansion scratch holds
@@ -459,12 +461,13 @@ impl CpuKernel for MulMatId {
                             kind,
                             split,
                             direct,
-                            vnni,
+                            expand,
+                            ..
                         } if use_amx => {
                             let (ex, tmp) =
                                 ex.split_at_mut(exbytes - tile_grid::expanded_bytes(s.k));
                             expert_tiles_amx(
-                                (tile, kind, split, direct, vnni.expand()),
+                                (tile, kind, split, direct, expand),
                                 &s,
                                 &wrows,
                                 cols,
@@ -486,7 +489,7 @@ impl CpuKernel for MulMatId {
                                 ex,
                                 dst,
                             ),
-                            Vnni::Group(g, _) => {
+                            Vnni::Group(g) => {
                                 expert_groups(g, &s, &wrows, cols, group, panels, ex, dst)
                             }
                         },

@@ -9,14 +9,15 @@ use crate::TensorMut;
 use quant::simd::iq::{amx as tile_amx, group as iq_group, tile as tile_grid};
 use quant::simd::table::GridGroup;
 
-/// The AVX-512 VNNI GEMM of a grid type on expanded rows.
+/// The VNNI GEMM of a grid type on expanded rows (AVX-512 VNNI; the group tile also with
+/// AVX-VNNI).
 #[derive(Clone, Copy)]
 pub(super) enum Vnni {
     /// Four expanded rows × eight tokens (`tile_grid`).
     Rows4(tile_grid::TileFn, tile_grid::ExpandFn),
     /// Rows expanded sixteen at a time into groups × eight tokens (`iq_group`: IQ2_XXS and
-    /// IQ2_XXS_X); the row expander serves the AMX tile.
-    Group(GridGroup, tile_grid::ExpandFn),
+    /// IQ2_XXS_X).
+    Group(GridGroup),
 }
 
 impl Vnni {
@@ -26,13 +27,6 @@ impl Vnni {
         match self {
             Vnni::Rows4(..) => rows * eb,
             Vnni::Group(..) => rows.div_ceil(iq_group::GROUP_ROWS) * iq_group::group_bytes(k),
-        }
-    }
-
-    /// The row expander.
-    pub(super) fn expand(self) -> tile_grid::ExpandFn {
-        match self {
-            Vnni::Rows4(_, e) | Vnni::Group(_, e) => e,
         }
     }
 
@@ -48,7 +42,7 @@ impl Vnni {
 /// The tiled grid GEMM a MUL_MAT_ID node runs for experts with several tokens.
 #[derive(Clone, Copy)]
 pub(super) enum Grid {
-    /// An AVX-512 VNNI GEMM on expanded rows.
+    /// A VNNI GEMM on expanded rows.
     Vnni(Vnni),
     /// The AMX tile on AMX-expanded rows (`tile_amx`), and the VNNI tile for experts with
     /// fewer than [`AMX_MIN_TOKENS`](super::AMX_MIN_TOKENS) tokens.
@@ -59,6 +53,8 @@ pub(super) enum Grid {
         /// The direct expander (IQ2_XXS_X, IQ1_S_X), which replaces the grid expander and
         /// the split.
         direct: Option<tile_amx::AmxExpandFn>,
+        /// The grid row expander the split starts from.
+        expand: tile_grid::ExpandFn,
         vnni: Vnni,
     },
 }

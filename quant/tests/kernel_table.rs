@@ -22,6 +22,7 @@ fn the_table_holds_these_kernels() {
         ((CpuLevel::Avx2, Column::Tile), 5),
         ((CpuLevel::Avx2, Column::Multi), 9),
         ((CpuLevel::Avx2, Column::Split), 1),
+        ((CpuLevel::Avx2Vnni, Column::Tile), 2),
         ((CpuLevel::Avx512, Column::Dot), 4),
         ((CpuLevel::Avx512, Column::Rows), 4),
         ((CpuLevel::Avx512, Column::Multi), 1),
@@ -107,7 +108,7 @@ fn each_column_resolves_to_the_highest_level_that_has_it() {
             assert_eq!(k.level, capped, "{t:?} at {level}");
             let best = |col: Column| {
                 inv.iter()
-                    .filter(|e| e.dtype == t && e.column == col && e.level <= capped)
+                    .filter(|e| e.dtype == t && e.column == col && capped.includes(e.level))
                     .max_by_key(|e| e.level)
                     .map(|e| e.name)
             };
@@ -143,6 +144,39 @@ fn levels_have_names_and_an_order() {
     let names: HashSet<_> = CpuLevel::ALL.iter().map(|l| l.name()).collect();
     assert_eq!(names.len(), CpuLevel::ALL.len());
     assert!(CpuLevel::ALL.windows(2).all(|w| w[0] < w[1]));
-    assert_eq!(CpuLevel::Avx512Vnni.up_to().count(), 4);
+    // scalar, avx2, avx512, avx512-vnni, and avx2-vnni where the CPU has AVX-VNNI
+    let vnni = CpuLevel::Avx512Vnni.includes(CpuLevel::Avx2Vnni);
+    assert_eq!(CpuLevel::Avx512Vnni.up_to().count(), 4 + usize::from(vnni));
     eprintln!("this CPU: {}", CpuLevel::detect());
+}
+
+/// The AVX2-VNNI rows apply exactly where the CPU has AVX-VNNI (an AVX-512 level does not
+/// imply it), and the detected level is never one whose own kernels this CPU cannot run.
+#[test]
+fn avx2_vnni_rows_need_avx_vnni() {
+    #[cfg(target_arch = "x86_64")]
+    let has = std::arch::is_x86_feature_detected!("avxvnni");
+    #[cfg(not(target_arch = "x86_64"))]
+    let has = false;
+    for level in CpuLevel::ALL {
+        assert_eq!(
+            level.includes(CpuLevel::Avx2Vnni),
+            has && level >= CpuLevel::Avx2Vnni,
+            "{level}"
+        );
+        assert_eq!(
+            level.up_to().any(|l| l == CpuLevel::Avx2Vnni),
+            level.includes(CpuLevel::Avx2Vnni)
+        );
+    }
+    let cpu = CpuLevel::detect();
+    assert!(cpu.includes(cpu), "{cpu}");
+    // resolved at avx2-vnni, a type with such a row gets it only on an AVX-VNNI CPU
+    let k = kernels(DType::Q8_0, CpuLevel::Avx2Vnni).expect("a weight type");
+    let tile = k.tile.map(|t| t.name);
+    if has && cpu >= CpuLevel::Avx2Vnni {
+        assert_eq!(tile, Some("avx2-vnni"));
+    } else {
+        assert_ne!(tile, Some("avx2-vnni"));
+    }
 }

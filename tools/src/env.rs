@@ -10,7 +10,7 @@
 //! | `FATHOM_PROFILE_OPS` | `1`, `json:PATH`, `trace:PATH`, `0` | the per-op profile: a table on stderr, JSON rows, a Chrome trace |
 //! | `LLAMA_PROFILE_OPS` | the same | read when `FATHOM_PROFILE_OPS` is unset (for users of the seed's patched llama.cpp) |
 //! | `FATHOM_FORCE_SCALAR` | `1`, `0` | run the scalar reference kernels on one thread (for bisecting numerics) |
-//! | `FATHOM_CPU_LEVEL` | `scalar`, `avx2`, `avx512`, `avx512-vnni`, `avx512-bf16`, `amx` | run the kernels of that level, at most this CPU's (to measure or bisect a lower level's kernels) |
+//! | `FATHOM_CPU_LEVEL` | `scalar`, `avx2`, `avx2-vnni`, `avx512`, `avx512-vnni`, `avx512-bf16`, `amx` | run the kernels of that level, at most this CPU's (to measure or bisect a lower level's kernels; `avx2-vnni` needs AVX-VNNI) |
 //! | `FATHOM_ST_WEIGHTS` | `default`, `q8_0`, `fp32`, `stacked` (comma-separated) | how a safetensors checkpoint's weights are stored (`--st-weights` wins) |
 //! | `FATHOM_MOE_CONFIG` | a path | `run`'s live MoE configuration when `--moe-config` is not given |
 
@@ -192,6 +192,9 @@ fn cpu_level(v: &str, have: CpuLevel) -> std::result::Result<CpuLevel, String> {
     if level > have {
         return Err(format!("this CPU's kernels go up to {have}"));
     }
+    if !have.includes(level) {
+        return Err(format!("this CPU has no AVX-VNNI for {level}'s kernels"));
+    }
     Ok(level)
 }
 
@@ -214,6 +217,16 @@ mod tests {
         assert!(e.contains("up to avx2"), "{e}");
         let e = cpu_level("sse4", CpuLevel::Amx).unwrap_err();
         assert!(e.contains("avx2") && e.contains("amx"), "{e}");
+        let e = cpu_level("avx2-vnni", CpuLevel::Avx2).unwrap_err();
+        assert!(e.contains("up to avx2"), "{e}");
+        // an AVX-512 CPU need not have AVX-VNNI: the level is named only where it does
+        match cpu_level("avx2-vnni", CpuLevel::Amx) {
+            Ok(l) => assert!(l == CpuLevel::Avx2Vnni && CpuLevel::Amx.includes(l)),
+            Err(e) => assert!(
+                e.contains("no AVX-VNNI") && !CpuLevel::Amx.includes(CpuLevel::Avx2Vnni),
+                "{e}"
+            ),
+        }
     }
     use std::path::Path;
 

@@ -12,7 +12,8 @@
 //!   codes and scales apart (an official checkpoint's experts used in place,
 //!   [`super::SplitFp4`]); where a level has none, callers convert rows to MXFP4 first.
 //!
-//! A level inherits every column it leaves empty from the levels below it, down to the scalar
+//! A level inherits every column it leaves empty from the levels below it (the AVX2-VNNI rows
+//! only where the CPU has AVX-VNNI: [`CpuLevel::includes`]), down to the scalar
 //! reference of the type table (`DType::info().vec_dot`), so [`kernels`] resolves a type at a
 //! level by walking its rows upwards. Callers resolve once (the executor does it per plan
 //! node when the plan is built) and keep the function pointers; nothing here allocates or
@@ -29,13 +30,19 @@ use super::q8::tile_x16;
 use crate::{DType, DotFn};
 use std::sync::OnceLock;
 
-/// What a CPU can run, in increasing order: every level includes the ones below it.
+/// What a CPU can run, in increasing order: every level includes the ones below it, but
+/// [`CpuLevel::Avx2Vnni`], which the AVX-512 levels include only where the CPU has AVX-VNNI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CpuLevel {
     /// No SIMD kernel: the scalar references only.
     Scalar,
     /// AVX2, FMA and F16C.
     Avx2,
+    /// AVX-VNNI on top of AVX2 (`vpdpbusd` and `vpdpwssd` on 256-bit registers: Intel's
+    /// client cores since Alder Lake, its E-core Xeons, AMD Zen 5). The one level outside the
+    /// linear order: many AVX-512 CPUs (Skylake-X to Ice Lake, Zen 4) lack it, so its rows
+    /// apply at a level only where the CPU has AVX-VNNI ([`CpuLevel::includes`]).
+    Avx2Vnni,
     /// AVX-512 F, BW, VL and DQ: the float kernels and tiles, the activation quantizers and
     /// the attention tiles.
     Avx512,
@@ -50,9 +57,10 @@ pub enum CpuLevel {
 
 impl CpuLevel {
     /// Every level, lowest first.
-    pub const ALL: [CpuLevel; 6] = [
+    pub const ALL: [CpuLevel; 7] = [
         CpuLevel::Scalar,
         CpuLevel::Avx2,
+        CpuLevel::Avx2Vnni,
         CpuLevel::Avx512,
         CpuLevel::Avx512Vnni,
         CpuLevel::Avx512Bf16,
@@ -65,17 +73,26 @@ impl CpuLevel {
         *LEVEL.get_or_init(detect_level)
     }
 
-    /// The levels up to and including this one, lowest first.
+    /// The levels up to and including this one that it includes ([`CpuLevel::includes`]),
+    /// lowest first.
     pub fn up_to(self) -> impl Iterator<Item = CpuLevel> {
-        CpuLevel::ALL.into_iter().filter(move |&l| l <= self)
+        CpuLevel::ALL.into_iter().filter(move |&l| self.includes(l))
     }
 
-    /// The level's name as fathom prints it (`scalar`, `avx2`, `avx512`, `avx512-vnni`,
-    /// `avx512-bf16`, `amx`).
+    /// True when a CPU at this level runs the kernels of level `row`: `row` is at or below
+    /// this level and, for [`CpuLevel::Avx2Vnni`], the CPU has AVX-VNNI (an AVX-512 level
+    /// does not imply it).
+    pub fn includes(self, row: CpuLevel) -> bool {
+        row <= self && (row != CpuLevel::Avx2Vnni || has_avx_vnni())
+    }
+
+    /// The level's name as fathom prints it (`scalar`, `avx2`, `avx2-vnni`, `avx512`,
+    /// `avx512-vnni`, `avx512-bf16`, `amx`).
     pub fn name(self) -> &'static str {
         match self {
             CpuLevel::Scalar => "scalar",
             CpuLevel::Avx2 => "avx2",
+            CpuLevel::Avx2Vnni => "avx2-vnni",
             CpuLevel::Avx512 => "avx512",
             CpuLevel::Avx512Vnni => "avx512-vnni",
             CpuLevel::Avx512Bf16 => "avx512-bf16",
@@ -97,7 +114,11 @@ fn detect_level() -> CpuLevel {
         return CpuLevel::Scalar;
     }
     if !(has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq")) {
-        return CpuLevel::Avx2;
+        return if has_avx_vnni() {
+            CpuLevel::Avx2Vnni
+        } else {
+            CpuLevel::Avx2
+        };
     }
     if !(has!("avx512vbmi") && has!("avx512bitalg") && has!("avx512vnni") && has!("gfni")) {
         return CpuLevel::Avx512;
@@ -114,6 +135,22 @@ fn detect_level() -> CpuLevel {
 #[cfg(not(target_arch = "x86_64"))]
 fn detect_level() -> CpuLevel {
     CpuLevel::Scalar
+}
+
+/// True when the CPU has AVX2 and AVX-VNNI (the VEX-encoded `vpdpbusd`, `vpdpwssd`).
+fn has_avx_vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("avxvnni")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// A kernel of the table with the name tools and tests print (`avx2`, `avx512`,
@@ -157,6 +194,9 @@ pub enum Tile {
         /// The AMX tile, on CPUs with AMX.
         amx: Option<AmxTile>,
     },
+    /// IQ2_XXS experts by the sixteen-row group tile alone (AVX-VNNI: no four-row tile, no
+    /// AMX).
+    GridGroup(GridGroup),
 }
 
 /// The group GEMM of IQ2_XXS experts ([`iq_group`]): weight rows expanded sixteen at a time
@@ -264,8 +304,9 @@ impl Kernels {
 /// The name of the scalar references.
 pub const SCALAR: &str = "scalar";
 
-/// The kernels of `dtype` at `level` (each column from the highest row at or below `level`
-/// that has it); `None` for a type without a dot product (activation and index types).
+/// The kernels of `dtype` at `level` (each column from the highest row that `level`
+/// [includes](CpuLevel::includes) and that has it); `None` for a type without a dot product
+/// (activation and index types).
 /// `level` is capped at [`CpuLevel::detect`]: a kernel is never handed out to a CPU that
 /// cannot run it.
 pub fn kernels(dtype: DType, level: CpuLevel) -> Option<Kernels> {
@@ -285,7 +326,7 @@ pub fn kernels(dtype: DType, level: CpuLevel) -> Option<Kernels> {
     };
     for r in table()
         .iter()
-        .filter(|r| r.dtype == dtype && r.level <= level)
+        .filter(|r| r.dtype == dtype && level.includes(r.level))
     {
         k.dot = r.dot.unwrap_or(k.dot);
         k.rows = r.rows.or(k.rows);
@@ -316,7 +357,7 @@ use super::{
     kquants::q6_k, q8::avx2 as q2, q8::mxfp4 as m5, q8::q2_0, q8::q8_0,
 };
 #[cfg(target_arch = "x86_64")]
-use CpuLevel::{Amx, Avx2, Avx512, Avx512Bf16, Avx512Vnni};
+use CpuLevel::{Amx, Avx2, Avx2Vnni, Avx512, Avx512Bf16, Avx512Vnni};
 
 /// The grid tile of `dtype` (expander `expand`) at the VNNI level, or with AMX.
 #[cfg(target_arch = "x86_64")]
@@ -419,6 +460,13 @@ static X86: &[Row] = &[
                 expand: tile_x16::x86::expand_avx2_entry,
             },
         ),
+    Row::new(DType::Q8_0, Avx2Vnni).tile(
+        "avx2-vnni",
+        Tile::Q8Group {
+            tile: tile_x16::x86::tile_avx_vnni_entry,
+            expand: tile_x16::x86::expand_avx2_entry,
+        },
+    ),
     Row::new(DType::Q8_0, Avx512Vnni)
         .rows("avx512", q8_0::dot_q8_0_avx512_rows_entry)
         .multi("avx512", q8_0::dot_q8_0_avx512_multi_entry)
@@ -501,6 +549,13 @@ static X86: &[Row] = &[
     Row::new(DType::IQ2_XXS, Avx2)
         .dot("avx2", i2::dot_iq2_xxs_avx2_entry)
         .multi("avx2", i2::dot_iq2_xxs_avx2_multi_entry),
+    Row::new(DType::IQ2_XXS, Avx2Vnni).tile(
+        "avx2-vnni",
+        Tile::GridGroup(GridGroup {
+            tile: iq_group::x86::tile_avx_vnni_entry,
+            expand: iq_group::x86::expand_iq2_xxs_avx2_entry,
+        }),
+    ),
     Row::new(DType::IQ2_XXS, Avx512Vnni)
         .dot("avx512", i5::dot_iq2_xxs_avx512_entry)
         .rows("avx512-pairs", i5::dot_iq2_xxs_avx512_pairs_entry)
@@ -587,7 +642,7 @@ pub fn column<F: Copy>(
     let level = level.min(CpuLevel::detect());
     table()
         .iter()
-        .filter(|r| r.dtype == dtype && r.level <= level)
+        .filter(|r| r.dtype == dtype && level.includes(r.level))
         .filter_map(|r| col(r).map(|k| (r.level, k)))
         .collect()
 }

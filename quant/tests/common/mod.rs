@@ -76,7 +76,10 @@ pub fn kernels_of<F: Copy>(
 fn note_lower_level(level: CpuLevel) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let above = inventory().iter().filter(|e| e.level > level).count();
+        let above = inventory()
+            .iter()
+            .filter(|e| !level.includes(e.level))
+            .count();
         eprintln!(
             "this CPU runs the kernel table up to {level}: its {above} kernels of higher \
              levels are not checked here (every test still checks all it can run)"
@@ -103,7 +106,7 @@ impl Tally {
             .into_iter()
             .filter(|e| e.column == col && e.level == level && types.contains(&e.dtype))
             .count();
-        if CpuLevel::detect() < level {
+        if !CpuLevel::detect().includes(level) {
             note_lower_level(CpuLevel::detect());
             return 0;
         }
@@ -127,7 +130,7 @@ impl Tally {
             .collect();
         let runnable: HashSet<_> = listed
             .iter()
-            .filter(|e| e.level <= level)
+            .filter(|e| level.includes(e.level))
             .map(|e| (e.dtype, e.column, e.level, e.name))
             .collect();
         let checked: HashSet<_> = self.0.iter().filter(|k| k.1 == col).copied().collect();

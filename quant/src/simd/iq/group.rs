@@ -1,5 +1,6 @@
 //! IQ2_XXS · Q8_K GEMM for MoE experts chosen by several tokens of a prompt chunk, with
-//! sixteen weight rows in a register's lanes (AVX-512 VNNI), every output with the scalar
+//! sixteen weight rows in a register's lanes (AVX-512 VNNI; an AVX-VNNI form takes each half
+//! of them in a 256-bit register), every output with the scalar
 //! reference's bits ([`crate::dot::dot_iq2_xxs`]: per super-block the exact integer
 //! Σ_g ls_g·Σ v·y, then `s += (d·dy)·Σ`, and `×0.125` at the end).
 //!
@@ -197,8 +198,94 @@ pub(crate) mod x86 {
         unsafe { crate::simd::iq::avx512::group_iq2::<BlockIQ2XXSX>(rows, out) }
     }
 
-    // the tile's safe entry, `tile_entry`
-    crate::simd::group_tile_entries!(256; tile_entry => tile);
+    /// Safe entry of the AVX2 IQ2_XXS group expander: checks the shapes, then expands.
+    pub(crate) fn expand_iq2_xxs_avx2_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+        check_group(n, rows, 66, out);
+        // SAFETY: `table::kernels` hands this entry out only after checking the features; the
+        // shapes were checked above.
+        unsafe { crate::simd::iq::avx2::group_iq2_xxs(rows, out) }
+    }
+
+    // the tiles' safe entries
+    crate::simd::group_tile_entries!(
+        256;
+        tile_entry => tile,
+        tile_avx_vnni_entry => tile_avx_vnni,
+    );
+
+    /// The group tile with AVX-VNNI (`vpdpbusd` on 256-bit registers, no AVX-512): the
+    /// AVX-512 tile's steps on each half of the group (rows 0..8, then 8..16), up to four
+    /// columns per pass. Per (row half, column, group) the accumulator starts from the
+    /// panel's −128·Σy and takes eight `vpdpbusd` of the half's vectors with the column's
+    /// code dwords broadcast; one `vpmulld` by the half's group scales and one add put it
+    /// into the super-block sum. The float combine is the AVX-512 tile's: the reference's
+    /// bits.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and AVX-VNNI; `group` holds `nsb` super-blocks of a
+    /// group and `panel` `nsb` super-blocks of `C` columns.
+    #[target_feature(enable = "avx2,fma,avxvnni")]
+    unsafe fn tile_avx_vnni<const C: usize>(
+        nsb: usize,
+        group: &[u8],
+        panel: &[u8],
+        out: &mut [[f32; 16]; C],
+    ) {
+        let psb = PANEL_SB * C;
+        let eighth = _mm256_set1_ps(0.125);
+        for half in 0..2 {
+            for c0 in (0..C).step_by(4) {
+                let cols = (C - c0).min(4);
+                let mut s = [_mm256_setzero_ps(); 4];
+                for b in 0..nsb {
+                    let gb = &group[b * GROUP_SB..(b + 1) * GROUP_SB];
+                    let pb = &panel[b * psb..(b + 1) * psb];
+                    // SAFETY: every offset passed is below PANEL_SB·C − 3 (as in `tile`).
+                    let word =
+                        |o: usize| unsafe { pb.as_ptr().add(o).cast::<i32>().read_unaligned() };
+                    // SAFETY: half `half` of vector v is bytes 64v + 32·half.. + 32 of the
+                    // super-block, v < GROUP_SB / 64 (unaligned load).
+                    let vec = |v: usize| unsafe {
+                        _mm256_loadu_si256(gb.as_ptr().add(64 * v + 32 * half).cast())
+                    };
+                    let mut bs = [_mm256_setzero_si256(); 4];
+                    for g in 0..8 {
+                        let mut a: [__m256i; 4] = std::array::from_fn(|c| {
+                            if c < cols {
+                                _mm256_set1_epi32(word(256 * C + 32 * (c0 + c) + 4 * g))
+                            } else {
+                                _mm256_setzero_si256()
+                            }
+                        });
+                        for k in 0..8 {
+                            let w = vec(8 * g + k);
+                            for (c, ac) in a.iter_mut().enumerate().take(cols) {
+                                let y = _mm256_set1_epi32(word(256 * (c0 + c) + 32 * g + 4 * k));
+                                *ac = _mm256_dpbusd_avx_epi32(*ac, w, y);
+                            }
+                        }
+                        let ls = vec(LS_AT / 64 + g);
+                        for (bc, ac) in bs.iter_mut().zip(a).take(cols) {
+                            *bc = _mm256_add_epi32(*bc, _mm256_mullo_epi32(ac, ls));
+                        }
+                    }
+                    // SAFETY: the sixteen f32 scales are bytes D_AT..D_AT + 64 of the
+                    // super-block (unaligned load of this half's eight).
+                    let dw = unsafe { _mm256_loadu_ps(gb.as_ptr().add(D_AT + 32 * half).cast()) };
+                    for (c, (sc, bc)) in s.iter_mut().zip(bs).enumerate().take(cols) {
+                        let dy = f32::from_bits(word(288 * C + 4 * (c0 + c)) as u32);
+                        let d = _mm256_mul_ps(dw, _mm256_set1_ps(dy));
+                        *sc = _mm256_add_ps(*sc, _mm256_mul_ps(_mm256_cvtepi32_ps(bc), d));
+                    }
+                }
+                for (c, v) in s.iter().enumerate().take(cols) {
+                    let o = &mut out[c0 + c][8 * half..8 * half + 8];
+                    // SAFETY: `o` has room for 8 f32 (unaligned store).
+                    unsafe { _mm256_storeu_ps(o.as_mut_ptr(), _mm256_mul_ps(eighth, *v)) };
+                }
+            }
+        }
+    }
 
     /// The group tile for `C` columns (see the module docs). With four columns or fewer each
     /// column's group sum runs as two chains of four `vpdpbusd` (even and odd dwords), joined

@@ -1,7 +1,7 @@
 //! Q8_0 · Q8_0 GEMM for prompt chunks with sixteen weight rows in a register's lanes
-//! (AVX-512 VNNI; an AVX2 form takes eight rows at a time), every output with the scalar
-//! reference's bits ([`crate::dot::dot_q8_0`]:
-//! per block the exact integer sum, then `s += Σ·(dw·dy)` in block order).
+//! (AVX-512 VNNI; the AVX-VNNI and AVX2 forms take eight rows at a time), every output with
+//! the scalar reference's bits ([`crate::dot::dot_q8_0`]: per block the exact integer sum,
+//! then `s += Σ·(dw·dy)` in block order).
 //!
 //! A chunk's weight rows are first *expanded* sixteen at a time into a group
 //! ([`expand_group_ref`] and the kernel table's expanders): per block, eight 64-byte vectors whose lane r holds bytes 4k..4k+4 of
@@ -166,35 +166,12 @@ pub(crate) mod x86 {
                 let a: [__m256i; 8] = std::array::from_fn(|p| unsafe {
                     _mm256_xor_si256(_mm256_loadu_si256(code(8 * half + p).cast()), c80)
                 });
-                let u: [__m256i; 8] = std::array::from_fn(|i| {
-                    let (x, y) = (a[2 * (i / 2)], a[2 * (i / 2) + 1]);
-                    if i % 2 == 0 {
-                        _mm256_unpacklo_epi32(x, y)
-                    } else {
-                        _mm256_unpackhi_epi32(x, y)
-                    }
-                });
-                // c[j][g]: per 128-bit half L, dword 4L + j of rows 4g..4g + 4
-                let c: [[__m256i; 2]; 4] = std::array::from_fn(|j| {
-                    std::array::from_fn(|g| {
-                        let (x, y) = (u[4 * g + j / 2], u[4 * g + 2 + j / 2]);
-                        if j % 2 == 0 {
-                            _mm256_unpacklo_epi64(x, y)
-                        } else {
-                            _mm256_unpackhi_epi64(x, y)
-                        }
-                    })
-                });
-                for j in 0..4 {
-                    let z0 = _mm256_permute2x128_si256::<0x20>(c[j][0], c[j][1]);
-                    let z1 = _mm256_permute2x128_si256::<0x31>(c[j][0], c[j][1]);
-                    // SAFETY: half `half` of vectors j and 4 + j: bytes 64j + 32·half.. and
-                    // 64(4 + j) + 32·half.. of the 512 code bytes (unaligned stores).
+                for (k, v) in transpose8x8(a).iter().enumerate() {
+                    // SAFETY: half `half` of vector k: bytes 64k + 32·half.. of the 512 code
+                    // bytes (unaligned store).
                     unsafe {
-                        let at = codes.as_mut_ptr().add(32 * half);
-                        _mm256_storeu_si256(at.add(64 * j).cast(), z0);
-                        _mm256_storeu_si256(at.add(64 * (4 + j)).cast(), z1);
-                    }
+                        _mm256_storeu_si256(codes.as_mut_ptr().add(64 * k + 32 * half).cast(), *v)
+                    };
                 }
             }
             let mut h = [0u16; GROUP_ROWS];
@@ -209,6 +186,41 @@ pub(crate) mod x86 {
                 }
             }
         }
+    }
+
+    /// The 8 × 8 dword transpose of the AVX2 group expanders: `a[p]` holds 32 bytes of row p;
+    /// vector k of the result holds every row's dword k, row p in lane p (`vpunpck{l,h}dq`,
+    /// `vpunpck{l,h}qdq`, then `vperm2i128` pairing the 128-bit halves).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) fn transpose8x8(a: [__m256i; 8]) -> [__m256i; 8] {
+        let u: [__m256i; 8] = std::array::from_fn(|i| {
+            let (x, y) = (a[2 * (i / 2)], a[2 * (i / 2) + 1]);
+            if i % 2 == 0 {
+                _mm256_unpacklo_epi32(x, y)
+            } else {
+                _mm256_unpackhi_epi32(x, y)
+            }
+        });
+        // c[j][g]: per 128-bit half L, dword 4L + j of rows 4g..4g + 4
+        let c: [[__m256i; 2]; 4] = std::array::from_fn(|j| {
+            std::array::from_fn(|g| {
+                let (x, y) = (u[4 * g + j / 2], u[4 * g + 2 + j / 2]);
+                if j % 2 == 0 {
+                    _mm256_unpacklo_epi64(x, y)
+                } else {
+                    _mm256_unpackhi_epi64(x, y)
+                }
+            })
+        });
+        std::array::from_fn(|k| {
+            let j = k % 4;
+            if k < 4 {
+                _mm256_permute2x128_si256::<0x20>(c[j][0], c[j][1])
+            } else {
+                _mm256_permute2x128_si256::<0x31>(c[j][0], c[j][1])
+            }
+        })
     }
 
     /// The 16 × 8 dword transpose of the AVX-512 group expanders: `a[p]` holds 32 bytes of
@@ -291,7 +303,12 @@ pub(crate) mod x86 {
     }
 
     // the safe entries of both tiles
-    crate::simd::group_tile_entries!(32; tile_entry => tile, tile_avx2_entry => tile_avx2);
+    crate::simd::group_tile_entries!(
+        32;
+        tile_entry => tile,
+        tile_avx2_entry => tile_avx2,
+        tile_avx_vnni_entry => tile_avx_vnni,
+    );
 
     /// The group tile with AVX2 (no VNNI): eight rows per 256-bit register (each half of a
     /// group's vectors), up to four columns per pass. Per (row half, block, dword k) the codes
@@ -345,6 +362,65 @@ pub(crate) mod x86 {
                         let dy = f32::from_bits(word(32 * C + 4 * (c0 + c)) as u32);
                         let d = _mm256_mul_ps(dw, _mm256_set1_ps(dy));
                         *sc = _mm256_add_ps(*sc, _mm256_mul_ps(_mm256_cvtepi32_ps(a), d));
+                    }
+                }
+                for (c, v) in s.iter().enumerate().take(cols) {
+                    let o = &mut out[c0 + c][8 * half..8 * half + 8];
+                    // SAFETY: `o` has room for 8 f32 (unaligned store).
+                    unsafe { _mm256_storeu_ps(o.as_mut_ptr(), *v) };
+                }
+            }
+        }
+    }
+
+    /// The group tile with AVX-VNNI (`vpdpbusd` on 256-bit registers, no AVX-512): the
+    /// AVX-512 tile's steps on each half of a group (rows 0..8, then 8..16), up to four
+    /// columns per pass. Per (row half, column, block) the accumulator starts from the panel's
+    /// −128·Σy and takes eight `vpdpbusd` of the half's offset codes with the column's code
+    /// dwords broadcast, in two chains (even and odd dwords) joined by one exact add: one
+    /// vector operation per 32 multiply-adds of eight rows, against four without VNNI. The
+    /// float combine is the other tiles': the reference's bits.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and AVX-VNNI; `group` holds `nb` expanded blocks and
+    /// `panel` `nb` blocks of `C` columns.
+    #[target_feature(enable = "avx2,fma,avxvnni")]
+    unsafe fn tile_avx_vnni<const C: usize>(
+        nb: usize,
+        group: &[u8],
+        panel: &[u8],
+        out: &mut [[f32; 16]; C],
+    ) {
+        let pblock = 40 * C;
+        for half in 0..2 {
+            for c0 in (0..C).step_by(4) {
+                let cols = (C - c0).min(4);
+                let mut s = [_mm256_setzero_ps(); 4];
+                for b in 0..nb {
+                    let gb = &group[b * GROUP_BLOCK..(b + 1) * GROUP_BLOCK];
+                    let pb = &panel[b * pblock..(b + 1) * pblock];
+                    // SAFETY: every offset passed is below 40·C − 3 (as in `tile`).
+                    let word =
+                        |o: usize| unsafe { pb.as_ptr().add(o).cast::<i32>().read_unaligned() };
+                    // SAFETY: bytes 64k + 32·half .. + 32 of the 576-byte block (unaligned).
+                    let w: [__m256i; 8] = std::array::from_fn(|k| unsafe {
+                        _mm256_loadu_si256(gb.as_ptr().add(64 * k + 32 * half).cast())
+                    });
+                    // SAFETY: the sixteen f32 scales sit at bytes 512..576 of the block.
+                    let dw = unsafe { _mm256_loadu_ps(gb.as_ptr().add(512 + 32 * half).cast()) };
+                    for (c, sc) in s.iter_mut().enumerate().take(cols) {
+                        let y = 32 * (c0 + c);
+                        let mut a0 = _mm256_set1_epi32(word(36 * C + 4 * (c0 + c)));
+                        let mut a1 = _mm256_setzero_si256();
+                        for k in 0..4 {
+                            let (y0, y1) = (word(y + 8 * k), word(y + 8 * k + 4));
+                            a0 = _mm256_dpbusd_avx_epi32(a0, w[2 * k], _mm256_set1_epi32(y0));
+                            a1 = _mm256_dpbusd_avx_epi32(a1, w[2 * k + 1], _mm256_set1_epi32(y1));
+                        }
+                        let dy = f32::from_bits(word(32 * C + 4 * (c0 + c)) as u32);
+                        let d = _mm256_mul_ps(dw, _mm256_set1_ps(dy));
+                        let i = _mm256_cvtepi32_ps(_mm256_add_epi32(a0, a1));
+                        *sc = _mm256_add_ps(*sc, _mm256_mul_ps(i, d));
                     }
                 }
                 for (c, v) in s.iter().enumerate().take(cols) {
