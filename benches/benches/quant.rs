@@ -138,6 +138,8 @@ fn bench_kernels(c: &mut Criterion) {
     g.finish();
 }
 
+/// The activation quantizers (`act_quant/<type>`, bytes of f32 input per second), and each
+/// SIMD form and the scalar one (`act_quant/<type>/<form>`).
 fn bench_act_quant(c: &mut Criterion) {
     let mut g = c.benchmark_group("act_quant");
     let x = test_data(N, 5);
@@ -147,6 +149,21 @@ fn bench_act_quant(c: &mut Criterion) {
         g.bench_function(t.name(), |b| {
             b.iter(|| quantize_activation(t, black_box(&x), &mut a).unwrap())
         });
+        let (forms, scalar): (_, fn(&[f32], &mut [u8])) = match t {
+            DType::Q8_0 => (
+                quant::simd::q8_0_forms(),
+                quant::codec::q8::quant_q8_0_x86_scalar,
+            ),
+            _ => (
+                quant::simd::q8_k_forms(),
+                quant::codec::q8::quant_q8_k_scalar,
+            ),
+        };
+        for (name, f) in forms.into_iter().chain([("scalar", scalar)]) {
+            g.bench_function(BenchmarkId::new(t.name(), name), |b| {
+                b.iter(|| f(black_box(&x), &mut a))
+            });
+        }
     }
     g.finish();
 }

@@ -41,7 +41,30 @@ fn q8_0_activation_quantizer_matches_the_scalar_one() {
         quant_q8_0_x86(x, &mut a);
         quant_q8_0_x86_scalar(x, &mut b);
         assert_eq!(a, b, "n={n}");
+        // every SIMD form this CPU runs, not only the one used
+        #[cfg(target_arch = "x86_64")]
+        for (name, form) in forms(quant::simd::q8_0_forms) {
+            let mut c = vec![0xa5u8; n / 32 * 34];
+            form(x, &mut c);
+            assert_eq!(c, b, "{name}, n={n}");
+        }
     }
+}
+
+/// The SIMD forms of a quantizer this CPU runs, saying so when it runs fewer than the two
+/// forms there are (AVX-512, AVX2).
+#[cfg(target_arch = "x86_64")]
+fn forms(
+    list: fn() -> Vec<(&'static str, quant::simd::QuantizeFn)>,
+) -> Vec<(&'static str, quant::simd::QuantizeFn)> {
+    let v = list();
+    if v.len() < 2 {
+        eprintln!(
+            "this CPU runs {} of the quantizers' two SIMD forms",
+            v.len()
+        );
+    }
+    v
 }
 
 /// The activation Q8_K quantizer's SIMD form writes the scalar form's bytes: random rows of
@@ -93,6 +116,14 @@ fn q8_k_activation_quantizer_matches_the_scalar_one() {
         quant_q8_k_scalar(x, &mut b);
         for (i, (ba, bb)) in a.chunks(292).zip(b.chunks(292)).enumerate() {
             assert_eq!(ba, bb, "n={n} block {i}");
+        }
+        #[cfg(target_arch = "x86_64")]
+        for (name, form) in forms(quant::simd::q8_k_forms) {
+            let mut c = vec![0x33u8; n / 256 * 292];
+            form(x, &mut c);
+            for (i, (bc, bb)) in c.chunks(292).zip(b.chunks(292)).enumerate() {
+                assert_eq!(bc, bb, "{name}, n={n} block {i}");
+            }
         }
     }
 }

@@ -23,7 +23,9 @@ pub mod kquants;
 pub mod q8;
 pub mod table;
 #[cfg(target_arch = "x86_64")]
-pub use q8::quantize::{quantize_q8_0_fast, quantize_q8_k_fast};
+pub use q8::quantize::{
+    q8_0_forms, q8_k_forms, quantize_q8_0_fast, quantize_q8_k_fast, QuantizeFn,
+};
 pub use table::{kernels, CpuLevel, Kernel, Kernels, Tile};
 
 /// Declares a safe entry point for an `unsafe` `#[target_feature]` kernel. The entry is only
