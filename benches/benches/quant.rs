@@ -149,7 +149,7 @@ fn bench_act_quant(c: &mut Criterion) {
         g.bench_function(t.name(), |b| {
             b.iter(|| quantize_activation(t, black_box(&x), &mut a).unwrap())
         });
-        let (forms, scalar): (_, fn(&[f32], &mut [u8])) = match t {
+        let (forms, scalar): (_, quant::simd::QuantizeFn) = match t {
             DType::Q8_0 => (
                 quant::simd::q8_0_forms(),
                 quant::codec::q8::quant_q8_0_x86_scalar,
