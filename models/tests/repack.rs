@@ -36,12 +36,45 @@ fn expected() -> DType {
     expected_for(DType::IQ1_S, DType::IQ1_S_X)
 }
 
-/// `to` where this CPU has a SIMD kernel for it, else `from` (not repacked).
+/// `to` where this CPU's kernels for it do every job `from`'s do, else `from` (not repacked).
 fn expected_for(from: DType, to: DType) -> DType {
-    if quant::simd::kernels(to, quant::simd::CpuLevel::detect()).is_some_and(|k| k.has_simd()) {
+    if quant::simd::table::covers(to, from, quant::simd::CpuLevel::detect()) {
         to
     } else {
         from
+    }
+}
+
+/// At the AVX2 levels IQ2_XXS_X has the multi-column kernel (and, with AVX-VNNI, the group
+/// tile) IQ2_XXS has, so it is made; IQ1_S_X and IQ1_M_X have only a dot kernel there, so a
+/// prompt chunk's experts would go one dot per token and they are not.
+#[test]
+fn repacks_are_made_only_where_their_kernels_do_every_job() {
+    use quant::simd::CpuLevel;
+    if CpuLevel::detect() < CpuLevel::Avx2 {
+        return; // no SIMD kernel at all: nothing is repacked (checked above)
+    }
+    let all = Repack::parse("all").unwrap();
+    for level in [CpuLevel::Avx2, CpuLevel::Avx2Vnni] {
+        assert_eq!(
+            all.target(DType::IQ2_XXS, level),
+            Some(DType::IQ2_XXS_X),
+            "{level}"
+        );
+        assert_eq!(all.target(DType::IQ1_S, level), None, "{level}");
+        assert_eq!(all.target(DType::IQ1_M, level), None, "{level}");
+        assert_eq!(all.target(DType::Q2_0, level), None, "{level}");
+    }
+    // at the top level every repack covers its type
+    if CpuLevel::detect() >= CpuLevel::Avx512Vnni {
+        for (t, x) in [
+            (DType::IQ2_XXS, DType::IQ2_XXS_X),
+            (DType::IQ1_S, DType::IQ1_S_X),
+            (DType::IQ1_M, DType::IQ1_M_X),
+            (DType::Q2_0, DType::Q2_0_X),
+        ] {
+            assert_eq!(all.target(t, CpuLevel::detect()), Some(x), "{t:?}");
+        }
     }
 }
 

@@ -89,10 +89,12 @@ impl ModelArgs {
             (None, Some(v)) => st_options(v, "FATHOM_ST_WEIGHTS=")?,
             (None, None) => StOptions::default(),
         };
+        let exec = env.exec_config(self.threads)?;
+        self.note_skipped_repacks(exec.cpu);
         Ok(LoadOptions {
             repack: self.repack,
             checkpoint,
-            exec: env.exec_config(self.threads)?,
+            exec,
             ctx: self.ctx,
             experts: crate::ram::expert_cache(
                 self.ram,
@@ -100,6 +102,30 @@ impl ModelArgs {
                 backends::topology::available_memory(),
             )?,
         })
+    }
+
+    /// Says on stderr, in one line, which of the `--repack` types this CPU level leaves as
+    /// they are: their repacked kernels there do not cover the original's (`Repack::target`).
+    fn note_skipped_repacks(&self, level: quant::simd::CpuLevel) {
+        use quant::DType;
+        let r = &self.repack;
+        let left: Vec<String> = [
+            (r.iq1_s, DType::IQ1_S),
+            (r.iq2_xxs, DType::IQ2_XXS),
+            (r.iq1_m, DType::IQ1_M),
+            (r.q2_0, DType::Q2_0),
+        ]
+        .into_iter()
+        .filter(|&(asked, t)| asked && r.target(t, level).is_none())
+        .map(|(_, t)| t.name().to_lowercase())
+        .collect();
+        if !left.is_empty() {
+            eprintln!(
+                "--repack: {} left as stored at kernel level {level} (the repacked kernels \
+                 there lack the prompt or decode kernels of the stored type)",
+                left.join(", ")
+            );
+        }
     }
 
     /// `-m`, required.

@@ -53,12 +53,13 @@ impl Repack {
         Ok(r)
     }
 
-    /// The layout tensors of type `t` are converted to, if any: only where this CPU has a
-    /// SIMD kernel for it (on the scalar reference the repacked form would be slower). A
+    /// The layout tensors of type `t` are converted to, if any: only where the layout's
+    /// kernels at `level` do every job `t`'s do (`quant::simd::table::covers`: on the scalar
+    /// reference, or without a prompt-chunk kernel, the repacked form would be slower). A
     /// tensor is converted only if its rows also fit the layout's blocks
     /// ([`Repack::target_for`]).
     pub fn target(&self, t: DType, level: CpuLevel) -> Option<DType> {
-        let has_kernel = |x: DType| quant::simd::kernels(x, level).is_some_and(|k| k.has_simd());
+        let has_kernel = |x: DType| quant::simd::table::covers(x, t, level);
         match t {
             DType::IQ1_S if self.iq1_s && has_kernel(DType::IQ1_S_X) => Some(DType::IQ1_S_X),
             DType::IQ2_XXS if self.iq2_xxs && has_kernel(DType::IQ2_XXS_X) => {

@@ -337,6 +337,20 @@ pub fn kernels(dtype: DType, level: CpuLevel) -> Option<Kernels> {
     Some(k)
 }
 
+/// True when `repacked`'s kernels at `level` do every job `raw`'s do there: a SIMD dot, and a
+/// rows, multi and tile kernel wherever `raw` has one. A load-time repack is worth making only
+/// then: a repacked type without a multi-column kernel, say, would run a prompt chunk's
+/// experts one dot per token.
+pub fn covers(repacked: DType, raw: DType, level: CpuLevel) -> bool {
+    let (Some(x), Some(r)) = (kernels(repacked, level), kernels(raw, level)) else {
+        return false;
+    };
+    x.has_simd()
+        && (r.rows.is_none() || x.rows.is_some())
+        && (r.multi.is_none() || x.multi.is_some())
+        && (r.tile.is_none() || x.tile.is_some())
+}
+
 /// Every row of the table, each type's rows lowest level first. Private: its functions may
 /// only be called at the levels this CPU has ([`kernels`] and [`column`] check).
 fn table() -> &'static [Row] {
@@ -568,7 +582,16 @@ static X86: &[Row] = &[
         "amx",
         grid(DType::IQ2_XXS, tile_grid::x86::expand_iq2_xxs_entry, true),
     ),
-    Row::new(DType::IQ2_XXS_X, Avx2).dot("avx2", i2::dot_iq2_xxs_x_avx2_entry),
+    Row::new(DType::IQ2_XXS_X, Avx2)
+        .dot("avx2", i2::dot_iq2_xxs_x_avx2_entry)
+        .multi("avx2", i2::dot_iq2_xxs_x_avx2_multi_entry),
+    Row::new(DType::IQ2_XXS_X, Avx2Vnni).tile(
+        "avx2-vnni",
+        Tile::GridGroup(GridGroup {
+            tile: iq_group::x86::tile_avx_vnni_entry,
+            expand: iq_group::x86::expand_iq2_xxs_x_avx2_entry,
+        }),
+    ),
     Row::new(DType::IQ2_XXS_X, Avx512Vnni)
         .dot("avx512", i5::dot_iq2_xxs_x_avx512_entry)
         .rows("avx512", i5::dot_iq2_xxs_x_avx512_rows_entry)

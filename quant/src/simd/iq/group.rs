@@ -203,7 +203,14 @@ pub(crate) mod x86 {
         check_group(n, rows, 66, out);
         // SAFETY: `table::kernels` hands this entry out only after checking the features; the
         // shapes were checked above.
-        unsafe { crate::simd::iq::avx2::group_iq2_xxs(rows, out) }
+        unsafe { crate::simd::iq::avx2::group_iq2_xxs::<BlockIQ2XXS>(rows, out) }
+    }
+
+    /// Safe entry of the AVX2 IQ2_XXS_X group expander: checks the shapes, then expands.
+    pub(crate) fn expand_iq2_xxs_x_avx2_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+        check_group(n, rows, 102, out);
+        // SAFETY: as above.
+        unsafe { crate::simd::iq::avx2::group_iq2_xxs::<BlockIQ2XXSX>(rows, out) }
     }
 
     // the tiles' safe entries

@@ -12,13 +12,17 @@
 //! (`vpsignb` of −128 would wrap).
 
 use super::COLS;
-use crate::blocks::{view, BlockIQ2XXS, BlockQ8K};
+use crate::blocks::{view, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K};
+use crate::codec::repack::{iq2xx_scale, IQ2X_LEVELS};
 use crate::grids::IQ2XXS_GRID;
 use crate::simd::{entry, f16c, hsum_i32, hsum_i32x8};
 use std::arch::x86_64::*;
 
 entry!(dot_iq2_xxs_avx2_entry => dot_iq2_xxs_avx2);
-entry!(multi dot_iq2_xxs_avx2_multi_entry => dot_iq2_xxs_avx2_multi);
+entry!(
+    multi dot_iq2_xxs_avx2_multi_entry => dot_iq2_xxs_avx2_multi,
+    dot_iq2_xxs_x_avx2_multi_entry => dot_iq2_xxs_x_avx2_multi,
+);
 
 /// What IQ2_XXS's signed grid values (±8, ±25, ±43) are offset by to be unsigned bytes for
 /// `vpmaddubsw` (0..=86: a pair sum is at most 2·86·127, no i16 saturation).
@@ -280,8 +284,23 @@ fn unpack(x: &BlockIQ2XXS) -> ([__m256i; 8], [i16; 8]) {
 /// [`dot_iq2_xxs_avx2`]'s: the block's integer sum is the reference's exactly, and every column
 /// gets the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_iq2_xxs_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    let xs = view::<BlockIQ2XXS>(w);
+unsafe fn dot_iq2_xxs_avx2_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features.
+    unsafe { multi::<BlockIQ2XXS>(n, w, acts, out) }
+}
+
+/// [`dot_iq2_xxs_avx2_multi`] on IQ2_XXS_X rows (their unpack: [`Avx2Iq2`]): the same sums,
+/// IQ2_XXS's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq2_xxs_x_avx2_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features.
+    unsafe { multi::<BlockIQ2XXSX>(n, w, acts, out) }
+}
+
+/// The multi-column kernel's body for either layout.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn multi<B: Avx2Iq2>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let xs = view::<B>(w);
     for r in crate::simd::column_split(acts.len(), COLS) {
         let (acts, out) = (&acts[r.clone()], &mut out[r]);
         let mut ys: [&[BlockQ8K]; COLS] = [&[]; COLS];
@@ -292,9 +311,10 @@ unsafe fn dot_iq2_xxs_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
         // column c's sum in lane c % 8 of s[c / 8]
         let mut s = [_mm256_setzero_ps(); COLS / 8];
         for (b, x) in xs.iter().enumerate() {
-            let (wv, ls) = unpack(x);
+            // SAFETY: same features.
+            let (wv, ls) = unsafe { x.unpack() };
             let ls43 = ls43!(ls);
-            let dx = _mm256_set1_ps(f16c!(x.d));
+            let dx = _mm256_set1_ps(f16c!(x.d()));
             for (ys8, s8) in ys.chunks(8).zip(s.iter_mut()) {
                 let mut sums = [_mm256_setzero_si256(); 8];
                 let mut yd = [0f32; 8];
@@ -328,23 +348,23 @@ unsafe fn dot_iq2_xxs_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut 
     }
 }
 
-/// Sixteen IQ2_XXS rows → their group for the AVX-VNNI group tile (the bytes of
-/// [`crate::simd::iq::group::expand_group_iq2_xxs`]): per super-block each row is unpacked
+/// Sixteen IQ2_XXS or IQ2_XXS_X rows → their group for the AVX-VNNI group tile (the bytes
+/// of [`crate::simd::iq::group::expand_group_iq2_xxs`] / `_x`): per super-block each row is unpacked
 /// as for [`dot_iq2_xxs_avx2_multi`] ([`unpack`]: signed values + 43), moved to the group's
 /// offset (+ 85 more: v ⊕ 0x80 = v + 128), and every 32-byte slice of the sixteen rows, and
 /// the rows' group scales, goes through an 8 × 8 dword transpose per half of the group.
 ///
 /// # Safety
-/// The CPU must have AVX2, FMA and F16C; `rows` holds 1..=16 IQ2_XXS rows of equal length
+/// The CPU must have AVX2, FMA and F16C; `rows` holds 1..=16 rows of `B` of equal length
 /// and `out` is [`crate::simd::iq::group::group_bytes`] of their element count.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(in crate::simd) unsafe fn group_iq2_xxs(rows: &[&[u8]], out: &mut [u8]) {
+pub(in crate::simd) unsafe fn group_iq2_xxs<B: Avx2Iq2>(rows: &[&[u8]], out: &mut [u8]) {
     use crate::simd::iq::group::{D_AT, GROUP_ROWS, GROUP_SB, LS_AT};
     use crate::simd::q8::tile_x16::x86::transpose8x8;
     let nr = rows.len();
-    let mut xs: [&[BlockIQ2XXS]; GROUP_ROWS] = [&[]; GROUP_ROWS];
+    let mut xs: [&[B]; GROUP_ROWS] = [&[]; GROUP_ROWS];
     for (x, w) in xs.iter_mut().zip(rows) {
-        *x = view::<BlockIQ2XXS>(w);
+        *x = view::<B>(w);
     }
     let to_group = _mm256_set1_epi8((128 - IQ2_OFFSET) as i8);
     // missing rows: values 0 (codes 0x80), scales 0
@@ -357,7 +377,8 @@ pub(in crate::simd) unsafe fn group_iq2_xxs(rows: &[&[u8]], out: &mut [u8]) {
             if let Some(ahead) = xs[r].get(b + 2) {
                 crate::simd::prefetch(bytemuck::bytes_of(ahead));
             }
-            let (wv, l) = unpack(x);
+            // SAFETY: same features.
+            let (wv, l) = unsafe { x.unpack() };
             for (g, v) in wv.iter().enumerate() {
                 // SAFETY: group g is bytes 32g..32g + 32 of the row's 256 (unaligned store).
                 unsafe {
@@ -368,7 +389,7 @@ pub(in crate::simd) unsafe fn group_iq2_xxs(rows: &[&[u8]], out: &mut [u8]) {
                 };
             }
             ls[r] = l.map(i32::from);
-            d[r] = f16c!(x.d);
+            d[r] = f16c!(x.d());
         }
         // rows 8h..8h + 8 of a 32-byte slice of `vals` (e < 8) or of `ls` (e = 8)
         for e in 0..9 {
@@ -408,4 +429,85 @@ pub(in crate::simd) unsafe fn group_iq2_xxs(rows: &[&[u8]], out: &mut [u8]) {
             };
         }
     }
+}
+
+/// The two IQ2_XXS layouts ([`BlockIQ2XXS`], the repacked [`BlockIQ2XXSX`]) as the
+/// multi-column kernel and the group expander take them: a block unpacked into the same
+/// registers (group g's signed values + [`IQ2_OFFSET`], the scales 2·s + 1).
+pub(in crate::simd) trait Avx2Iq2: bytemuck::Pod {
+    /// The block unpacked.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C.
+    unsafe fn unpack(&self) -> ([__m256i; 8], [i16; 8]);
+    /// The f16 super-block scale.
+    fn d(&self) -> [u8; 2];
+}
+
+impl Avx2Iq2 for BlockIQ2XXS {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn unpack(&self) -> ([__m256i; 8], [i16; 8]) {
+        unpack(self)
+    }
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+}
+
+impl Avx2Iq2 for BlockIQ2XXSX {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn unpack(&self) -> ([__m256i; 8], [i16; 8]) {
+        unpack_x(self)
+    }
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+}
+
+/// An IQ2_XXS_X block unpacked as [`unpack`] unpacks IQ2_XXS: per group the 2-bit level codes
+/// (a shift and a mask of the block's code bytes) become magnitudes by `vpshufb`, the 32 sign
+/// bits ±1 bytes (broadcast, spread a byte per 8 lanes, one bit tested per lane), and
+/// `vpsignb` and the offset give the same bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn unpack_x(x: &BlockIQ2XXSX) -> ([__m256i; 8], [i16; 8]) {
+    let m3 = _mm256_set1_epi8(3);
+    let mut table = [0u8; 32];
+    for (i, t) in table.iter_mut().enumerate() {
+        *t = IQ2X_LEVELS[i % 16 % 4] * u8::from(i % 16 < 4);
+    }
+    // SAFETY: `table` is 32 bytes (unaligned load).
+    let levels = unsafe { _mm256_loadu_si256(table.as_ptr().cast()) };
+    // byte i takes sign byte i/8 of the group; bit i mod 8 of it is element i's
+    let spread = _mm256_setr_epi64x(
+        0,
+        0x0101_0101_0101_0101,
+        0x0202_0202_0202_0202,
+        0x0303_0303_0303_0303,
+    );
+    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let ones = _mm256_set1_epi8(1);
+    // SAFETY: 64 code bytes (two unaligned loads of 32).
+    let q = unsafe {
+        [
+            _mm256_loadu_si256(x.qs.as_ptr().cast()),
+            _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
+        ]
+    };
+    let wv = std::array::from_fn(|g| {
+        let (p, h) = (g / 2, g % 2);
+        let lv = _mm256_and_si256(_mm256_srl_epi16(q[h], _mm_cvtsi32_si128(2 * p as i32)), m3);
+        let mag = _mm256_shuffle_epi8(levels, lv);
+        let sg = u32::from_le_bytes(x.sg[4 * g..4 * g + 4].try_into().unwrap());
+        let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(sg as i32), spread);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+        _mm256_add_epi8(
+            _mm256_sign_epi8(mag, _mm256_or_si256(set, ones)),
+            _mm256_set1_epi8(IQ2_OFFSET as i8),
+        )
+    });
+    let ls = std::array::from_fn(|g| iq2xx_scale(x, g) as i16);
+    (wv, ls)
 }

@@ -57,7 +57,8 @@ macro_rules! y32 {
 
 mod iq2_xxs;
 pub(in crate::simd) use iq2_xxs::{
-    dot_iq2_xxs_avx2_entry, dot_iq2_xxs_avx2_multi_entry, group_iq2_xxs,
+    dot_iq2_xxs_avx2_entry, dot_iq2_xxs_avx2_multi_entry, dot_iq2_xxs_x_avx2_multi_entry,
+    group_iq2_xxs,
 };
 
 /// IQ2_XXS_X · Q8_K with AVX2: per 32-element group the level codes (one shift and mask of
