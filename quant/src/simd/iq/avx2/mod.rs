@@ -1,6 +1,6 @@
-//! AVX2 kernels for the grid (I-)quants against Q8_K activations: IQ2_XXS (its own child,
-//! [`iq2_xxs`]), IQ1_S, IQ1_M, and the repacked IQ1_S_X, IQ2_XXS_X and IQ1_M_X (no grid:
-//! their level codes are stored, see `codec::repack`).
+//! AVX2 kernels for the grid (I-)quants against Q8_K activations: IQ2_XXS and its repacked
+//! IQ2_XXS_X (their own child, [`iq2_xxs`]), IQ1_S, IQ1_M, and the repacked IQ1_S_X and
+//! IQ1_M_X (no grid: their level codes are stored, see `codec::repack`).
 //!
 //! Per 32-element group the four 8-byte grid rows are gathered with scalar loads into one
 //! vector; signs are applied to the activations with `vpsignb` (IQ1 from the signed grid
@@ -10,11 +10,9 @@
 //! Activations come from the Q8_K quantizer, whose codes lie in −127..=127 (`vpsignb` of
 //! −128 would wrap).
 
-use crate::blocks::{
-    le_u16, view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XXSX, BlockQ8K,
-};
+use crate::blocks::{le_u16, view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockQ8K};
 use crate::codec::iquants::{iq1m_d_bits, iq1m_d_of, iq1m_scales, iq1m_scales_of};
-use crate::codec::repack::{iq1mx_neg, iq1sx_group, iq2xx_scale, IQ2X_LEVELS};
+use crate::codec::repack::{iq1mx_neg, iq1sx_group};
 use crate::grids::IQ1S_GRID;
 use crate::simd::{entry, f16c, hsum_i32, hsum_i32x8};
 use std::arch::x86_64::*;
@@ -24,7 +22,6 @@ entry!(
     dot_iq1_s_x_avx2_entry => dot_iq1_s_x_avx2,
     dot_iq1_m_avx2_entry => dot_iq1_m_avx2,
     dot_iq1_m_x_avx2_entry => dot_iq1_m_x_avx2,
-    dot_iq2_xxs_x_avx2_entry => dot_iq2_xxs_x_avx2,
 );
 entry!(
     multi dot_iq1_s_avx2_multi_entry => dot_iq1_s_avx2_multi,
@@ -57,59 +54,9 @@ macro_rules! y32 {
 
 mod iq2_xxs;
 pub(in crate::simd) use iq2_xxs::{
-    dot_iq2_xxs_avx2_entry, dot_iq2_xxs_avx2_multi_entry, dot_iq2_xxs_x_avx2_multi_entry,
-    group_iq2_xxs,
+    dot_iq2_xxs_avx2_entry, dot_iq2_xxs_avx2_multi_entry, dot_iq2_xxs_x_avx2_entry,
+    dot_iq2_xxs_x_avx2_multi_entry, group_iq2_xxs,
 };
-
-/// IQ2_XXS_X · Q8_K with AVX2: per 32-element group the level codes (one shift and mask of
-/// the block's code bytes) become magnitudes by `vpshufb`, the group's 32 sign bits become
-/// ±1 bytes for `vpsignb` (broadcast, spread a byte per 8 lanes, test one bit per lane), then
-/// the raw layout's one-row integer steps and float combine: IQ2_XXS's bits.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_iq2_xxs_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let m3 = _mm256_set1_epi8(3);
-    let mut table = [0u8; 32];
-    for (i, t) in table.iter_mut().enumerate() {
-        *t = IQ2X_LEVELS[i % 16 % 4] * u8::from(i % 16 < 4);
-    }
-    // SAFETY: `table` is 32 bytes (unaligned load).
-    let levels = unsafe { _mm256_loadu_si256(table.as_ptr().cast()) };
-    // byte i takes sign byte i/8 of the group; bit i mod 8 of it is element i's
-    let spread = _mm256_setr_epi64x(
-        0,
-        0x0101_0101_0101_0101,
-        0x0202_0202_0202_0202,
-        0x0303_0303_0303_0303,
-    );
-    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-    let ones = _mm256_set1_epi8(1);
-    let mut s = 0f32;
-    for (x, y) in view::<BlockIQ2XXSX>(w).iter().zip(view::<BlockQ8K>(a)) {
-        // SAFETY: 64 code bytes (two unaligned loads of 32).
-        let q = unsafe {
-            [
-                _mm256_loadu_si256(x.qs.as_ptr().cast()),
-                _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
-            ]
-        };
-        let mut acc = _mm256_setzero_si256();
-        for g in 0..8 {
-            let (p, h) = (g / 2, g % 2);
-            let lv = _mm256_and_si256(_mm256_srl_epi16(q[h], _mm_cvtsi32_si128(2 * p as i32)), m3);
-            let mag = _mm256_shuffle_epi8(levels, lv);
-            let sg = u32::from_le_bytes(x.sg[4 * g..4 * g + 4].try_into().unwrap());
-            let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(sg as i32), spread);
-            let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
-            let sy = _mm256_sign_epi8(y32!(y, g), _mm256_or_si256(set, ones));
-            let ls = _mm256_set1_epi16(iq2xx_scale(x, g) as i16);
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sy), ls));
-        }
-        // SAFETY: AVX2 is enabled for this function.
-        let bsum = unsafe { hsum_i32(acc) };
-        s += f16c!(x.d) * y.d() * bsum as f32;
-    }
-    0.125 * s
-}
 
 /// IQ1_S · Q8_K with AVX2 (the delta term comes from the activation block sums, in scalar
 /// code as in the reference).
