@@ -43,8 +43,9 @@ pub enum CpuLevel {
     /// linear order: many AVX-512 CPUs (Skylake-X to Ice Lake, Zen 4) lack it, so its rows
     /// apply at a level only where the CPU has AVX-VNNI ([`CpuLevel::includes`]).
     Avx2Vnni,
-    /// AVX-512 F, BW, VL and DQ: the float kernels and tiles, the activation quantizers and
-    /// the attention tiles.
+    /// AVX-512 F, BW, VL and DQ: the float kernels and tiles and the attention tiles (the
+    /// activation quantizers pick their AVX-512 or AVX2 form by the detected CPU:
+    /// `q8::quantize`).
     Avx512,
     /// AVX-512 VBMI, BITALG, VNNI and GFNI on top: every quantized kernel and tile.
     Avx512Vnni,
