@@ -628,7 +628,9 @@ static X86: &[Row] = &[
         "amx",
         grid(DType::IQ1_S, tile_grid::x86::expand_iq1_s_entry, true),
     ),
-    Row::new(DType::IQ1_S_X, Avx2).dot("avx2", i2::dot_iq1_s_x_avx2_entry),
+    Row::new(DType::IQ1_S_X, Avx2)
+        .dot("avx2", i2::dot_iq1_s_x_avx2_entry)
+        .multi("avx2", i2::dot_iq1_s_x_avx2_multi_entry),
     Row::new(DType::IQ1_S_X, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_s_x_avx512_entry)
         .rows("avx512", i5::dot_iq1_s_x_avx512_rows_entry)

@@ -25,6 +25,7 @@ entry!(
 );
 entry!(
     multi dot_iq1_s_avx2_multi_entry => dot_iq1_s_avx2_multi,
+    dot_iq1_s_x_avx2_multi_entry => dot_iq1_s_x_avx2_multi,
     dot_iq1_m_avx2_multi_entry => dot_iq1_m_avx2_multi,
 );
 
@@ -105,6 +106,60 @@ struct Iq1sBlock {
     signed2: __m256i,
 }
 
+/// The two IQ1_S layouts ([`BlockIQ1S`], the repacked [`BlockIQ1SX`]) as the multi-column
+/// kernel takes them: a block unpacked into the same [`Iq1sBlock`].
+trait Iq1sUnpack: bytemuck::Pod {
+    /// The block unpacked.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C.
+    unsafe fn unpack(&self) -> Iq1sBlock;
+    /// The f16 super-block scale.
+    fn d(&self) -> [u8; 2];
+}
+
+impl Iq1sUnpack for BlockIQ1S {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn unpack(&self) -> Iq1sBlock {
+        iq1_s_unpack(self)
+    }
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+}
+
+impl Iq1sUnpack for BlockIQ1SX {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn unpack(&self) -> Iq1sBlock {
+        iq1_s_x_unpack(self)
+    }
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+}
+
+/// [`Iq1sBlock`]'s scale fields from the eight group scales `ls` and the same signed by the
+/// groups' delta bits (i16 lanes).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn iq1_s_scales(w: [__m256i; 8], ls: __m128i, signed: __m128i) -> Iq1sBlock {
+    let dup = |v: __m128i| {
+        let v = _mm256_cvtepu16_epi32(v);
+        _mm256_or_si256(v, _mm256_slli_epi32(v, 16))
+    };
+    let mut lsa = [0i16; 8];
+    // SAFETY: `lsa` is 16 writable bytes (unaligned store).
+    unsafe { _mm_storeu_si128(lsa.as_mut_ptr().cast(), ls) };
+    Iq1sBlock {
+        w,
+        ls: lsa,
+        ls2: dup(ls),
+        signed2: dup(signed),
+    }
+}
+
 /// Unpacks one IQ1_S block ([`Iq1sBlock`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -117,13 +172,6 @@ fn iq1_s_unpack(x: &BlockIQ1S) -> Iq1sBlock {
     );
     // the delta's sign is the word's top bit, which `vpsignw` reads (`| 1`: never zero)
     let signed = _mm_sign_epi16(ls, _mm_or_si128(qh, _mm_set1_epi16(1)));
-    let dup = |v: __m128i| {
-        let v = _mm256_cvtepu16_epi32(v);
-        _mm256_or_si256(v, _mm256_slli_epi32(v, 16))
-    };
-    let mut lsa = [0i16; 8];
-    // SAFETY: `lsa` is 16 writable bytes (unaligned store).
-    unsafe { _mm_storeu_si128(lsa.as_mut_ptr().cast(), ls) };
     let ones = _mm256_set1_epi8(1);
     let w = std::array::from_fn(|g| {
         let h = le_u16(&x.qh, g) as usize;
@@ -137,12 +185,63 @@ fn iq1_s_unpack(x: &BlockIQ1S) -> Iq1sBlock {
         );
         _mm256_add_epi8(grid, ones)
     });
-    Iq1sBlock {
-        w,
-        ls: lsa,
-        ls2: dup(ls),
-        signed2: dup(signed),
+    iq1_s_scales(w, ls, signed)
+}
+
+/// Unpacks one IQ1_S_X block into IQ1_S's [`Iq1sBlock`]: group g's level codes l = v + 1
+/// (code bytes 8g..8g + 8, half-major: one qword per 2-bit cut by `vpsrlvq`, a mask and one
+/// `vpermd` into element order, as [`dot_iq1_s_x_avx2`] cuts them) are the grid values + 1,
+/// and the scales and delta signs come from the stored nibbles.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn iq1_s_x_unpack(x: &BlockIQ1SX) -> Iq1sBlock {
+    let (m3, shifts, order) = iq1_s_x_cuts();
+    let w = std::array::from_fn(|g| iq1_s_x_codes(x, g, m3, shifts, order));
+    let mut ls = [0i16; 8];
+    let mut signed = [0i16; 8];
+    for g in 0..8 {
+        let (l, neg) = iq1sx_group(x, g);
+        ls[g] = l as i16;
+        signed[g] = if neg { -l as i16 } else { l as i16 };
     }
+    // SAFETY: both arrays are 16 readable bytes (unaligned loads).
+    let (ls, signed) = unsafe {
+        (
+            _mm_loadu_si128(ls.as_ptr().cast()),
+            _mm_loadu_si128(signed.as_ptr().cast()),
+        )
+    };
+    iq1_s_scales(w, ls, signed)
+}
+
+/// The constants of [`iq1_s_x_codes`]: the 2-bit mask, the qwords' shifts and the `vpermd`
+/// into element order.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn iq1_s_x_cuts() -> (__m256i, __m256i, __m256i) {
+    (
+        _mm256_set1_epi8(3),
+        _mm256_setr_epi64x(0, 2, 4, 6),
+        _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7),
+    )
+}
+
+/// Group `g`'s 32 level codes of an IQ1_S_X block in element order: its code bytes 8g..8g + 8
+/// (halves 2g, 2g + 1, half-major) broadcast, qword p takes cut p (byte 8p + 4d + r: element
+/// 32g + 16d + 4p + r), and one `vpermd` puts them in element order (dword 4d + p from dword
+/// 2p + d).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn iq1_s_x_codes(
+    x: &BlockIQ1SX,
+    g: usize,
+    m3: __m256i,
+    shifts: __m256i,
+    order: __m256i,
+) -> __m256i {
+    let q8 = u64::from_le_bytes(x.qs[8 * g..8 * g + 8].try_into().unwrap());
+    let cuts = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(q8 as i64), shifts), m3);
+    _mm256_permutevar8x32_epi32(cuts, order)
 }
 
 /// IQ1_S · Q8_K for several activation columns with AVX2: each block is unpacked once per
@@ -154,8 +253,23 @@ fn iq1_s_unpack(x: &BlockIQ1S) -> Iq1sBlock {
 /// roundings — runs lane by lane in the reference's order: every column gets
 /// [`dot_iq1_s_avx2`]'s bits.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_iq1_s_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    let xs = view::<BlockIQ1S>(w);
+unsafe fn dot_iq1_s_avx2_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features.
+    unsafe { iq1_s_multi::<BlockIQ1S>(n, w, acts, out) }
+}
+
+/// [`dot_iq1_s_avx2_multi`] on IQ1_S_X rows (their unpack: [`Iq1sUnpack`]): the same sums,
+/// IQ1_S's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq1_s_x_avx2_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features.
+    unsafe { iq1_s_multi::<BlockIQ1SX>(n, w, acts, out) }
+}
+
+/// The IQ1_S multi-column kernel's body for either layout.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq1_s_multi<B: Iq1sUnpack>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let xs = view::<B>(w);
     let eighth = _mm256_set1_ps(0.125);
     for r in crate::simd::column_split(acts.len(), COLS) {
         let (acts, out) = (&acts[r.clone()], &mut out[r]);
@@ -167,8 +281,9 @@ unsafe fn dot_iq1_s_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
         // column c's sum in lane c % 8 of s[c / 8]
         let mut s = [_mm256_setzero_ps(); COLS / 8];
         for (b, x) in xs.iter().enumerate() {
-            let u = iq1_s_unpack(x);
-            let dx = _mm256_set1_ps(f16c!(x.d));
+            // SAFETY: same features.
+            let u = unsafe { x.unpack() };
+            let dx = _mm256_set1_ps(f16c!(x.d()));
             for (ys8, s8) in ys.chunks(8).zip(s.iter_mut()) {
                 let mut sums = [_mm256_setzero_si256(); 8];
                 let mut deltas = [_mm256_setzero_si256(); 8];
@@ -281,22 +396,14 @@ unsafe fn dot_iq1_m_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
 /// delta from the block sums. Exact integers and the reference's float combine: its bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_s_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let m3 = _mm256_set1_epi8(3);
-    let shifts = _mm256_setr_epi64x(0, 2, 4, 6);
-    let order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    let (m3, shifts, order) = iq1_s_x_cuts();
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ1SX>(w).iter().zip(view::<BlockQ8K>(a)) {
         let mut acc = _mm256_setzero_si256();
         let (mut sumi1, mut off) = (0i32, 0i32);
         for g in 0..8 {
             let (ls, neg) = iq1sx_group(x, g);
-            // the group's codes are bytes 8g..8g + 8 (halves 2g, 2g + 1, half-major): qword p
-            // takes cut p (byte 8p + 4d + r: element 32g + 16d + 4p + r), one `vpermd` puts
-            // them in element order (dword 4d + p from dword 2p + d)
-            let q8 = u64::from_le_bytes(x.qs[8 * g..8 * g + 8].try_into().unwrap());
-            let cuts =
-                _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(q8 as i64), shifts), m3);
-            let lv = _mm256_permutevar8x32_epi32(cuts, order);
+            let lv = iq1_s_x_codes(x, g, m3, shifts, order);
             let t = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(lv, y32!(y, g)),
                 _mm256_set1_epi16(ls as i16),
