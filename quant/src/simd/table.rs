@@ -650,7 +650,9 @@ static X86: &[Row] = &[
         .dot("avx512", i5::dot_iq1_m_avx512_entry)
         .rows("avx512-prepared", i5::dot_iq1_m_avx512_prepared_entry)
         .multi("avx512", i5::dot_iq1_m_avx512_multi_entry),
-    Row::new(DType::IQ1_M_X, Avx2).dot("avx2", i2::dot_iq1_m_x_avx2_entry),
+    Row::new(DType::IQ1_M_X, Avx2)
+        .dot("avx2", i2::dot_iq1_m_x_avx2_entry)
+        .multi("avx2", i2::dot_iq1_m_x_avx2_multi_entry),
     Row::new(DType::IQ1_M_X, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_m_x_avx512_entry)
         .rows("avx512", i5::dot_iq1_m_x_avx512_rows_entry)

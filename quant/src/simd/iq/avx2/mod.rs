@@ -26,6 +26,7 @@ entry!(
 entry!(
     multi dot_iq1_s_avx2_multi_entry => dot_iq1_s_avx2_multi,
     dot_iq1_s_x_avx2_multi_entry => dot_iq1_s_x_avx2_multi,
+    dot_iq1_m_x_avx2_multi_entry => dot_iq1_m_x_avx2_multi,
     dot_iq1_m_avx2_multi_entry => dot_iq1_m_avx2_multi,
 );
 
@@ -196,7 +197,7 @@ fn iq1_s_unpack(x: &BlockIQ1S) -> Iq1sBlock {
 #[inline]
 fn iq1_s_x_unpack(x: &BlockIQ1SX) -> Iq1sBlock {
     let (m3, shifts, order) = iq1_s_x_cuts();
-    let w = std::array::from_fn(|g| iq1_s_x_codes(x, g, m3, shifts, order));
+    let w = std::array::from_fn(|g| iq1_s_x_codes_of(&x.qs, g, m3, shifts, order));
     let mut ls = [0i16; 8];
     let mut signed = [0i16; 8];
     for g in 0..8 {
@@ -214,7 +215,7 @@ fn iq1_s_x_unpack(x: &BlockIQ1SX) -> Iq1sBlock {
     iq1_s_scales(w, ls, signed)
 }
 
-/// The constants of [`iq1_s_x_codes`]: the 2-bit mask, the qwords' shifts and the `vpermd`
+/// The constants of [`iq1_s_x_codes_of`]: the 2-bit mask, the qwords' shifts and the `vpermd`
 /// into element order.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -226,20 +227,20 @@ fn iq1_s_x_cuts() -> (__m256i, __m256i, __m256i) {
     )
 }
 
-/// Group `g`'s 32 level codes of an IQ1_S_X block in element order: its code bytes 8g..8g + 8
+/// Group `g`'s 32 level codes of IQ1_S_X (or IQ1_M_X) code bytes `qs` in element order: its code bytes 8g..8g + 8
 /// (halves 2g, 2g + 1, half-major) broadcast, qword p takes cut p (byte 8p + 4d + r: element
 /// 32g + 16d + 4p + r), and one `vpermd` puts them in element order (dword 4d + p from dword
 /// 2p + d).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn iq1_s_x_codes(
-    x: &BlockIQ1SX,
+fn iq1_s_x_codes_of(
+    qs: &[u8; 64],
     g: usize,
     m3: __m256i,
     shifts: __m256i,
     order: __m256i,
 ) -> __m256i {
-    let q8 = u64::from_le_bytes(x.qs[8 * g..8 * g + 8].try_into().unwrap());
+    let q8 = u64::from_le_bytes(qs[8 * g..8 * g + 8].try_into().unwrap());
     let cuts = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(q8 as i64), shifts), m3);
     _mm256_permutevar8x32_epi32(cuts, order)
 }
@@ -330,9 +331,78 @@ unsafe fn iq1_s_multi<B: Iq1sUnpack>(_n: usize, w: &[u8], acts: &[&[u8]], out: &
 /// `sumi as f32 + 0.125·sumi1 as f32` (both terms exact, their sum representable): the float
 /// combine `d·dy·(S/8)` runs lane by lane on eight columns with the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_iq1_m_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
-    let xs = view::<BlockIQ1M>(w);
-    let (eight, ten) = (_mm256_set1_epi8(8), _mm256_set1_epi8(10));
+unsafe fn dot_iq1_m_avx2_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features.
+    unsafe { iq1_m_multi::<BlockIQ1M>(n, w, acts, out) }
+}
+
+/// [`dot_iq1_m_avx2_multi`] on IQ1_M_X rows (their groups: [`Iq1mGroups`]): the same sums,
+/// IQ1_M's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq1_m_x_avx2_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: same features.
+    unsafe { iq1_m_multi::<BlockIQ1MX>(n, w, acts, out) }
+}
+
+/// The two IQ1_M layouts ([`BlockIQ1M`], the repacked [`BlockIQ1MX`]) as the multi-column
+/// kernel takes them: per group the unsigned weights 8·grid + δ + 9 (0..18) and the scales
+/// of its two halves.
+trait Iq1mGroups: bytemuck::Pod {
+    /// Group `g`'s weights and half scales.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C.
+    unsafe fn weights(&self, g: usize) -> (__m256i, (i16, i16));
+    /// The packed scales (the super-block scale is cut from them).
+    fn scales(&self) -> &[u8; 8];
+}
+
+impl Iq1mGroups for BlockIQ1M {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn weights(&self, g: usize) -> (__m256i, (i16, i16)) {
+        let (eight, ten) = (_mm256_set1_epi8(8), _mm256_set1_epi8(10));
+        let (grid, neg, l) = iq1m_group(self, g);
+        // δ + 9: 8 where the sub-group's sign bit is set, else 10
+        let d9 = _mm256_blendv_epi8(ten, eight, neg);
+        (_mm256_add_epi8(_mm256_sign_epi8(eight, grid), d9), l)
+    }
+    fn scales(&self) -> &[u8; 8] {
+        &self.scales
+    }
+}
+
+impl Iq1mGroups for BlockIQ1MX {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn weights(&self, g: usize) -> (__m256i, (i16, i16)) {
+        let (m3, shifts, order) = iq1_s_x_cuts();
+        // the codes l = grid + 1: 8·grid + 9 + δ = 8·l + 1 + δ, δ = −1 where the sub-group's
+        // sign bit is set (0 then), else +1 (2)
+        let lv = iq1_s_x_codes_of(&self.qs, g, m3, shifts, order);
+        let dm = |k: usize| {
+            if iq1mx_neg(self, 4 * g + k) {
+                0u64
+            } else {
+                0x0202_0202_0202_0202
+            }
+        };
+        let d = rows4!(dm(0), dm(1), dm(2), dm(3));
+        let (s1, s2) = iq1m_scales_of(&self.scales, g);
+        (
+            _mm256_add_epi8(_mm256_slli_epi16(lv, 3), d),
+            ((2 * s1 + 1) as i16, (2 * s2 + 1) as i16),
+        )
+    }
+    fn scales(&self) -> &[u8; 8] {
+        &self.scales
+    }
+}
+
+/// The IQ1_M multi-column kernel's body for either layout.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq1_m_multi<B: Iq1mGroups>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]) {
+    let xs = view::<B>(w);
     let eighth = _mm256_set1_ps(0.125);
     for r in crate::simd::column_split(acts.len(), COLS) {
         let (acts, out) = (&acts[r.clone()], &mut out[r]);
@@ -348,16 +418,15 @@ unsafe fn dot_iq1_m_avx2_multi(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f
             let mut lsv = [_mm256_setzero_si256(); 8];
             let mut ls16 = [0i16; 16];
             for (g, (wg, lg)) in wv.iter_mut().zip(lsv.iter_mut()).enumerate() {
-                let (grid, neg, (l1, l2)) = iq1m_group(x, g);
+                // SAFETY: same features.
+                let (weights, (l1, l2)) = unsafe { x.weights(g) };
                 *lg = _mm256_set_m128i(_mm_set1_epi16(l2), _mm_set1_epi16(l1));
                 (ls16[2 * g], ls16[2 * g + 1]) = (9 * l1, 9 * l2);
-                // δ + 9: 8 where the sub-group's sign bit is set, else 10
-                let d9 = _mm256_blendv_epi8(ten, eight, neg);
-                *wg = _mm256_add_epi8(_mm256_sign_epi8(eight, grid), d9);
+                *wg = weights;
             }
             // SAFETY: `ls16` is 32 readable bytes (unaligned load).
             let ls9 = unsafe { _mm256_loadu_si256(ls16.as_ptr().cast()) };
-            let dx = _mm256_set1_ps(iq1m_d_of(&x.scales));
+            let dx = _mm256_set1_ps(iq1m_d_of(x.scales()));
             for (ys8, s8) in ys.chunks(8).zip(s.iter_mut()) {
                 let mut sums = [_mm256_setzero_si256(); 8];
                 let mut yd = [0f32; 8];
@@ -403,7 +472,7 @@ unsafe fn dot_iq1_s_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
         let (mut sumi1, mut off) = (0i32, 0i32);
         for g in 0..8 {
             let (ls, neg) = iq1sx_group(x, g);
-            let lv = iq1_s_x_codes(x, g, m3, shifts, order);
+            let lv = iq1_s_x_codes_of(&x.qs, g, m3, shifts, order);
             let t = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(lv, y32!(y, g)),
                 _mm256_set1_epi16(ls as i16),
@@ -488,9 +557,8 @@ unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// integers and the reference's float combine: IQ1_M's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_m_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let (m3, ones8) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
-    let shifts = _mm256_setr_epi64x(0, 2, 4, 6);
-    let order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    let ones8 = _mm256_set1_epi8(1);
+    let (m3, shifts, order) = iq1_s_x_cuts();
     const PLUS: u64 = 0x0101_0101_0101_0101;
     const MINUS: u64 = u64::MAX;
     let mut s = 0f32;
@@ -505,10 +573,7 @@ unsafe fn dot_iq1_m_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             // the group's codes are bytes 8g..8g + 8 (halves 2g, 2g + 1, half-major): qword p
             // takes cut p (byte 8p + 4d + r: element 32g + 16d + 4p + r), one `vpermd` puts
             // them in element order (dword 4d + p from dword 2p + d)
-            let q8 = u64::from_le_bytes(x.qs[8 * g..8 * g + 8].try_into().unwrap());
-            let cuts =
-                _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(q8 as i64), shifts), m3);
-            let lv = _mm256_permutevar8x32_epi32(cuts, order);
+            let lv = iq1_s_x_codes_of(&x.qs, g, m3, shifts, order);
             let yv = y32!(y, g);
             let dm = |k: usize| if iq1mx_neg(x, 4 * g + k) { MINUS } else { PLUS };
             let delta = rows4!(dm(0), dm(1), dm(2), dm(3));
