@@ -72,6 +72,7 @@ fn repacks_are_made_only_where_their_kernels_do_every_job() {
             "{level}"
         );
         assert_eq!(all.target(DType::Q2_0, level), None, "{level}");
+        assert_eq!(all.left_as_stored(level), [DType::Q2_0], "{level}");
     }
     // at the top level every repack covers its type
     if CpuLevel::detect() >= CpuLevel::Avx512Vnni {

@@ -105,25 +105,15 @@ impl ModelArgs {
     }
 
     /// Says on stderr, in one line, which of the `--repack` types this CPU level leaves as
-    /// they are: their repacked kernels there do not cover the original's (`Repack::target`).
+    /// they are ([`Repack::left_as_stored`]).
     fn note_skipped_repacks(&self, level: quant::simd::CpuLevel) {
-        use quant::DType;
-        let r = &self.repack;
-        let left: Vec<String> = [
-            (r.iq1_s, DType::IQ1_S),
-            (r.iq2_xxs, DType::IQ2_XXS),
-            (r.iq1_m, DType::IQ1_M),
-            (r.q2_0, DType::Q2_0),
-        ]
-        .into_iter()
-        .filter(|&(asked, t)| asked && r.target(t, level).is_none())
-        .map(|(_, t)| t.name().to_lowercase())
-        .collect();
+        let left = self.repack.left_as_stored(level);
         if !left.is_empty() {
+            let names: Vec<String> = left.iter().map(|t| t.name().to_lowercase()).collect();
             eprintln!(
                 "--repack: {} left as stored at kernel level {level} (the repacked kernels \
                  there lack the prompt or decode kernels of the stored type)",
-                left.join(", ")
+                names.join(", ")
             );
         }
     }

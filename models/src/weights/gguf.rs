@@ -71,6 +71,21 @@ impl Repack {
         }
     }
 
+    /// The types this asks to repack that [`Repack::target`] leaves as stored at `level`
+    /// (their repacked kernels there do not cover the stored type's), in flag order.
+    pub fn left_as_stored(&self, level: CpuLevel) -> Vec<DType> {
+        [
+            (self.iq1_s, DType::IQ1_S),
+            (self.iq2_xxs, DType::IQ2_XXS),
+            (self.iq1_m, DType::IQ1_M),
+            (self.q2_0, DType::Q2_0),
+        ]
+        .into_iter()
+        .filter(|&(asked, t)| asked && self.target(t, level).is_none())
+        .map(|(_, t)| t)
+        .collect()
+    }
+
     /// The layout a tensor of type `t` with rows of `row` elements is converted to, if any:
     /// [`Repack::target`] where `row` is a whole number of the layout's blocks.
     pub fn target_for(&self, t: DType, row: u64, level: CpuLevel) -> Option<DType> {

@@ -43,25 +43,23 @@ pub fn q8_k_forms() -> Vec<(&'static str, QuantizeFn)> {
     v
 }
 
-/// The first of `forms` (detected once per quantizer), if any.
-fn fastest(
+/// Runs the first of `forms` (chosen once per quantizer, kept in `cell`) on `src`: true if
+/// one ran, false if the CPU has none.
+fn run_fastest(
     cell: &'static std::sync::OnceLock<Option<QuantizeFn>>,
     forms: fn() -> Vec<(&'static str, QuantizeFn)>,
-) -> Option<QuantizeFn> {
-    *cell.get_or_init(|| forms().first().map(|f| f.1))
+    src: &[f32],
+    dst: &mut [u8],
+) -> bool {
+    let form = *cell.get_or_init(|| forms().first().map(|f| f.1));
+    form.map(|f| f(src, dst)).is_some()
 }
 
 /// The activation Q8_0 quantizer (`codec::q8::quant_q8_0_x86`) in its fastest SIMD form
 /// ([`q8_0_forms`]): true if it ran, false if the caller must use the scalar one.
 pub fn quantize_q8_0_fast(src: &[f32], dst: &mut [u8]) -> bool {
     static FORM: std::sync::OnceLock<Option<QuantizeFn>> = std::sync::OnceLock::new();
-    match fastest(&FORM, q8_0_forms) {
-        Some(f) => {
-            f(src, dst);
-            true
-        }
-        None => false,
-    }
+    run_fastest(&FORM, q8_0_forms, src, dst)
 }
 
 /// Per 32-element block, the scalar quantizer's operations in vectors: `amax` (a `vmaxps`
@@ -123,13 +121,7 @@ unsafe fn quantize_q8_0_avx512(src: &[f32], dst: &mut [u8]) {
 /// ([`q8_k_forms`]): true if it ran, false if the caller must use the scalar one.
 pub fn quantize_q8_k_fast(src: &[f32], dst: &mut [u8]) -> bool {
     static FORM: std::sync::OnceLock<Option<QuantizeFn>> = std::sync::OnceLock::new();
-    match fastest(&FORM, q8_k_forms) {
-        Some(f) => {
-            f(src, dst);
-            true
-        }
-        None => false,
-    }
+    run_fastest(&FORM, q8_k_forms, src, dst)
 }
 
 /// Per 256-element block, the scalar quantizer's operations in vectors:

@@ -483,78 +483,58 @@ static X_LEVELS: [u8; 32] = {
     t
 };
 
-/// IQ2_XXS_X's per-group decode: the 2-bit level codes (a shift and a mask of the block's
-/// code bytes) become magnitudes by `vpshufb`, and the group's 32 sign bits ±1 bytes for
+/// IQ2_XXS_X's block code bytes, for [`x_group`].
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn x_codes(x: &BlockIQ2XXSX) -> [__m256i; 2] {
+    // SAFETY: 64 code bytes (two unaligned loads of 32).
+    unsafe {
+        [
+            _mm256_loadu_si256(x.qs.as_ptr().cast()),
+            _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
+        ]
+    }
+}
+
+/// IQ2_XXS_X's group `g` of block `x` (code bytes `q`): the 2-bit level codes (a shift and a
+/// mask) become magnitudes 8, 25, 43 by `vpshufb`, and the group's 32 sign bits ±1 bytes for
 /// `vpsignb` (broadcast, spread a byte per 8 lanes, one bit tested per lane).
-struct XGroups {
-    levels: __m256i,
-    spread: __m256i,
-    bits: __m256i,
-    ones: __m256i,
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn x_group(x: &BlockIQ2XXSX, q: &[__m256i; 2], g: usize) -> (__m256i, __m256i) {
+    let (p, h) = (g / 2, g % 2);
+    let lv = _mm256_and_si256(
+        _mm256_srl_epi16(q[h], _mm_cvtsi32_si128(2 * p as i32)),
+        _mm256_set1_epi8(3),
+    );
+    // SAFETY: the table is 32 bytes (unaligned load).
+    let levels = unsafe { _mm256_loadu_si256(X_LEVELS.as_ptr().cast()) };
+    let mag = _mm256_shuffle_epi8(levels, lv);
+    // byte i takes sign byte i/8 of the group; bit i mod 8 of it is element i's
+    let spread = _mm256_setr_epi64x(
+        0,
+        0x0101_0101_0101_0101,
+        0x0202_0202_0202_0202,
+        0x0303_0303_0303_0303,
+    );
+    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let sg = u32::from_le_bytes(x.sg[4 * g..4 * g + 4].try_into().unwrap());
+    let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(sg as i32), spread);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+    (mag, _mm256_or_si256(set, _mm256_set1_epi8(1)))
 }
 
-impl XGroups {
-    /// The constants.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    fn new() -> Self {
-        XGroups {
-            // SAFETY: the table is 32 bytes (unaligned load).
-            levels: unsafe { _mm256_loadu_si256(X_LEVELS.as_ptr().cast()) },
-            // byte i takes sign byte i/8 of the group; bit i mod 8 of it is element i's
-            spread: _mm256_setr_epi64x(
-                0,
-                0x0101_0101_0101_0101,
-                0x0202_0202_0202_0202,
-                0x0303_0303_0303_0303,
-            ),
-            bits: _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64),
-            ones: _mm256_set1_epi8(1),
-        }
-    }
-
-    /// The block's 64 code bytes, for [`XGroups::group`].
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    fn codes(x: &BlockIQ2XXSX) -> [__m256i; 2] {
-        // SAFETY: 64 code bytes (two unaligned loads of 32).
-        unsafe {
-            [
-                _mm256_loadu_si256(x.qs.as_ptr().cast()),
-                _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
-            ]
-        }
-    }
-
-    /// Group g's magnitudes (8, 25, 43) and signs (±1 bytes) of block `x` with codes `q`.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    fn group(&self, x: &BlockIQ2XXSX, q: &[__m256i; 2], g: usize) -> (__m256i, __m256i) {
-        let (p, h) = (g / 2, g % 2);
-        let lv = _mm256_and_si256(
-            _mm256_srl_epi16(q[h], _mm_cvtsi32_si128(2 * p as i32)),
-            _mm256_set1_epi8(3),
-        );
-        let mag = _mm256_shuffle_epi8(self.levels, lv);
-        let sg = u32::from_le_bytes(x.sg[4 * g..4 * g + 4].try_into().unwrap());
-        let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(sg as i32), self.spread);
-        let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, self.bits), self.bits);
-        (mag, _mm256_or_si256(set, self.ones))
-    }
-}
-
-/// IQ2_XXS_X · Q8_K with AVX2, one row: per group the magnitudes and signs of [`XGroups`],
+/// IQ2_XXS_X · Q8_K with AVX2, one row: per group the magnitudes and signs of [`x_group`],
 /// the activations signed by `vpsignb`, then the raw layout's integer steps and float combine:
 /// IQ2_XXS's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq2_xxs_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let k = XGroups::new();
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ2XXSX>(w).iter().zip(view::<BlockQ8K>(a)) {
-        let q = XGroups::codes(x);
+        let q = x_codes(x);
         let mut acc = _mm256_setzero_si256();
         for g in 0..8 {
-            let (mag, sign) = k.group(x, &q, g);
+            let (mag, sign) = x_group(x, &q, g);
             let sy = _mm256_sign_epi8(y32!(y, g), sign);
             let ls = _mm256_set1_epi16(iq2xx_scale(x, g) as i16);
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sy), ls));
@@ -566,15 +546,14 @@ unsafe fn dot_iq2_xxs_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     0.125 * s
 }
 
-/// An IQ2_XXS_X block unpacked as [`unpack`] unpacks IQ2_XXS: [`XGroups`]' magnitudes signed
+/// An IQ2_XXS_X block unpacked as [`unpack`] unpacks IQ2_XXS: [`x_group`]'s magnitudes signed
 /// by `vpsignb`, plus the offset.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn unpack_x(x: &BlockIQ2XXSX) -> ([__m256i; 8], [i16; 8]) {
-    let k = XGroups::new();
-    let q = XGroups::codes(x);
+    let q = x_codes(x);
     let wv = std::array::from_fn(|g| {
-        let (mag, sign) = k.group(x, &q, g);
+        let (mag, sign) = x_group(x, &q, g);
         _mm256_add_epi8(
             _mm256_sign_epi8(mag, sign),
             _mm256_set1_epi8(IQ2_OFFSET as i8),

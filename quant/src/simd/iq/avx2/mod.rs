@@ -196,8 +196,7 @@ fn iq1_s_unpack(x: &BlockIQ1S) -> Iq1sBlock {
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn iq1_s_x_unpack(x: &BlockIQ1SX) -> Iq1sBlock {
-    let (m3, shifts, order) = iq1_s_x_cuts();
-    let w = std::array::from_fn(|g| iq1_s_x_codes_of(&x.qs, g, m3, shifts, order));
+    let w = std::array::from_fn(|g| iq1_x_codes(&x.qs, g));
     let mut ls = [0i16; 8];
     let mut signed = [0i16; 8];
     for g in 0..8 {
@@ -215,34 +214,20 @@ fn iq1_s_x_unpack(x: &BlockIQ1SX) -> Iq1sBlock {
     iq1_s_scales(w, ls, signed)
 }
 
-/// The constants of [`iq1_s_x_codes_of`]: the 2-bit mask, the qwords' shifts and the `vpermd`
-/// into element order.
+/// Group `g`'s 32 level codes of IQ1_S_X or IQ1_M_X code bytes `qs`, in element order: the
+/// group's bytes 8g..8g + 8 (halves 2g, 2g + 1, half-major) broadcast, qword p takes 2-bit cut
+/// p (`vpsrlvq` and a mask; byte 8p + 4d + r: element 32g + 16d + 4p + r), and one `vpermd`
+/// puts them in element order (dword 4d + p from dword 2p + d).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn iq1_s_x_cuts() -> (__m256i, __m256i, __m256i) {
-    (
-        _mm256_set1_epi8(3),
-        _mm256_setr_epi64x(0, 2, 4, 6),
-        _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7),
-    )
-}
-
-/// Group `g`'s 32 level codes of IQ1_S_X (or IQ1_M_X) code bytes `qs` in element order: its code bytes 8g..8g + 8
-/// (halves 2g, 2g + 1, half-major) broadcast, qword p takes cut p (byte 8p + 4d + r: element
-/// 32g + 16d + 4p + r), and one `vpermd` puts them in element order (dword 4d + p from dword
-/// 2p + d).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn iq1_s_x_codes_of(
-    qs: &[u8; 64],
-    g: usize,
-    m3: __m256i,
-    shifts: __m256i,
-    order: __m256i,
-) -> __m256i {
+fn iq1_x_codes(qs: &[u8; 64], g: usize) -> __m256i {
     let q8 = u64::from_le_bytes(qs[8 * g..8 * g + 8].try_into().unwrap());
-    let cuts = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(q8 as i64), shifts), m3);
-    _mm256_permutevar8x32_epi32(cuts, order)
+    let shifts = _mm256_setr_epi64x(0, 2, 4, 6);
+    let cuts = _mm256_and_si256(
+        _mm256_srlv_epi64(_mm256_set1_epi64x(q8 as i64), shifts),
+        _mm256_set1_epi8(3),
+    );
+    _mm256_permutevar8x32_epi32(cuts, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7))
 }
 
 /// IQ1_S · Q8_K for several activation columns with AVX2: each block is unpacked once per
@@ -376,10 +361,9 @@ impl Iq1mGroups for BlockIQ1MX {
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn weights(&self, g: usize) -> (__m256i, (i16, i16)) {
-        let (m3, shifts, order) = iq1_s_x_cuts();
         // the codes l = grid + 1: 8·grid + 9 + δ = 8·l + 1 + δ, δ = −1 where the sub-group's
         // sign bit is set (0 then), else +1 (2)
-        let lv = iq1_s_x_codes_of(&self.qs, g, m3, shifts, order);
+        let lv = iq1_x_codes(&self.qs, g);
         let dm = |k: usize| {
             if iq1mx_neg(self, 4 * g + k) {
                 0u64
@@ -465,14 +449,13 @@ unsafe fn iq1_m_multi<B: Iq1mGroups>(_n: usize, w: &[u8], acts: &[&[u8]], out: &
 /// delta from the block sums. Exact integers and the reference's float combine: its bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_s_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let (m3, shifts, order) = iq1_s_x_cuts();
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ1SX>(w).iter().zip(view::<BlockQ8K>(a)) {
         let mut acc = _mm256_setzero_si256();
         let (mut sumi1, mut off) = (0i32, 0i32);
         for g in 0..8 {
             let (ls, neg) = iq1sx_group(x, g);
-            let lv = iq1_s_x_codes_of(&x.qs, g, m3, shifts, order);
+            let lv = iq1_x_codes(&x.qs, g);
             let t = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(lv, y32!(y, g)),
                 _mm256_set1_epi16(ls as i16),
@@ -558,7 +541,6 @@ unsafe fn dot_iq1_m_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_m_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let ones8 = _mm256_set1_epi8(1);
-    let (m3, shifts, order) = iq1_s_x_cuts();
     const PLUS: u64 = 0x0101_0101_0101_0101;
     const MINUS: u64 = u64::MAX;
     let mut s = 0f32;
@@ -573,7 +555,7 @@ unsafe fn dot_iq1_m_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
             // the group's codes are bytes 8g..8g + 8 (halves 2g, 2g + 1, half-major): qword p
             // takes cut p (byte 8p + 4d + r: element 32g + 16d + 4p + r), one `vpermd` puts
             // them in element order (dword 4d + p from dword 2p + d)
-            let lv = iq1_s_x_codes_of(&x.qs, g, m3, shifts, order);
+            let lv = iq1_x_codes(&x.qs, g);
             let yv = y32!(y, g);
             let dm = |k: usize| if iq1mx_neg(x, 4 * g + k) { MINUS } else { PLUS };
             let delta = rows4!(dm(0), dm(1), dm(2), dm(3));
