@@ -18,10 +18,11 @@ fn the_table_holds_these_kernels() {
     }
     let want = [
         ((CpuLevel::Avx2, Column::Dot), 16),
-        ((CpuLevel::Avx2, Column::Rows), 9),
+        ((CpuLevel::Avx2, Column::Rows), 10),
         ((CpuLevel::Avx2, Column::Tile), 5),
         ((CpuLevel::Avx2, Column::Multi), 12),
         ((CpuLevel::Avx2, Column::Split), 1),
+        ((CpuLevel::Avx2Vnni, Column::Rows), 1),
         ((CpuLevel::Avx2Vnni, Column::Tile), 3),
         ((CpuLevel::Avx512, Column::Dot), 4),
         ((CpuLevel::Avx512, Column::Rows), 4),

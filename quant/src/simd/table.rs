@@ -369,7 +369,7 @@ fn table() -> &'static [Row] {
 use super::{
     float::avx2 as f2, float::avx512 as f5, float::f8, float::f8_avx512, iq::avx2 as i2,
     iq::avx512 as i5, kquants::avx2 as k2, kquants::avx2_multi as k2m, kquants::avx512 as k5,
-    kquants::q6_k, q8::avx2 as q2, q8::mxfp4 as m5, q8::q2_0, q8::q8_0,
+    kquants::q6_k, q8::avx2 as q2, q8::mxfp4 as m5, q8::q2_0, q8::q2_0_avx2 as q2r, q8::q8_0,
 };
 #[cfg(target_arch = "x86_64")]
 use CpuLevel::{Amx, Avx2, Avx2Vnni, Avx512, Avx512Bf16, Avx512Vnni};
@@ -494,10 +494,12 @@ static X86: &[Row] = &[
         ),
     Row::new(DType::Q2_0, Avx2)
         .dot("avx2", q2::dot_q2_0_avx2_entry)
+        .rows("avx2", q2r::dot_q2_0_avx2_rows_entry)
         .tile(
             "avx2",
             Tile::Panel(super::q8::tile_q2_avx2::x86::tile_entry),
         ),
+    Row::new(DType::Q2_0, Avx2Vnni).rows("avx2-vnni", q2r::dot_q2_0_avx_vnni_rows_entry),
     Row::new(DType::Q2_0, Avx512Vnni)
         .dot("avx512", q2_0::dot_q2_0_avx512_entry)
         .rows("avx512", q2_0::dot_q2_0_avx512_rows_entry)
