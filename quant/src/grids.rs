@@ -725,6 +725,25 @@ pub static IQ1S_GRID: [u64; 2048] = [
     0x010101010101ffff, 0x010101010101ff01, 0x01010101010101ff, 0x0101010101010101,
 ];
 
+/// [`IQ1S_GRID`] row i as eight level bytes v + 1 (0: −1, 1: 0, 2: +1), element j in byte j:
+/// unsigned operands for `vpmaddubsw`/`vpdpbusd` (the SIMD kernels' gathers) and the
+/// level codes of the repacked IQ1_S_X/IQ1_M_X layouts.
+pub static IQ1S_LEVELS: [u64; 2048] = {
+    let mut t = [0u64; 2048];
+    let mut i = 0;
+    while i < 2048 {
+        let mut j = 0;
+        while j < 8 {
+            let v = (IQ1S_GRID[i] >> (8 * j)) as u8 as i8;
+            assert!(v >= -1 && v <= 1, "IQ1S_GRID holds only -1, 0 and 1");
+            t[i] |= ((v + 1) as u64) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
 /// `ksigns_iq2xs`: 7 stored sign bits plus an even-parity 8th bit.
 #[rustfmt::skip]
 pub static KSIGNS_IQ2XS: [u8; 128] = [

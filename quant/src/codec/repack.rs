@@ -53,7 +53,7 @@ use crate::blocks::{
     BlockQ2_0, BlockQ2_0X,
 };
 use crate::codec::iquants::{iq1m_d_of, iq1m_index, iq1m_scales_of, IQ1_DELTA};
-use crate::grids::{IQ1S_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
+use crate::grids::{IQ1S_LEVELS, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use crate::scalar::le_f16;
 use crate::DType;
 
@@ -112,23 +112,6 @@ fn put_levels_half_major(qs: &mut [u8; 64], e0: usize, row: u64) {
     }
 }
 
-/// Per IQ1_S grid row: byte j holds the level code `v + 1` of its element j.
-static IQ1S_LEVEL_ROWS: [u64; 2048] = {
-    let mut t = [0u64; 2048];
-    let mut i = 0;
-    while i < 2048 {
-        let mut j = 0;
-        while j < 8 {
-            let v = (IQ1S_GRID[i] >> (8 * j)) as u8 as i8;
-            assert!(v >= -1 && v <= 1, "IQ1S_GRID holds only -1, 0 and 1");
-            t[i] |= ((v + 1) as u64) << (8 * j);
-            j += 1;
-        }
-        i += 1;
-    }
-    t
-};
-
 /// Per IQ2_XXS grid row: byte j holds the level code (0: 8, 1: 25, 2: 43) of its element j.
 static IQ2XXS_LEVEL_ROWS: [u64; 256] = {
     let mut t = [0u64; 256];
@@ -181,7 +164,7 @@ pub fn repack_iq1_s_x(src: &[u8], dst: &mut [u8]) {
             sc |= nib << iq1sx_nibble_shift(g);
             for k in 0..4 {
                 let idx = x.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
-                put_levels_half_major(&mut qs, 32 * g + 8 * k, IQ1S_LEVEL_ROWS[idx]);
+                put_levels_half_major(&mut qs, 32 * g + 8 * k, IQ1S_LEVELS[idx]);
             }
         }
         *o = BlockIQ1SX {
@@ -312,7 +295,7 @@ pub fn repack_iq1_m_x(src: &[u8], dst: &mut [u8]) {
         for g in 0..8 {
             for k in 0..4 {
                 let (idx, delta) = iq1m_index(x, g, k);
-                put_levels_half_major(&mut qs, 32 * g + 8 * k, IQ1S_LEVEL_ROWS[idx]);
+                put_levels_half_major(&mut qs, 32 * g + 8 * k, IQ1S_LEVELS[idx]);
                 sg |= u32::from(delta < 0.0) << (4 * g + k);
             }
         }

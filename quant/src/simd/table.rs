@@ -617,6 +617,7 @@ static X86: &[Row] = &[
     ),
     Row::new(DType::IQ1_S, Avx2)
         .dot("avx2", i2::dot_iq1_s_avx2_entry)
+        .rows("avx2", i2::dot_iq1_s_avx2_rows_entry)
         .multi("avx2", i2::dot_iq1_s_avx2_multi_entry),
     Row::new(DType::IQ1_S, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_s_avx512_entry)
@@ -632,6 +633,7 @@ static X86: &[Row] = &[
     ),
     Row::new(DType::IQ1_S_X, Avx2)
         .dot("avx2", i2::dot_iq1_s_x_avx2_entry)
+        .rows("avx2", i2::dot_iq1_s_x_avx2_rows_entry)
         .multi("avx2", i2::dot_iq1_s_x_avx2_multi_entry),
     Row::new(DType::IQ1_S_X, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_s_x_avx512_entry)

@@ -64,31 +64,6 @@ pub(super) static PICK16: [[[u16; 32]; 4]; 2] = {
     t
 };
 
-/// `IQ1S_GRID[i]` as eight level bytes v + 1 (0: −1, 1: 0, 2: +1), element `j` in byte j:
-/// one `vpgatherdq` fetches eight grid rows, a 64-element quarter in element order.
-pub(super) static IQ1S_LEVELS: [u64; 2048] = {
-    let mut t = [0u64; 2048];
-    let mut i = 0;
-    while i < 2048 {
-        let g = IQ1S_GRID[i];
-        let mut c = 0u64;
-        let mut j = 0;
-        while j < 8 {
-            let lv: u64 = match (g >> (8 * j)) as u8 {
-                0xFF => 0,
-                0 => 1,
-                1 => 2,
-                _ => panic!("IQ1S_GRID value outside -1, 0, 1"),
-            };
-            c |= lv << (8 * j);
-            j += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-};
-
 /// `vpmultishiftqb` control on a qword holding four `qh` words: byte 1 of dword i (grid
 /// index i of those four groups, sub-group k = i mod 4 of group i/4) takes bits
 /// 16·(i/4) + 3k.. — that sub-group's three high index bits land at bits 8–10.

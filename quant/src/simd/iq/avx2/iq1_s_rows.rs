@@ -1,0 +1,375 @@
+//! The IQ1_S and IQ1_S_X decode (multi-row) kernels for AVX2 CPUs: a child of `iq::avx2`.
+//!
+//! Both share one driver ([`iq1_rows`]): per batch of up to [`crate::simd::DOT_BATCH`] rows
+//! and segment of [`SEG`] super-blocks, the activation side prepared once ([`Iq1Rows::Act`]),
+//! then four-row passes. Per super-block each row gives eight i32 lanes that add up to the
+//! block's exact integer T = 8·sumi + sumi1 (|T| < 2²⁴, so f32(T)·0.125 = sumi + sumi1/8
+//! exactly); four rows' lanes are reduced together and the products `(f32(d)·dy)·(T/8)`
+//! formed four rows per operation and added in block order: the reference's operations, so
+//! each row gets the reference's bits.
+//!
+//! Both write T as 8·Σ ls·Σ l·y + Σ ls·(σ − 8)·Σ y, with the level l = v + 1 (0, 1 or 2: an
+//! unsigned `vpmaddubsw` operand) and the group's scale ls = 2·s + 1 and delta sign σ: the
+//! second term (the offset of the levels and the delta) is one multiply of the eight group
+//! coefficients by the activation's group sums.
+//!
+//! **IQ1_S** ([`BlockIQ1S`]). The one-row AVX2 kernel forms every grid index in scalar code
+//! (a shift, a mask, a shift and an `or` each, 32 a super-block), joins each group's four
+//! grid rows with `_mm256_set_epi64x` (three shuffle-port uops) and broadcasts each group's
+//! scale through a general register; at about 25 ns a super-block it read 15% of the DRAM
+//! bandwidth. Here the indices are formed in vectors, eight at a time (two groups: the `qs`
+//! bytes zero-extended to dwords, one `vpsrlvd` of the two groups' `qh` words broadcast,
+//! lane 4h + k shifted right by 16h + 3k, masked and shifted to bits 8–10); one
+//! `vpgatherdq` from [`IQ1S_LEVELS`] fetches a group's four grid rows in element order, so
+//! the activations are used as they are; a group then costs a `vpmaddubsw`, a `vpshufb` of
+//! its scale, a `vpmaddwd` and an add.
+//!
+//! **IQ1_S_X** ([`BlockIQ1SX`], `--repack iq1_s`): its level codes are stored, half-major
+//! (byte 4m + r, bits 2p.., holds element 16m + 4p + r), so there is no lookup at all. The
+//! activations are put in that order once per call ([`XAct`]: register (h, p) holds the
+//! elements of code position p of half h's bytes), and per half of a super-block four steps
+//! of a shift, a mask and a `vpmaddubsw` add up in i16 (|Σ| ≤ 4·2·2·127) before one
+//! `vpmaddwd` by the four groups' scales, spread once per block by two `vpermd`.
+
+use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockQ8K};
+use crate::grids::IQ1S_LEVELS;
+use crate::simd::entry;
+use std::arch::x86_64::*;
+
+entry!(rows
+    dot_iq1_s_avx2_rows_entry => dot_iq1_s_avx2_rows,
+    dot_iq1_s_x_avx2_rows_entry => dot_iq1_s_x_avx2_rows,
+);
+
+/// Super-blocks whose activation side is prepared at once (8192 elements, a whole row of
+/// most matrices; about 10 KiB of [`XAct`] on the stack).
+const SEG: usize = 32;
+
+/// `vpshufb` controls: every word of both 128-bit lanes takes word g of its lane.
+static WORD_BCAST: [[u8; 32]; 8] = {
+    let mut t = [[0u8; 32]; 8];
+    let mut g = 0;
+    while g < 8 {
+        let mut b = 0;
+        while b < 32 {
+            t[g][b] = (2 * g + b % 2) as u8;
+            b += 1;
+        }
+        g += 1;
+    }
+    t
+};
+
+/// The two layouts as [`iq1_rows`] takes them.
+trait Iq1Rows: bytemuck::Pod {
+    /// The activation side of one super-block, prepared once per call.
+    type Act: Copy;
+    /// Prepares `y`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C.
+    unsafe fn prepare(y: &BlockQ8K) -> Self::Act;
+    /// Eight i32 lanes adding up to this block's T against `y`, prepared as `act` (see the
+    /// module docs).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C.
+    unsafe fn sums(&self, y: &BlockQ8K, act: &Self::Act) -> __m256i;
+    /// The f16 super-block scale's bits.
+    fn d(&self) -> i16;
+}
+
+/// The eight group sums Σ y of `y` (pairs of its `bsums`), as i32 lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn group_sums(y: &BlockQ8K) -> __m256i {
+    // SAFETY: `bsums` is 32 bytes (unaligned load).
+    let bs = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+    _mm256_madd_epi16(bs, _mm256_set1_epi16(1))
+}
+
+impl Iq1Rows for BlockIQ1S {
+    /// The eight group sums Σ y as i16.
+    type Act = __m128i;
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn prepare(y: &BlockQ8K) -> __m128i {
+        let g32 = group_sums(y);
+        let g16 = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_packs_epi32(g32, g32));
+        _mm256_castsi256_si128(g16)
+    }
+
+    /// The gathers and scales of the module docs.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn sums(&self, y: &BlockQ8K, ysum: &__m128i) -> __m256i {
+        let x = self;
+        // SAFETY: `qh` is 16 bytes (unaligned load).
+        let qh = unsafe { _mm_loadu_si128(x.qh.as_ptr().cast()) };
+        // 2·s + 1 from bits 12–14
+        let ls = _mm_or_si128(
+            _mm_and_si128(_mm_srli_epi16::<11>(qh), _mm_set1_epi16(14)),
+            _mm_set1_epi16(1),
+        );
+        // ls·σ (`vpsignw` reads the delta bit as the word's sign; `| 1`: never zero), then
+        // ls·(σ − 8)
+        let signed = _mm_sign_epi16(ls, _mm_or_si128(qh, _mm_set1_epi16(1)));
+        let coef = _mm_sub_epi16(signed, _mm_slli_epi16::<3>(ls));
+        let delta = _mm_madd_epi16(coef, *ysum);
+        let ls2 = _mm256_broadcastsi128_si256(ls);
+        let shifts = _mm256_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25);
+        let low3 = _mm256_set1_epi32(7);
+        let mut acc = _mm256_setzero_si256();
+        for j in 0..4 {
+            // indices of groups 2j (lanes 0–3) and 2j + 1 (lanes 4–7)
+            // SAFETY: `qs` bytes 8j..8j + 8 and `qh` bytes 4j..4j + 4 lie in the block (j <
+            // 4; unaligned loads).
+            let (q, h) = unsafe {
+                (
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(x.qs.as_ptr().add(8 * j).cast())),
+                    _mm256_set1_epi32(std::ptr::read_unaligned(
+                        x.qh.as_ptr().add(4 * j).cast::<i32>(),
+                    )),
+                )
+            };
+            let hi = _mm256_and_si256(_mm256_srlv_epi32(h, shifts), low3);
+            let idx = _mm256_or_si256(q, _mm256_slli_epi32::<8>(hi));
+            for (k, ix) in [
+                _mm256_castsi256_si128(idx),
+                _mm256_extracti128_si256::<1>(idx),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let g = 2 * j + k;
+                // SAFETY: every index is a `qs` byte or'd with three bits at 8–10, so below
+                // 2048, inside the table (8-byte rows); `y.qs` bytes 32g..32g + 32 lie in the
+                // block (g < 8) and the control is 32 bytes (unaligned loads).
+                let (w, yv, bc) = unsafe {
+                    (
+                        _mm256_i32gather_epi64::<8>(IQ1S_LEVELS.as_ptr().cast(), ix),
+                        _mm256_loadu_si256(y.qs.as_ptr().add(32 * g).cast()),
+                        _mm256_loadu_si256(WORD_BCAST[g].as_ptr().cast()),
+                    )
+                };
+                let m = _mm256_maddubs_epi16(w, yv);
+                let sc = _mm256_shuffle_epi8(ls2, bc);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(m, sc));
+            }
+        }
+        _mm256_add_epi32(_mm256_slli_epi32::<3>(acc), _mm256_zextsi128_si256(delta))
+    }
+
+    fn d(&self) -> i16 {
+        i16::from_le_bytes(self.d)
+    }
+}
+
+/// An IQ1_S_X super-block's activation side: `y[h][p]` byte 4m + r holds element 128h +
+/// 16m + 4p + r (the elements of code position p of the block's code bytes 32h..32h + 32),
+/// `gsum` the eight group sums Σ y as i32.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct XAct {
+    y: [[__m256i; 4]; 2],
+    gsum: __m256i,
+}
+
+/// `r[k]` dword m holds dword k of the m-th of the eight 16-byte chunks at `p`
+/// (`vpunpck{l,h}dq` and `vpunpck{l,h}qdq` on two chunks a register).
+///
+/// # Safety
+/// The CPU must have AVX2 and `p` must point to 128 readable bytes.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn chunk_dwords(p: *const u8) -> [__m256i; 4] {
+    // SAFETY: the caller's guarantee (unaligned loads inside the 128 bytes).
+    let b: [__m256i; 4] = std::array::from_fn(|k| unsafe {
+        _mm256_loadu2_m128i(p.add(16 * (k + 4)).cast(), p.add(16 * k).cast())
+    });
+    let t = [
+        _mm256_unpacklo_epi32(b[0], b[1]),
+        _mm256_unpackhi_epi32(b[0], b[1]),
+        _mm256_unpacklo_epi32(b[2], b[3]),
+        _mm256_unpackhi_epi32(b[2], b[3]),
+    ];
+    [
+        _mm256_unpacklo_epi64(t[0], t[2]),
+        _mm256_unpackhi_epi64(t[0], t[2]),
+        _mm256_unpacklo_epi64(t[1], t[3]),
+        _mm256_unpackhi_epi64(t[1], t[3]),
+    ]
+}
+
+impl Iq1Rows for BlockIQ1SX {
+    type Act = XAct;
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn prepare(y: &BlockQ8K) -> XAct {
+        // element 128h + 16m + 4p + r is dword p of the 16-byte chunk 8h + m, byte r
+        // SAFETY: the 256 codes are 128 bytes per half.
+        let halves = unsafe {
+            [
+                chunk_dwords(y.qs.as_ptr().cast()),
+                chunk_dwords(y.qs.as_ptr().add(128).cast()),
+            ]
+        };
+        XAct {
+            y: halves,
+            gsum: group_sums(y),
+        }
+    }
+
+    /// The stored codes' steps of the module docs.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn sums(&self, _y: &BlockQ8K, act: &XAct) -> __m256i {
+        let x = self;
+        // the eight group nibbles (3-bit scale, delta sign) in dword lanes
+        let nib = _mm256_srlv_epi32(
+            _mm256_set1_epi32(i32::from_le_bytes(x.sc)),
+            _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28),
+        );
+        let ls = _mm256_or_si256(
+            _mm256_slli_epi32::<1>(_mm256_and_si256(nib, _mm256_set1_epi32(7))),
+            _mm256_set1_epi32(1),
+        );
+        // ls·(σ − 8): ±ls by the delta bit (xor and subtract of its mask), minus 8·ls
+        let neg = _mm256_cmpeq_epi32(
+            _mm256_and_si256(nib, _mm256_set1_epi32(8)),
+            _mm256_set1_epi32(8),
+        );
+        let signed = _mm256_sub_epi32(_mm256_xor_si256(ls, neg), neg);
+        let coef = _mm256_sub_epi32(signed, _mm256_slli_epi32::<3>(ls));
+        let delta = _mm256_mullo_epi32(coef, act.gsum);
+        // both i16 halves of dword g hold ls_g; half h's scales: word l ↦ group 4h + l/4
+        let dup = _mm256_or_si256(ls, _mm256_slli_epi32::<16>(ls));
+        let sc = [
+            _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)),
+            _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)),
+        ];
+        let m3 = _mm256_set1_epi8(3);
+        let mut acc = delta;
+        for h in 0..2 {
+            // SAFETY: code bytes 32h..32h + 32 lie in the block (unaligned load).
+            let c = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * h).cast()) };
+            let cut = [
+                c,
+                _mm256_srli_epi16::<2>(c),
+                _mm256_srli_epi16::<4>(c),
+                _mm256_srli_epi16::<6>(c),
+            ];
+            // i16 pair sums over the four positions: |Σ| ≤ 4·2·2·127 < 2¹⁵
+            let mut s16 = _mm256_setzero_si256();
+            for p in 0..4 {
+                let l = _mm256_and_si256(cut[p], m3);
+                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(l, act.y[h][p]));
+            }
+            // ×8 for T's first term
+            let part = _mm256_madd_epi16(s16, sc[h]);
+            acc = _mm256_add_epi32(acc, _mm256_slli_epi32::<3>(part));
+        }
+        acc
+    }
+
+    fn d(&self) -> i16 {
+        i16::from_le_bytes(self.d)
+    }
+}
+
+/// IQ1_S · Q8_K for several weight rows against one activation row (decode), four rows at a
+/// time ([`iq1_rows`]); each row gets the reference's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq1_s_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { iq1_rows::<BlockIQ1S>(rows, a, out) }
+}
+
+/// IQ1_S_X · Q8_K for several weight rows against one activation row (decode): IQ1_S's
+/// bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq1_s_x_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { iq1_rows::<BlockIQ1SX>(rows, a, out) }
+}
+
+/// The multi-row driver (see the module docs): batches of up to
+/// [`crate::simd::DOT_BATCH`] rows, segments of [`SEG`] super-blocks prepared once, four-row
+/// passes with each row prefetched [`crate::simd::PREFETCH_DISTANCE`] bytes ahead. A short
+/// pass repeats its last row in the other lanes and does not store them.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq1_rows<B: Iq1Rows>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    const BATCH: usize = crate::simd::DOT_BATCH;
+    let ys = view::<BlockQ8K>(a);
+    let pd = crate::simd::PREFETCH_DISTANCE;
+    let mut acts = [const { std::mem::MaybeUninit::<B::Act>::uninit() }; SEG];
+    for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+        let mut xs: [&[B]; BATCH] = [&[]; BATCH];
+        let mut nb = ys.len();
+        for (x, w) in xs.iter_mut().zip(rows) {
+            *x = view::<B>(w);
+            nb = nb.min(x.len());
+        }
+        let nr = rows.len();
+        let mut s = [_mm_setzero_ps(); BATCH / 4];
+        for seg in (0..nb).step_by(SEG) {
+            let segn = (nb - seg).min(SEG);
+            for (act, y) in acts.iter_mut().zip(&ys[seg..seg + segn]) {
+                // SAFETY: same features as this function.
+                act.write(unsafe { B::prepare(y) });
+            }
+            // SAFETY: the first `segn` entries were written just above.
+            let acts = unsafe { std::slice::from_raw_parts(acts.as_ptr().cast::<B::Act>(), segn) };
+            for (r, sp) in (0..nr).step_by(4).zip(s.iter_mut()) {
+                let x4: [&[B]; 4] = std::array::from_fn(|j| xs[(r + j).min(nr - 1)]);
+                for (i, act) in acts.iter().enumerate() {
+                    let b = seg + i;
+                    for x in &x4[..(nr - r).min(4)] {
+                        crate::simd::prefetch_ahead(x[b..].as_ptr().cast(), size_of::<B>(), pd);
+                    }
+                    let y = &ys[b];
+                    // SAFETY: same features as this function.
+                    let t = unsafe {
+                        [
+                            x4[0][b].sums(y, act),
+                            x4[1][b].sums(y, act),
+                            x4[2][b].sums(y, act),
+                            x4[3][b].sums(y, act),
+                        ]
+                    };
+                    // lane r: row r's T
+                    let h = _mm256_hadd_epi32(
+                        _mm256_hadd_epi32(t[0], t[1]),
+                        _mm256_hadd_epi32(t[2], t[3]),
+                    );
+                    let tt =
+                        _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+                    let inner = _mm_mul_ps(_mm_cvtepi32_ps(tt), _mm_set1_ps(0.125));
+                    let d = _mm_setr_epi16(
+                        x4[0][b].d(),
+                        x4[1][b].d(),
+                        x4[2][b].d(),
+                        x4[3][b].d(),
+                        0,
+                        0,
+                        0,
+                        0,
+                    );
+                    let dd = _mm_mul_ps(_mm_cvtph_ps(d), _mm_set1_ps(y.d()));
+                    *sp = _mm_add_ps(*sp, _mm_mul_ps(dd, inner));
+                }
+            }
+        }
+        for (o, sp) in out.chunks_mut(4).zip(&s) {
+            let mut v = [0f32; 4];
+            // SAFETY: `v` holds four f32 (unaligned store).
+            unsafe { _mm_storeu_ps(v.as_mut_ptr(), *sp) };
+            o.copy_from_slice(&v[..o.len()]);
+        }
+    }
+}
