@@ -497,8 +497,9 @@ fn x_codes(x: &BlockIQ2XXSX) -> [__m256i; 2] {
 }
 
 /// IQ2_XXS_X's group `g` of block `x` (code bytes `q`): the 2-bit level codes (a shift and a
-/// mask) become magnitudes 8, 25, 43 by `vpshufb`, and the group's 32 sign bits ±1 bytes for
-/// `vpsignb` (broadcast, spread a byte per 8 lanes, one bit tested per lane).
+/// mask) become magnitudes 8, 25, 43 by `vpshufb`, and the group's 32 sign bits become
+/// bytes that are negative exactly where the element is, the `vpsignb` operand (broadcast,
+/// spread a byte per 8 lanes, the lane's bit masked and 127 added).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn x_group(x: &BlockIQ2XXSX, q: &[__m256i; 2], g: usize) -> (__m256i, __m256i) {
@@ -520,8 +521,35 @@ fn x_group(x: &BlockIQ2XXSX, q: &[__m256i; 2], g: usize) -> (__m256i, __m256i) {
     let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
     let sg = u32::from_le_bytes(x.sg[4 * g..4 * g + 4].try_into().unwrap());
     let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(sg as i32), spread);
-    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
-    (mag, _mm256_or_si256(set, _mm256_set1_epi8(1)))
+    // the element's bit (0 or 1 << i mod 8) + 127: 127 where the sign is clear, 128..=255
+    // (negative as i8) where it is set: a `vpsignb` operand in two operations
+    let set = _mm256_and_si256(spread, bits);
+    (mag, _mm256_add_epi8(set, _mm256_set1_epi8(127)))
+}
+
+/// IQ2_XXS_X's eight group scales 2·s + 1, each in both i16 halves of a dword: the
+/// `vpmaddwd` operands, one [`bcast32`] load each (a general register and a shuffle-port
+/// broadcast per group otherwise).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn x_scale_pairs(x: &BlockIQ2XXSX) -> [i32; 8] {
+    let nib = _mm256_and_si256(
+        _mm256_srlv_epi32(
+            _mm256_set1_epi32(i32::from_le_bytes(x.sc)),
+            _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28),
+        ),
+        _mm256_set1_epi32(15),
+    );
+    let ls = _mm256_or_si256(_mm256_slli_epi32::<1>(nib), _mm256_set1_epi32(1));
+    let mut pairs = [0i32; 8];
+    // SAFETY: `pairs` is 32 writable bytes (unaligned store).
+    unsafe {
+        _mm256_storeu_si256(
+            pairs.as_mut_ptr().cast(),
+            _mm256_or_si256(ls, _mm256_slli_epi32::<16>(ls)),
+        )
+    };
+    pairs
 }
 
 /// IQ2_XXS_X · Q8_K with AVX2, one row: per group the magnitudes and signs of [`x_group`],
@@ -532,11 +560,12 @@ unsafe fn dot_iq2_xxs_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ2XXSX>(w).iter().zip(view::<BlockQ8K>(a)) {
         let q = x_codes(x);
+        let pairs = x_scale_pairs(x);
         let mut acc = _mm256_setzero_si256();
         for g in 0..8 {
             let (mag, sign) = x_group(x, &q, g);
             let sy = _mm256_sign_epi8(y32!(y, g), sign);
-            let ls = _mm256_set1_epi16(iq2xx_scale(x, g) as i16);
+            let ls = bcast32(&pairs[g]);
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sy), ls));
         }
         // SAFETY: AVX2 is enabled for this function.
