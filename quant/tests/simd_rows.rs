@@ -78,7 +78,7 @@ fn multi_row_kernels_match_the_reference_bit_for_bit() {
 
 /// Callers hand a multi-row kernel up to `DOT_BATCH` rows at once, and kernels that prepare
 /// their activation side once per call (Q2_0: per segment of 128 blocks, MXFP4: of 64 block
-/// pairs, IQ1_S_X, IQ1_M_X and IQ2_XXS: of 32 super-blocks, IQ2_XXS's in pairs, so odd
+/// pairs, IQ1_S_X, IQ1_M_X, IQ2_XXS and the AVX2 grid kernels: of 32 super-blocks, IQ2_XXS's in pairs, so odd
 /// counts end on a single block; for batches of 64 rows) must give every row the
 /// reference's bits across segment and batch boundaries.
 #[test]
@@ -101,6 +101,7 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
         (DType::IQ1_S, DType::Q8_K, 256, [32, 35, 70], &[0]),
         (DType::IQ1_M, DType::Q8_K, 256, [32, 35, 70], &[]),
         (DType::IQ2_XXS, DType::Q8_K, 256, [32, 35, 71], &[0]),
+        (DType::IQ2_XXS_X, DType::Q8_K, 256, [32, 35, 70], &[0]),
     ] {
         let reference = wt.info().vec_dot.unwrap();
         for nb in nbs {
@@ -138,6 +139,7 @@ fn long_rows_and_large_batches_match_the_reference_bit_for_bit() {
         DType::IQ1_S,
         DType::IQ1_M,
         DType::IQ2_XXS,
+        DType::IQ2_XXS_X,
     ];
     tally.assert_all(Column::Rows, &checked);
 }

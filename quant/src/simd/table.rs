@@ -587,6 +587,7 @@ static X86: &[Row] = &[
     ),
     Row::new(DType::IQ2_XXS_X, Avx2)
         .dot("avx2", i2::dot_iq2_xxs_x_avx2_entry)
+        .rows("avx2", i2::dot_iq2_xxs_x_avx2_rows_entry)
         .multi("avx2", i2::dot_iq2_xxs_x_avx2_multi_entry),
     Row::new(DType::IQ2_XXS_X, Avx2Vnni).tile(
         "avx2-vnni",

@@ -552,6 +552,36 @@ fn x_scale_pairs(x: &BlockIQ2XXSX) -> [i32; 8] {
     pairs
 }
 
+impl super::rows::GridRows for BlockIQ2XXSX {
+    const INNER: f32 = 1.0;
+    const OUTER: f32 = 0.125;
+    type Act = ();
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn prepare(_y: &BlockQ8K) {}
+
+    /// The one-row kernel's group steps ([`x_group`]): lanes adding up to Σ ls·Σ w·y.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn sums(&self, y: &BlockQ8K, _act: &()) -> __m256i {
+        let q = x_codes(self);
+        let pairs = x_scale_pairs(self);
+        let mut acc = _mm256_setzero_si256();
+        for g in 0..8 {
+            let (mag, sign) = x_group(self, &q, g);
+            let sy = _mm256_sign_epi8(y32!(y, g), sign);
+            let ls = bcast32(&pairs[g]);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sy), ls));
+        }
+        acc
+    }
+
+    fn d(&self) -> i16 {
+        i16::from_le_bytes(self.d)
+    }
+}
+
 /// IQ2_XXS_X · Q8_K with AVX2, one row: per group the magnitudes and signs of [`x_group`],
 /// the activations signed by `vpsignb`, then the raw layout's integer steps and float combine:
 /// IQ2_XXS's bits.

@@ -54,8 +54,10 @@ macro_rules! y32 {
     }};
 }
 
-mod iq1_s_rows;
-pub(in crate::simd) use iq1_s_rows::{dot_iq1_s_avx2_rows_entry, dot_iq1_s_x_avx2_rows_entry};
+mod rows;
+pub(in crate::simd) use rows::{
+    dot_iq1_s_avx2_rows_entry, dot_iq1_s_x_avx2_rows_entry, dot_iq2_xxs_x_avx2_rows_entry,
+};
 mod iq2_xxs;
 pub(in crate::simd) use iq2_xxs::{
     dot_iq2_xxs_avx2_entry, dot_iq2_xxs_avx2_multi_entry, dot_iq2_xxs_x_avx2_entry,

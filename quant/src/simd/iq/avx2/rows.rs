@@ -1,14 +1,18 @@
-//! The IQ1_S and IQ1_S_X decode (multi-row) kernels for AVX2 CPUs: a child of `iq::avx2`.
+//! The AVX2 multi-row (decode) kernels of the grid types IQ1_S, IQ1_S_X and IQ2_XXS_X: a
+//! child of `iq::avx2`.
 //!
-//! Both share one driver ([`iq1_rows`]): per batch of up to [`crate::simd::DOT_BATCH`] rows
-//! and segment of [`SEG`] super-blocks, the activation side prepared once ([`Iq1Rows::Act`]),
-//! then four-row passes. Per super-block each row gives eight i32 lanes that add up to the
-//! block's exact integer T = 8·sumi + sumi1 (|T| < 2²⁴, so f32(T)·0.125 = sumi + sumi1/8
-//! exactly); four rows' lanes are reduced together and the products `(f32(d)·dy)·(T/8)`
-//! formed four rows per operation and added in block order: the reference's operations, so
-//! each row gets the reference's bits.
+//! They share one driver ([`grid_rows`]): per batch of up to [`crate::simd::DOT_BATCH`] rows
+//! and segment of [`SEG`] super-blocks, the activation side prepared once
+//! ([`GridRows::Act`]), then four-row passes, each row prefetched
+//! [`crate::simd::PREFETCH_DISTANCE`] bytes ahead (the one-row path has no software
+//! prefetch). Per super-block each row gives eight i32 lanes that add up to the block's exact
+//! integer T; four rows' lanes are reduced together and the products `(f32(d)·dy)·(T·inner)`
+//! formed four rows per operation and added in block order, each sum times `outer` at the
+//! end: the reference's operations (inner and outer are 1 or 1/8, exact), so each row gets
+//! the reference's bits.
 //!
-//! Both write T as 8·Σ ls·Σ l·y + Σ ls·(σ − 8)·Σ y, with the level l = v + 1 (0, 1 or 2: an
+//! The IQ1 types write T = 8·sumi + sumi1 (|T| < 2²⁴, so f32(T)·0.125 = sumi + sumi1/8
+//! exactly) as 8·Σ ls·Σ l·y + Σ ls·(σ − 8)·Σ y, with the level l = v + 1 (0, 1 or 2: an
 //! unsigned `vpmaddubsw` operand) and the group's scale ls = 2·s + 1 and delta sign σ: the
 //! second term (the offset of the levels and the delta) is one multiply of the eight group
 //! coefficients by the activation's group sums.
@@ -30,8 +34,11 @@
 //! elements of code position p of half h's bytes), and per half of a super-block four steps
 //! of a shift, a mask and a `vpmaddubsw` add up in i16 (|Σ| ≤ 4·2·2·127) before one
 //! `vpmaddwd` by the four groups' scales, spread once per block by two `vpermd`.
+//!
+//! **IQ2_XXS_X** (`--repack iq2_xxs`): the one-row kernel's group step (`iq2_xxs`), T the
+//! reference's Σ ls·Σ w·y (times 1/8 at the end, as the reference).
 
-use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockQ8K};
+use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXSX, BlockQ8K};
 use crate::grids::IQ1S_LEVELS;
 use crate::simd::entry;
 use std::arch::x86_64::*;
@@ -39,6 +46,7 @@ use std::arch::x86_64::*;
 entry!(rows
     dot_iq1_s_avx2_rows_entry => dot_iq1_s_avx2_rows,
     dot_iq1_s_x_avx2_rows_entry => dot_iq1_s_x_avx2_rows,
+    dot_iq2_xxs_x_avx2_rows_entry => dot_iq2_xxs_x_avx2_rows,
 );
 
 /// Super-blocks whose activation side is prepared at once (8192 elements, a whole row of
@@ -60,8 +68,12 @@ static WORD_BCAST: [[u8; 32]; 8] = {
     t
 };
 
-/// The two layouts as [`iq1_rows`] takes them.
-trait Iq1Rows: bytemuck::Pod {
+/// A grid layout as [`grid_rows`] takes it.
+pub(super) trait GridRows: bytemuck::Pod {
+    /// The factor of each block's T inside the product (1 or 1/8).
+    const INNER: f32;
+    /// The factor of each row's sum at the end (1 or 1/8).
+    const OUTER: f32;
     /// The activation side of one super-block, prepared once per call.
     type Act: Copy;
     /// Prepares `y`.
@@ -88,7 +100,9 @@ fn group_sums(y: &BlockQ8K) -> __m256i {
     _mm256_madd_epi16(bs, _mm256_set1_epi16(1))
 }
 
-impl Iq1Rows for BlockIQ1S {
+impl GridRows for BlockIQ1S {
+    const INNER: f32 = 0.125;
+    const OUTER: f32 = 1.0;
     /// The eight group sums Σ y as i16.
     type Act = __m128i;
 
@@ -171,7 +185,7 @@ impl Iq1Rows for BlockIQ1S {
 /// `gsum` the eight group sums Σ y as i32.
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
-struct XAct {
+pub(super) struct XAct {
     y: [[__m256i; 4]; 2],
     gsum: __m256i,
 }
@@ -202,7 +216,9 @@ unsafe fn chunk_dwords(p: *const u8) -> [__m256i; 4] {
     ]
 }
 
-impl Iq1Rows for BlockIQ1SX {
+impl GridRows for BlockIQ1SX {
+    const INNER: f32 = 0.125;
+    const OUTER: f32 = 1.0;
     type Act = XAct;
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -284,7 +300,7 @@ impl Iq1Rows for BlockIQ1SX {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_s_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
-    unsafe { iq1_rows::<BlockIQ1S>(rows, a, out) }
+    unsafe { grid_rows::<BlockIQ1S>(rows, a, out) }
 }
 
 /// IQ1_S_X · Q8_K for several weight rows against one activation row (decode): IQ1_S's
@@ -292,7 +308,15 @@ unsafe fn dot_iq1_s_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f3
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_s_x_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
-    unsafe { iq1_rows::<BlockIQ1SX>(rows, a, out) }
+    unsafe { grid_rows::<BlockIQ1SX>(rows, a, out) }
+}
+
+/// IQ2_XXS_X · Q8_K for several weight rows against one activation row (decode): IQ2_XXS's
+/// bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq2_xxs_x_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { grid_rows::<BlockIQ2XXSX>(rows, a, out) }
 }
 
 /// The multi-row driver (see the module docs): batches of up to
@@ -303,7 +327,7 @@ unsafe fn dot_iq1_s_x_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn iq1_rows<B: Iq1Rows>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+unsafe fn grid_rows<B: GridRows>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     const BATCH: usize = crate::simd::DOT_BATCH;
     let ys = view::<BlockQ8K>(a);
     let pd = crate::simd::PREFETCH_DISTANCE;
@@ -349,7 +373,7 @@ unsafe fn iq1_rows<B: Iq1Rows>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
                     );
                     let tt =
                         _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
-                    let inner = _mm_mul_ps(_mm_cvtepi32_ps(tt), _mm_set1_ps(0.125));
+                    let inner = _mm_mul_ps(_mm_cvtepi32_ps(tt), _mm_set1_ps(B::INNER));
                     let d = _mm_setr_epi16(
                         x4[0][b].d(),
                         x4[1][b].d(),
@@ -368,7 +392,7 @@ unsafe fn iq1_rows<B: Iq1Rows>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
         for (o, sp) in out.chunks_mut(4).zip(&s) {
             let mut v = [0f32; 4];
             // SAFETY: `v` holds four f32 (unaligned store).
-            unsafe { _mm_storeu_ps(v.as_mut_ptr(), *sp) };
+            unsafe { _mm_storeu_ps(v.as_mut_ptr(), _mm_mul_ps(*sp, _mm_set1_ps(B::OUTER))) };
             o.copy_from_slice(&v[..o.len()]);
         }
     }
