@@ -364,96 +364,42 @@ unsafe fn dot_q2_0_x_avx512_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut 
     enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,gfni,avx2,fma,f16c"
 )]
 unsafe fn q2_rows<const X: bool>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    let ys = view::<BlockQ8_0>(a);
     let k = Q2Consts::load();
-    let pd = crate::simd::PREFETCH_DISTANCE;
     let zero = Q2Act {
         y: [_mm512_setzero_si512(); 8],
         nsy: _mm512_setzero_si512(),
         dy: _mm512_setzero_ps(),
     };
     let mut acts = [zero; Q2_SEG];
-    for (rows, out) in rows.chunks(Q2_BATCH).zip(out.chunks_mut(Q2_BATCH)) {
-        let mut xs: [&[BlockQ2_0]; Q2_BATCH] = [&[]; Q2_BATCH];
-        let mut nb = ys.len() / 2;
-        for (x, w) in xs.iter_mut().zip(rows) {
-            *x = view::<BlockQ2_0>(w);
-            nb = nb.min(x.len());
+    // Each four-row pass reads its rows to their end (`dot_rows`' quarter order), each
+    // prefetched in its own stream: past a row's end that is the next row of its quarter,
+    // which the next pass reads. (Until 2026-12-04 two passes ran side by side, rows i and
+    // i + 1 of each quarter, and rows longer than the prefetch distance had to prefetch
+    // whole row pairs ahead; alternating `bench --matvec q2_0,q2_0_x` runs of the two forms,
+    // 1024- to 8192-wide rows, differed by less than this host's round-to-round spread, in
+    // cache one pass was no slower, and in seed decode profiles the Q2_0_X matvecs took
+    // 12.7–13.3 ms per token against 14.8–15.1.)
+    q2_segments!(
+        rows,
+        a,
+        out,
+        Q2_BATCH,
+        Q2_SEG,
+        acts,
+        // SAFETY: same features as this function.
+        |yc| unsafe { q2_0_act(yc) },
+        |sp, p, act, cnt| {
+            // SAFETY: same features as this function; each `p` points to eight blocks
+            // (144 bytes).
+            let w = unsafe {
+                [
+                    q2_0_pair::<X>(p[0], p[1], act, &k),
+                    q2_0_pair::<X>(p[2], p[3], act, &k),
+                ]
+            };
+            add_rows8(sp, &w, cnt);
         }
-        let nr = rows.len();
-        // One four-row pass at a time, each row read to its end (`dot_rows`' quarter order),
-        // prefetched `pd` bytes ahead in its own stream: past a row's end that is the next
-        // row of its quarter, which the next pass reads. (Until 2026-12-04 two passes ran
-        // side by side, rows i and i + 1 of each quarter, and rows longer than `pd` had to
-        // prefetch whole row pairs ahead; alternating `bench --matvec q2_0,q2_0_x` runs of
-        // the two forms, 1024- to 8192-wide rows, differed by less than this host's
-        // round-to-round spread, in cache one pass was no slower, and in seed decode
-        // profiles the Q2_0_X matvecs took 12.7–13.3 ms per token against 14.8–15.1.)
-        let (full, rem) = (nb / 8, nb % 8);
-        debug_assert!(
-            !X || rem == 0,
-            "Q2_0_X rows hold whole groups of eight blocks"
-        );
-        // row r (a short pass repeats its last row; those lanes are not used)
-        let row = |r: usize| xs[r.min(nr - 1)];
-        let mut s = [_mm_setzero_ps(); Q2_BATCH / 4];
-        let groups = nb.div_ceil(8);
-        for seg in (0..groups).step_by(Q2_SEG) {
-            let segn = (groups - seg).min(Q2_SEG);
-            for (i, act) in acts[..segn].iter_mut().enumerate() {
-                let b = 8 * (seg + i);
-                let mut py = [BlockQ8_0::zeroed(); 16];
-                let yc: &[BlockQ8_0; 16] = match ys.get(2 * b..2 * b + 16) {
-                    Some(yc) if b + 8 <= nb => yc.try_into().unwrap(),
-                    _ => {
-                        py[..2 * (nb - b)].copy_from_slice(&ys[2 * b..2 * nb]);
-                        &py
-                    }
-                };
-                // SAFETY: same features as this function.
-                *act = unsafe { q2_0_act(yc) };
-            }
-            // four-row passes; a short pass repeats its last row (those lanes are not used),
-            // so all four products stay in registers
-            for (r, sp) in (0..nr).step_by(4).zip(s.iter_mut()) {
-                for (i, act) in acts[..segn].iter().enumerate() {
-                    let g = seg + i;
-                    let cnt = if g < full { 8 } else { rem };
-                    // the last 1–7 blocks: padded copies with zero blocks
-                    let pad: [[BlockQ2_0; 8]; 4];
-                    let p: [*const u8; 4] = if cnt == 8 {
-                        std::array::from_fn(|j| {
-                            let x = &row(r + j)[8 * g..8 * g + 8];
-                            crate::simd::prefetch_ahead(x.as_ptr().cast(), 144, pd);
-                            x.as_ptr().cast()
-                        })
-                    } else {
-                        pad = std::array::from_fn(|j| {
-                            let mut t = [BlockQ2_0::zeroed(); 8];
-                            t[..rem].copy_from_slice(&row(r + j)[8 * full..nb]);
-                            t
-                        });
-                        pad.each_ref().map(|t| t.as_ptr().cast())
-                    };
-                    // SAFETY: same features as this function; each `p` points to
-                    // eight blocks (144 bytes).
-                    let w = unsafe {
-                        [
-                            q2_0_pair::<X>(p[0], p[1], act, &k),
-                            q2_0_pair::<X>(p[2], p[3], act, &k),
-                        ]
-                    };
-                    add_rows8(sp, &w, cnt);
-                }
-            }
-        }
-        for (o, sp) in out.chunks_mut(4).zip(&s) {
-            let mut v = [0f32; 4];
-            // SAFETY: `v` holds four f32 (unaligned store).
-            unsafe { _mm_storeu_ps(v.as_mut_ptr(), *sp) };
-            o.copy_from_slice(&v[..o.len()]);
-        }
-    }
+    );
 }
 
 /// Q2_0 · Q8_0 against several activation columns: each block's codes are cut out once per

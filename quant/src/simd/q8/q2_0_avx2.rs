@@ -252,9 +252,6 @@ unsafe fn dot_q2_0_avx_vnni_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut 
 /// into which it is always inlined.
 #[inline(always)]
 unsafe fn q2_rows<const VNNI: bool>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
-    const BATCH: usize = crate::simd::DOT_BATCH;
-    let ys = view::<BlockQ8_0>(a);
-    let pd = crate::simd::PREFETCH_DISTANCE;
     // SAFETY: the caller's guarantee of the CPU features.
     let zero = unsafe {
         Act {
@@ -264,73 +261,27 @@ unsafe fn q2_rows<const VNNI: bool>(rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
         }
     };
     let mut acts = [zero; SEG];
-    for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-        let mut xs: [&[BlockQ2_0]; BATCH] = [&[]; BATCH];
-        let mut nb = ys.len() / 2;
-        for (x, w) in xs.iter_mut().zip(rows) {
-            *x = view::<BlockQ2_0>(w);
-            nb = nb.min(x.len());
-        }
-        let nr = rows.len();
-        let (full, rem) = (nb / 8, nb % 8);
-        let row = |r: usize| xs[r.min(nr - 1)];
-        // SAFETY: SSE is part of the x86_64 baseline.
-        let mut s = [unsafe { _mm_setzero_ps() }; BATCH / 4];
-        let groups = nb.div_ceil(8);
-        for seg in (0..groups).step_by(SEG) {
-            let segn = (groups - seg).min(SEG);
-            for (i, act) in acts[..segn].iter_mut().enumerate() {
-                let b = 8 * (seg + i);
-                let mut py = [BlockQ8_0::zeroed(); 16];
-                let yc: &[BlockQ8_0; 16] = match ys.get(2 * b..2 * b + 16) {
-                    Some(yc) if b + 8 <= nb => yc.try_into().unwrap(),
-                    _ => {
-                        py[..2 * (nb - b)].copy_from_slice(&ys[2 * b..2 * nb]);
-                        &py
-                    }
-                };
-                // SAFETY: the caller's guarantee of the CPU features.
-                *act = unsafe { prepare(yc) };
-            }
-            for (r, sp) in (0..nr).step_by(4).zip(s.iter_mut()) {
-                for (i, act) in acts[..segn].iter().enumerate() {
-                    let g = seg + i;
-                    let cnt = if g < full { 8 } else { rem };
-                    // the last 1–7 blocks: padded copies with zero blocks
-                    let pad: [[BlockQ2_0; 8]; 4];
-                    let p: [*const u8; 4] = if cnt == 8 {
-                        std::array::from_fn(|j| {
-                            let x = &row(r + j)[8 * g..8 * g + 8];
-                            crate::simd::prefetch_ahead(x.as_ptr().cast(), 144, pd);
-                            x.as_ptr().cast()
-                        })
-                    } else {
-                        pad = std::array::from_fn(|j| {
-                            let mut t = [BlockQ2_0::zeroed(); 8];
-                            t[..rem].copy_from_slice(&row(r + j)[8 * full..nb]);
-                            t
-                        });
-                        pad.each_ref().map(|t| t.as_ptr().cast())
-                    };
-                    // SAFETY: the caller's guarantee of the CPU features; each `p` points to
-                    // eight blocks (144 bytes).
-                    unsafe {
-                        let w = [
-                            products::<VNNI>(p[0], act),
-                            products::<VNNI>(p[1], act),
-                            products::<VNNI>(p[2], act),
-                            products::<VNNI>(p[3], act),
-                        ];
-                        add_rows(sp, &w, cnt);
-                    }
-                }
+    q2_segments!(
+        rows,
+        a,
+        out,
+        crate::simd::DOT_BATCH,
+        SEG,
+        acts,
+        // SAFETY: the caller's guarantee of the CPU features.
+        |yc| unsafe { prepare(yc) },
+        |sp, p, act, cnt| {
+            // SAFETY: the caller's guarantee of the CPU features; each `p` points to eight
+            // blocks (144 bytes).
+            unsafe {
+                let w = [
+                    products::<VNNI>(p[0], act),
+                    products::<VNNI>(p[1], act),
+                    products::<VNNI>(p[2], act),
+                    products::<VNNI>(p[3], act),
+                ];
+                add_rows(sp, &w, cnt);
             }
         }
-        for (o, sp) in out.chunks_mut(4).zip(&s) {
-            let mut v = [0f32; 4];
-            // SAFETY: `v` holds four f32 (unaligned store).
-            unsafe { _mm_storeu_ps(v.as_mut_ptr(), *sp) };
-            o.copy_from_slice(&v[..o.len()]);
-        }
-    }
+    );
 }
