@@ -499,7 +499,12 @@ static X86: &[Row] = &[
             "avx2",
             Tile::Panel(super::q8::tile_q2_avx2::x86::tile_entry),
         ),
-    Row::new(DType::Q2_0, Avx2Vnni).rows("avx2-vnni", q2r::dot_q2_0_avx_vnni_rows_entry),
+    Row::new(DType::Q2_0, Avx2Vnni)
+        .rows("avx2-vnni", q2r::dot_q2_0_avx_vnni_rows_entry)
+        .tile(
+            "avx2-vnni",
+            Tile::Panel(super::q8::tile_q2_avx2::x86::tile_avx_vnni_entry),
+        ),
     Row::new(DType::Q2_0, Avx512Vnni)
         .dot("avx512", q2_0::dot_q2_0_avx512_entry)
         .rows("avx512", q2_0::dot_q2_0_avx512_rows_entry)
