@@ -24,7 +24,7 @@
 //! Every sum is the exact integer and every float operation the reference's: each row gets
 //! the reference's bits.
 
-use super::tile_x16::x86::transpose8x8;
+use super::tile_x16::x86::{transpose8x8, transpose_chunks};
 use crate::blocks::{view, BlockQ2_0, BlockQ8_0};
 use crate::simd::entry;
 use bytemuck::Zeroable;
@@ -113,22 +113,8 @@ unsafe fn products<const VNNI: bool>(x: *const u8, act: &Act) -> __m256 {
             _mm256_loadu2_m128i(h3, l3),
         ];
         // lane k of r[h][j]: code dword 2h + j of block k
-        let t = [
-            _mm256_unpacklo_epi32(b[0], b[1]),
-            _mm256_unpackhi_epi32(b[0], b[1]),
-            _mm256_unpacklo_epi32(b[2], b[3]),
-            _mm256_unpackhi_epi32(b[2], b[3]),
-        ];
-        let r = [
-            [
-                _mm256_unpacklo_epi64(t[0], t[2]),
-                _mm256_unpackhi_epi64(t[0], t[2]),
-            ],
-            [
-                _mm256_unpacklo_epi64(t[1], t[3]),
-                _mm256_unpackhi_epi64(t[1], t[3]),
-            ],
-        ];
+        let [e0, e1, o0, o1] = transpose_chunks(b);
+        let r = [[e0, e1], [o0, o1]];
         let mut sums = [_mm256_setzero_si256(); 2];
         for h in 0..2 {
             if VNNI {

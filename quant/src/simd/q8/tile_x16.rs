@@ -188,6 +188,27 @@ pub(crate) mod x86 {
         }
     }
 
+    /// Eight 16-byte chunks, two a register (`b[k]`: chunk k in the low half, chunk k + 4 in
+    /// the high half), turned so that vector j holds dword j of every chunk, chunk m in lane m
+    /// (`vpunpck{l,h}dq`, then `vpunpck{l,h}qdq`): the AVX2 decode kernels' split of eight
+    /// Q2_0 blocks' code dwords and IQ1_S_X's activation order.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) fn transpose_chunks(b: [__m256i; 4]) -> [__m256i; 4] {
+        let t = [
+            _mm256_unpacklo_epi32(b[0], b[1]),
+            _mm256_unpackhi_epi32(b[0], b[1]),
+            _mm256_unpacklo_epi32(b[2], b[3]),
+            _mm256_unpackhi_epi32(b[2], b[3]),
+        ];
+        [
+            _mm256_unpacklo_epi64(t[0], t[2]),
+            _mm256_unpackhi_epi64(t[0], t[2]),
+            _mm256_unpacklo_epi64(t[1], t[3]),
+            _mm256_unpackhi_epi64(t[1], t[3]),
+        ]
+    }
+
     /// The 8 × 8 dword transpose of the AVX2 group expanders: `a[p]` holds 32 bytes of row p;
     /// vector k of the result holds every row's dword k, row p in lane p (`vpunpck{l,h}dq`,
     /// `vpunpck{l,h}qdq`, then `vperm2i128` pairing the 128-bit halves).

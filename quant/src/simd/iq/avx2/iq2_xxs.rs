@@ -552,6 +552,24 @@ fn x_scale_pairs(x: &BlockIQ2XXSX) -> [i32; 8] {
     pairs
 }
 
+/// One IQ2_XXS_X super-block against `y`: eight i32 lanes adding up to Σ ls·Σ w·y, per
+/// group [`x_group`]'s magnitudes and signs, the activations signed by `vpsignb`,
+/// `vpmaddubsw` and `vpmaddwd` by the group scale.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn x_sums(x: &BlockIQ2XXSX, y: &BlockQ8K) -> __m256i {
+    let q = x_codes(x);
+    let pairs = x_scale_pairs(x);
+    let mut acc = _mm256_setzero_si256();
+    for g in 0..8 {
+        let (mag, sign) = x_group(x, &q, g);
+        let sy = _mm256_sign_epi8(y32!(y, g), sign);
+        let ls = bcast32(&pairs[g]);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sy), ls));
+    }
+    acc
+}
+
 impl super::rows::GridRows for BlockIQ2XXSX {
     const INNER: f32 = 1.0;
     const OUTER: f32 = 0.125;
@@ -561,20 +579,11 @@ impl super::rows::GridRows for BlockIQ2XXSX {
     #[inline]
     unsafe fn prepare(_y: &BlockQ8K) {}
 
-    /// The one-row kernel's group steps ([`x_group`]): lanes adding up to Σ ls·Σ w·y.
+    /// The one-row kernel's group steps ([`x_sums`]).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn sums(&self, y: &BlockQ8K, _act: &()) -> __m256i {
-        let q = x_codes(self);
-        let pairs = x_scale_pairs(self);
-        let mut acc = _mm256_setzero_si256();
-        for g in 0..8 {
-            let (mag, sign) = x_group(self, &q, g);
-            let sy = _mm256_sign_epi8(y32!(y, g), sign);
-            let ls = bcast32(&pairs[g]);
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sy), ls));
-        }
-        acc
+        x_sums(self, y)
     }
 
     fn d(&self) -> i16 {
@@ -589,15 +598,7 @@ impl super::rows::GridRows for BlockIQ2XXSX {
 unsafe fn dot_iq2_xxs_x_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut s = 0f32;
     for (x, y) in view::<BlockIQ2XXSX>(w).iter().zip(view::<BlockQ8K>(a)) {
-        let q = x_codes(x);
-        let pairs = x_scale_pairs(x);
-        let mut acc = _mm256_setzero_si256();
-        for g in 0..8 {
-            let (mag, sign) = x_group(x, &q, g);
-            let sy = _mm256_sign_epi8(y32!(y, g), sign);
-            let ls = bcast32(&pairs[g]);
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sy), ls));
-        }
+        let acc = x_sums(x, y);
         // SAFETY: AVX2 is enabled for this function.
         let bsum = unsafe { hsum_i32(acc) };
         s += f16c!(x.d) * y.d() * bsum as f32;

@@ -41,6 +41,7 @@
 use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXSX, BlockQ8K};
 use crate::grids::IQ1S_LEVELS;
 use crate::simd::entry;
+use crate::simd::q8::tile_x16::x86::transpose_chunks;
 use std::arch::x86_64::*;
 
 entry!(rows
@@ -191,7 +192,7 @@ pub(super) struct XAct {
 }
 
 /// `r[k]` dword m holds dword k of the m-th of the eight 16-byte chunks at `p`
-/// (`vpunpck{l,h}dq` and `vpunpck{l,h}qdq` on two chunks a register).
+/// ([`transpose_chunks`] on two chunks a register).
 ///
 /// # Safety
 /// The CPU must have AVX2 and `p` must point to 128 readable bytes.
@@ -202,18 +203,7 @@ unsafe fn chunk_dwords(p: *const u8) -> [__m256i; 4] {
     let b: [__m256i; 4] = std::array::from_fn(|k| unsafe {
         _mm256_loadu2_m128i(p.add(16 * (k + 4)).cast(), p.add(16 * k).cast())
     });
-    let t = [
-        _mm256_unpacklo_epi32(b[0], b[1]),
-        _mm256_unpackhi_epi32(b[0], b[1]),
-        _mm256_unpacklo_epi32(b[2], b[3]),
-        _mm256_unpackhi_epi32(b[2], b[3]),
-    ];
-    [
-        _mm256_unpacklo_epi64(t[0], t[2]),
-        _mm256_unpackhi_epi64(t[0], t[2]),
-        _mm256_unpacklo_epi64(t[1], t[3]),
-        _mm256_unpackhi_epi64(t[1], t[3]),
-    ]
+    transpose_chunks(b)
 }
 
 impl GridRows for BlockIQ1SX {
@@ -296,7 +286,7 @@ impl GridRows for BlockIQ1SX {
 }
 
 /// IQ1_S · Q8_K for several weight rows against one activation row (decode), four rows at a
-/// time ([`iq1_rows`]); each row gets the reference's bits.
+/// time ([`grid_rows`]); each row gets the reference's bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_iq1_s_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
