@@ -28,7 +28,7 @@ pub(crate) mod x86 {
 
     /// Safe entries (AVX2; AVX-VNNI): check the shapes, then run the kernel for the tile's
     /// row and pair count.
-    macro_rules! entry {
+    macro_rules! tile_entry_fn {
         ($name:ident, $tile:ident) => {
             pub(crate) fn $name(
                 n: usize,
@@ -53,8 +53,8 @@ pub(crate) mod x86 {
             }
         };
     }
-    entry!(tile_entry, tile);
-    entry!(tile_avx_vnni_entry, tile_avx_vnni);
+    tile_entry_fn!(tile_entry, tile);
+    tile_entry_fn!(tile_avx_vnni_entry, tile_avx_vnni);
 
     /// The codes of one 64-element Q2_0 block as unsigned bytes 0..3 in element order, one
     /// register per 32-element half (see the module docs), and the block's scale as f32.

@@ -14,7 +14,7 @@
 
 use super::COLS;
 use crate::blocks::{view, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K};
-use crate::codec::repack::{iq2xx_scale, IQ2X_LEVELS};
+use crate::codec::repack::IQ2X_LEVELS;
 use crate::grids::IQ2XXS_GRID;
 use crate::simd::{entry, f16c, hsum_i32, hsum_i32x8};
 use std::arch::x86_64::*;
@@ -619,6 +619,7 @@ fn unpack_x(x: &BlockIQ2XXSX) -> ([__m256i; 8], [i16; 8]) {
             _mm256_set1_epi8(IQ2_OFFSET as i8),
         )
     });
-    let ls = std::array::from_fn(|g| iq2xx_scale(x, g) as i16);
+    // the scale pairs' low halves (one decode of the nibbles for every kernel here)
+    let ls = x_scale_pairs(x).map(|p| p as i16);
     (wv, ls)
 }

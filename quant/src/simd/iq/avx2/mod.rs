@@ -165,18 +165,27 @@ fn iq1_s_scales(w: [__m256i; 8], ls: __m128i, signed: __m128i) -> Iq1sBlock {
     }
 }
 
-/// Unpacks one IQ1_S block ([`Iq1sBlock`]).
+/// An IQ1_S block's eight group scales 2·s + 1 (from bits 12–14 of its `qh` words) and the
+/// same signed by the groups' delta bits, as i16 lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn iq1_s_unpack(x: &BlockIQ1S) -> Iq1sBlock {
+fn iq1_s_group_scales(x: &BlockIQ1S) -> (__m128i, __m128i) {
     // SAFETY: `qh` is 16 bytes (unaligned load).
     let qh = unsafe { _mm_loadu_si128(x.qh.as_ptr().cast()) };
     let ls = _mm_or_si128(
-        _mm_and_si128(_mm_srli_epi16(qh, 11), _mm_set1_epi16(14)),
+        _mm_and_si128(_mm_srli_epi16::<11>(qh), _mm_set1_epi16(14)),
         _mm_set1_epi16(1),
     );
     // the delta's sign is the word's top bit, which `vpsignw` reads (`| 1`: never zero)
     let signed = _mm_sign_epi16(ls, _mm_or_si128(qh, _mm_set1_epi16(1)));
+    (ls, signed)
+}
+
+/// Unpacks one IQ1_S block ([`Iq1sBlock`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn iq1_s_unpack(x: &BlockIQ1S) -> Iq1sBlock {
+    let (ls, signed) = iq1_s_group_scales(x);
     let ones = _mm256_set1_epi8(1);
     let w = std::array::from_fn(|g| {
         let h = le_u16(&x.qh, g) as usize;

@@ -38,6 +38,7 @@
 //! **IQ2_XXS_X** (`--repack iq2_xxs`): the one-row kernel's group step (`iq2_xxs`), T the
 //! reference's Σ ls·Σ w·y (times 1/8 at the end, as the reference).
 
+use super::iq1_s_group_scales;
 use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXSX, BlockQ8K};
 use crate::grids::IQ1S_LEVELS;
 use crate::simd::entry;
@@ -120,16 +121,8 @@ impl GridRows for BlockIQ1S {
     #[inline]
     unsafe fn sums(&self, y: &BlockQ8K, ysum: &__m128i) -> __m256i {
         let x = self;
-        // SAFETY: `qh` is 16 bytes (unaligned load).
-        let qh = unsafe { _mm_loadu_si128(x.qh.as_ptr().cast()) };
-        // 2·s + 1 from bits 12–14
-        let ls = _mm_or_si128(
-            _mm_and_si128(_mm_srli_epi16::<11>(qh), _mm_set1_epi16(14)),
-            _mm_set1_epi16(1),
-        );
-        // ls·σ (`vpsignw` reads the delta bit as the word's sign; `| 1`: never zero), then
-        // ls·(σ − 8)
-        let signed = _mm_sign_epi16(ls, _mm_or_si128(qh, _mm_set1_epi16(1)));
+        // ls and ls·σ, then ls·(σ − 8)
+        let (ls, signed) = iq1_s_group_scales(x);
         let coef = _mm_sub_epi16(signed, _mm_slli_epi16::<3>(ls));
         let delta = _mm_madd_epi16(coef, *ysum);
         let ls2 = _mm256_broadcastsi128_si256(ls);
