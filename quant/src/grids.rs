@@ -744,6 +744,35 @@ pub static IQ1S_LEVELS: [u64; 2048] = {
     t
 };
 
+/// IQ1_M's signed rows: `IQ1S_GRID[i & 0x7FF]` as eight bytes W + 9 = 8·v + 9 + σ, σ = −1
+/// where bit 11 of `i` (the sub-group's delta sign, bit 3 of its `qh` nibble) is set, else
+/// +1: element j in byte j (0..=18, unsigned operands). The index is a `qs` byte with the
+/// whole `qh` nibble at bits 8–11, so the gathers of the IQ1_M decode kernels (AVX-512 and
+/// AVX2) give each element's weight whole, with no sign step.
+pub static IQ1M_LEVELS: [u64; 4096] = {
+    let mut t = [0u64; 4096];
+    let mut i = 0;
+    while i < 4096 {
+        let g = IQ1S_GRID[i & 0x7FF];
+        let neg = i & 0x800 != 0;
+        let mut c = 0u64;
+        let mut j = 0;
+        while j < 8 {
+            let w9: u64 = match (g >> (8 * j)) as u8 {
+                0xFF => 1,
+                0 => 9,
+                1 => 17,
+                _ => panic!("IQ1S_GRID value outside -1, 0, 1"),
+            };
+            c |= (if neg { w9 - 1 } else { w9 + 1 }) << (8 * j);
+            j += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
 /// `ksigns_iq2xs`: 7 stored sign bits plus an even-parity 8th bit.
 #[rustfmt::skip]
 pub static KSIGNS_IQ2XS: [u8; 128] = [

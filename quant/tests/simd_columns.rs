@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{activations, kernels_of, random_blocks, rng, set_iq1m_scale, Tally, Q2X_SCALES};
+use common::{activations, kernels_of, random_blocks, rng, set_iq1m_scales, Tally, Q2X_SCALES};
 use fathom_quant as quant;
 use quant::simd::table::Column;
 use quant::{bytes_for, quantize_activation, DType};
@@ -47,7 +47,7 @@ fn multi_column_kernels_match_the_reference_bit_for_bit() {
             };
             let mut w = random_blocks(&mut r, wt, n, at, 0.004);
             if matches!(wt, DType::IQ1_M | DType::IQ1_M_X) {
-                set_iq1m_scale(&mut w, wt, quant::scalar::f32_to_f16(0.004));
+                set_iq1m_scales(&mut r, &mut w, wt, 0.004);
             }
             // MXFP4: E8M0 scales 2^-16..2^7 and, in every fifth block, the subnormal codes
             // 0..2 (random bytes would overflow)

@@ -655,6 +655,7 @@ static X86: &[Row] = &[
     ),
     Row::new(DType::IQ1_M, Avx2)
         .dot("avx2", i2::dot_iq1_m_avx2_entry)
+        .rows("avx2", i2::dot_iq1_m_avx2_rows_entry)
         .multi("avx2", i2::dot_iq1_m_avx2_multi_entry),
     Row::new(DType::IQ1_M, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_m_avx512_entry)
@@ -662,6 +663,7 @@ static X86: &[Row] = &[
         .multi("avx512", i5::dot_iq1_m_avx512_multi_entry),
     Row::new(DType::IQ1_M_X, Avx2)
         .dot("avx2", i2::dot_iq1_m_x_avx2_entry)
+        .rows("avx2", i2::dot_iq1_m_x_avx2_rows_entry)
         .multi("avx2", i2::dot_iq1_m_x_avx2_multi_entry),
     Row::new(DType::IQ1_M_X, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_m_x_avx512_entry)

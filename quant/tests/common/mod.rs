@@ -196,6 +196,17 @@ pub fn set_iq1m_scale(w: &mut [u8], t: DType, bits: u16) {
     }
 }
 
+/// Writes an f16 super-scale of `scale`..2·`scale` into each IQ1_M (or IQ1_M_X) block of
+/// `w`, differing from block to block (as [`random_blocks`]' scales do), so that a kernel
+/// pairing a block with another's scale cannot pass.
+pub fn set_iq1m_scales(r: &mut impl FnMut() -> u64, w: &mut [u8], t: DType, scale: f32) {
+    let size = t.type_size();
+    for blk in w.chunks_exact_mut(size) {
+        let s = scale * (1.0 + (r() % 16) as f32 / 16.0);
+        set_iq1m_scale(blk, t, quant::scalar::f32_to_f16(s));
+    }
+}
+
 /// Every multi-row kernel of `wt` this CPU runs gives each of the rows `ws` (against
 /// activation `a`) the bits of `want` (recorded in `tally`).
 pub fn assert_rows_match(

@@ -56,7 +56,8 @@ macro_rules! y32 {
 
 mod rows;
 pub(in crate::simd) use rows::{
-    dot_iq1_s_avx2_rows_entry, dot_iq1_s_x_avx2_rows_entry, dot_iq2_xxs_x_avx2_rows_entry,
+    dot_iq1_m_avx2_rows_entry, dot_iq1_m_x_avx2_rows_entry, dot_iq1_s_avx2_rows_entry,
+    dot_iq1_s_x_avx2_rows_entry, dot_iq2_xxs_x_avx2_rows_entry,
 };
 mod iq2_xxs;
 pub(in crate::simd) use iq2_xxs::{

@@ -1,5 +1,5 @@
-//! The AVX2 multi-row (decode) kernels of the grid types IQ1_S, IQ1_S_X and IQ2_XXS_X: a
-//! child of `iq::avx2`.
+//! The AVX2 multi-row (decode) kernels of the grid types IQ1_S, IQ1_S_X, IQ1_M, IQ1_M_X and
+//! IQ2_XXS_X: a child of `iq::avx2`.
 //!
 //! They share one driver ([`grid_rows`]): per batch of up to [`crate::simd::DOT_BATCH`] rows
 //! and segment of [`SEG`] super-blocks, the activation side prepared once
@@ -35,12 +35,27 @@
 //! of a shift, a mask and a `vpmaddubsw` add up in i16 (|Σ| ≤ 4·2·2·127) before one
 //! `vpmaddwd` by the four groups' scales, spread once per block by two `vpermd`.
 //!
+//! **IQ1_M** ([`BlockIQ1M`]): its scales cover 16-element halves and its delta sign each
+//! 8-element sub-group, so the one-row kernel formed a second `vpsignb` product for the delta
+//! and built each group from four scalar table reads (10% of the DRAM bandwidth). Here each
+//! element's weight is formed whole, W = 8·v + 9 + σ (0..18), by one `vpgatherdq` a group
+//! from [`IQ1M_LEVELS`] (the whole `qh` nibble, delta sign included, is bits 8–11 of the
+//! index), so T = Σ_h ls_h·(Σ W·y − 9·Σ y): per group a `vpmaddubsw`, a `vpshufb` of the two
+//! half scales, a `vpmaddwd` and an add, and per block one `vpmaddwd` of the prepared −9·Σ y
+//! of the halves.
+//!
+//! **IQ1_M_X** ([`BlockIQ1MX`], `--repack iq1_m`): IQ1_S_X's codes and steps
+//! ([`x_level_sums`], the scales per half instead of per group); the delta term is Σ over the
+//! 32 sub-groups of ls·(σ − 8)·Σ y, whose two choices (−7 and −9 times the sub-group's sum) are
+//! prepared once per call ([`MxAct`]) and picked by a mask of the sign bits.
+//!
 //! **IQ2_XXS_X** (`--repack iq2_xxs`): the one-row kernel's group step (`iq2_xxs`), T the
 //! reference's Σ ls·Σ w·y (times 1/8 at the end, as the reference).
 
 use super::iq1_s_group_scales;
-use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXSX, BlockQ8K};
-use crate::grids::IQ1S_LEVELS;
+use crate::blocks::{view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XXSX, BlockQ8K};
+use crate::codec::iquants::iq1m_d_bits;
+use crate::grids::{IQ1M_LEVELS, IQ1S_LEVELS};
 use crate::simd::entry;
 use crate::simd::q8::tile_x16::x86::transpose_chunks;
 use std::arch::x86_64::*;
@@ -48,6 +63,8 @@ use std::arch::x86_64::*;
 entry!(rows
     dot_iq1_s_avx2_rows_entry => dot_iq1_s_avx2_rows,
     dot_iq1_s_x_avx2_rows_entry => dot_iq1_s_x_avx2_rows,
+    dot_iq1_m_avx2_rows_entry => dot_iq1_m_avx2_rows,
+    dot_iq1_m_x_avx2_rows_entry => dot_iq1_m_x_avx2_rows,
     dot_iq2_xxs_x_avx2_rows_entry => dot_iq2_xxs_x_avx2_rows,
 );
 
@@ -207,16 +224,9 @@ impl GridRows for BlockIQ1SX {
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn prepare(y: &BlockQ8K) -> XAct {
-        // element 128h + 16m + 4p + r is dword p of the 16-byte chunk 8h + m, byte r
-        // SAFETY: the 256 codes are 128 bytes per half.
-        let halves = unsafe {
-            [
-                chunk_dwords(y.qs.as_ptr().cast()),
-                chunk_dwords(y.qs.as_ptr().add(128).cast()),
-            ]
-        };
         XAct {
-            y: halves,
+            // SAFETY: same features as this function.
+            y: unsafe { x_order(y) },
             gsum: group_sums(y),
         }
     }
@@ -249,32 +259,285 @@ impl GridRows for BlockIQ1SX {
             _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)),
             _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)),
         ];
-        let m3 = _mm256_set1_epi8(3);
-        let mut acc = delta;
-        for h in 0..2 {
-            // SAFETY: code bytes 32h..32h + 32 lie in the block (unaligned load).
-            let c = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * h).cast()) };
-            let cut = [
-                c,
-                _mm256_srli_epi16::<2>(c),
-                _mm256_srli_epi16::<4>(c),
-                _mm256_srli_epi16::<6>(c),
-            ];
-            // i16 pair sums over the four positions: |Σ| ≤ 4·2·2·127 < 2¹⁵
-            let mut s16 = _mm256_setzero_si256();
-            for p in 0..4 {
-                let l = _mm256_and_si256(cut[p], m3);
-                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(l, act.y[h][p]));
+        _mm256_add_epi32(delta, x_level_sums(&x.qs, &act.y, &sc))
+    }
+
+    fn d(&self) -> i16 {
+        i16::from_le_bytes(self.d)
+    }
+}
+
+/// The activations of `y` in the half-major order of the repacked codes: `[h][p]` byte 4m +
+/// r holds element 128h + 16m + 4p + r (dword p of the 16-byte chunk 8h + m, byte r).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn x_order(y: &BlockQ8K) -> [[__m256i; 4]; 2] {
+    // SAFETY: the 256 codes are 128 bytes per half.
+    unsafe {
+        [
+            chunk_dwords(y.qs.as_ptr().cast()),
+            chunk_dwords(y.qs.as_ptr().add(128).cast()),
+        ]
+    }
+}
+
+/// 8·Σ ls·Σ l·y of a repacked IQ1 block (IQ1_S_X, IQ1_M_X: the same half-major codes `qs`)
+/// against its activations in [`x_order`], as eight i32 lanes: per half h of the block, four
+/// steps of a shift, a mask and a `vpmaddubsw` add up in i16 (|Σ| ≤ 4·2·2·127 < 2¹⁵), then
+/// one `vpmaddwd` by `sc[h]`, whose dword m holds (in both words) the scale of elements
+/// 128h + 16m.. 16 further.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn x_level_sums(qs: &[u8; 64], y: &[[__m256i; 4]; 2], sc: &[__m256i; 2]) -> __m256i {
+    let m3 = _mm256_set1_epi8(3);
+    let mut acc = _mm256_setzero_si256();
+    for h in 0..2 {
+        // SAFETY: code bytes 32h..32h + 32 lie in the block (unaligned load).
+        let c = unsafe { _mm256_loadu_si256(qs.as_ptr().add(32 * h).cast()) };
+        let cut = [
+            c,
+            _mm256_srli_epi16::<2>(c),
+            _mm256_srli_epi16::<4>(c),
+            _mm256_srli_epi16::<6>(c),
+        ];
+        let mut s16 = _mm256_setzero_si256();
+        for p in 0..4 {
+            let l = _mm256_and_si256(cut[p], m3);
+            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(l, y[h][p]));
+        }
+        // ×8 for T's first term
+        let part = _mm256_madd_epi16(s16, sc[h]);
+        acc = _mm256_add_epi32(acc, _mm256_slli_epi32::<3>(part));
+    }
+    acc
+}
+
+// ---- IQ1_M, IQ1_M_X -----------------------------------------------------------------------
+
+/// `vpshufb` control, both 128-bit lanes: the lane's even words, then its odd ones.
+static EVEN_ODD_WORDS: [u8; 32] = {
+    let mut t = [0u8; 32];
+    let mut b = 0;
+    while b < 32 {
+        let w = (b % 16) / 2;
+        let src = if w < 4 { 2 * w } else { 2 * (w - 4) + 1 };
+        t[b] = (2 * src + b % 2) as u8;
+        b += 1;
+    }
+    t
+};
+
+/// The sixteen half scales ls = 2·s + 1 of IQ1_M's packed `scales` (half h: bits 3·(h mod 4)
+/// of word h/4) as i16, the even halves in the low 128-bit lane and the odd ones in the high
+/// one: word g of the lanes is then the scale of group g's first and second half, which one
+/// in-lane `vpshufb` ([`WORD_BCAST`]) spreads over the group's elements.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn iq1m_half_scales(scales: &[u8; 8]) -> __m256i {
+    // dwords 0–3: words 0, 1 (halves 0–7), dwords 4–7: words 2, 3 (halves 8–15)
+    // SAFETY: 8 bytes (unaligned load).
+    let q = unsafe { _mm_loadl_epi64(scales.as_ptr().cast()) };
+    let v = _mm256_permutevar8x32_epi32(
+        _mm256_castsi128_si256(q),
+        _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+    );
+    let m7 = _mm256_set1_epi32(7);
+    // even halves 0, 2, 4, 6 | 8, 10, 12, 14 and the odd ones
+    let even = _mm256_and_si256(
+        _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 6, 16, 22, 0, 6, 16, 22)),
+        m7,
+    );
+    let odd = _mm256_and_si256(
+        _mm256_srlv_epi32(v, _mm256_setr_epi32(3, 9, 19, 25, 3, 9, 19, 25)),
+        m7,
+    );
+    // packing interleaves the 64-bit quarters: even 0–3, odd 0–3 | even 4–7, odd 4–7
+    let s = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(even, odd));
+    _mm256_or_si256(_mm256_slli_epi16::<1>(s), _mm256_set1_epi16(1))
+}
+
+impl GridRows for BlockIQ1M {
+    const INNER: f32 = 0.125;
+    const OUTER: f32 = 1.0;
+    /// −9·Σ y of the sixteen halves as i16, in [`iq1m_half_scales`]'s order.
+    type Act = __m256i;
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn prepare(y: &BlockQ8K) -> __m256i {
+        // SAFETY: `bsums` is 32 bytes and so is the control (unaligned loads).
+        let (bs, ctl) = unsafe {
+            (
+                _mm256_loadu_si256(y.bsums.as_ptr().cast()),
+                _mm256_loadu_si256(EVEN_ODD_WORDS.as_ptr().cast()),
+            )
+        };
+        // |9·Σ| ≤ 9·16·128 < 2¹⁵
+        let eo = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(bs, ctl));
+        _mm256_mullo_epi16(eo, _mm256_set1_epi16(-9))
+    }
+
+    /// T = Σ_h ls_h·(Σ W·y − 9·Σ y) over the sixteen halves h, with W = 8·v + 9 + σ the
+    /// unsigned weight of [`IQ1M_LEVELS`]: the indices as IQ1_S's, with the whole `qh` nibble
+    /// (three index bits and the delta sign) at bits 8–11; one `vpgatherdq` per group.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn sums(&self, y: &BlockQ8K, bs9: &__m256i) -> __m256i {
+        let x = self;
+        let ls = iq1m_half_scales(&x.scales);
+        let mut acc = _mm256_madd_epi16(*bs9, ls);
+        let shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+        let low4 = _mm256_set1_epi32(15);
+        for j in 0..4 {
+            // indices of groups 2j (lanes 0–3) and 2j + 1 (lanes 4–7): sub-group 8j + t's
+            // nibble is bits 4t of the `qh` dword j
+            // SAFETY: `qs` bytes 8j..8j + 8 and `qh` bytes 4j..4j + 4 lie in the block (j <
+            // 4; unaligned loads).
+            let (q, h) = unsafe {
+                (
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(x.qs.as_ptr().add(8 * j).cast())),
+                    _mm256_set1_epi32(std::ptr::read_unaligned(
+                        x.qh.as_ptr().add(4 * j).cast::<i32>(),
+                    )),
+                )
+            };
+            let hi = _mm256_and_si256(_mm256_srlv_epi32(h, shifts), low4);
+            let idx = _mm256_or_si256(q, _mm256_slli_epi32::<8>(hi));
+            for (k, ix) in [
+                _mm256_castsi256_si128(idx),
+                _mm256_extracti128_si256::<1>(idx),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let g = 2 * j + k;
+                // SAFETY: every index is a `qs` byte or'd with four bits at 8–11, so below
+                // 4096, inside the table (8-byte rows); `y.qs` bytes 32g..32g + 32 lie in the
+                // block (g < 8) and the control is 32 bytes (unaligned loads).
+                let (w, yv, bc) = unsafe {
+                    (
+                        _mm256_i32gather_epi64::<8>(IQ1M_LEVELS.as_ptr().cast(), ix),
+                        _mm256_loadu_si256(y.qs.as_ptr().add(32 * g).cast()),
+                        _mm256_loadu_si256(WORD_BCAST[g].as_ptr().cast()),
+                    )
+                };
+                // |pair sums| ≤ 2·18·128 < 2¹⁵
+                let m = _mm256_maddubs_epi16(w, yv);
+                let sc = _mm256_shuffle_epi8(ls, bc);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(m, sc));
             }
-            // ×8 for T's first term
-            let part = _mm256_madd_epi16(s16, sc[h]);
-            acc = _mm256_add_epi32(acc, _mm256_slli_epi32::<3>(part));
         }
         acc
     }
 
     fn d(&self) -> i16 {
-        i16::from_le_bytes(self.d)
+        iq1m_d_bits(&self.scales) as i16
+    }
+}
+
+/// An IQ1_M_X super-block's activation side: `y` in [`x_order`]; `s7[h]`, `s9[h]` word i:
+/// −7 and −9 times Σ y of sub-group 16h + i (eight elements), the delta term's two choices.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+pub(super) struct MxAct {
+    y: [[__m256i; 4]; 2],
+    s7: [__m256i; 2],
+    s9: [__m256i; 2],
+}
+
+/// The 32 eight-element sums of `y`'s codes as i16, sub-group 16h + i in word i of
+/// register h.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn sub_group_sums(y: &BlockQ8K) -> [__m256i; 2] {
+    let ones8 = _mm256_set1_epi8(1);
+    let ones16 = _mm256_set1_epi16(1);
+    // dword q of register r: Σ y of elements 32r + 4q..
+    let quads: [__m256i; 8] = std::array::from_fn(|r| {
+        // SAFETY: `y.qs` bytes 32r..32r + 32 lie in the block (unaligned load).
+        let v = unsafe { _mm256_loadu_si256(y.qs.as_ptr().add(32 * r).cast()) };
+        _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16)
+    });
+    // dword k of pair c: sub-group 8c + k (the adds leave 4c, 4c+1, 4c+4, 4c+5 | 4c+2, ...)
+    let subs: [__m256i; 4] = std::array::from_fn(|c| {
+        _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(quads[2 * c], quads[2 * c + 1]))
+    });
+    // |Σ| ≤ 8·128: packed to i16 (the pack interleaves the 64-bit quarters back)
+    std::array::from_fn(|h| {
+        _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(subs[2 * h], subs[2 * h + 1]))
+    })
+}
+
+impl GridRows for BlockIQ1MX {
+    const INNER: f32 = 0.125;
+    const OUTER: f32 = 1.0;
+    type Act = MxAct;
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn prepare(y: &BlockQ8K) -> MxAct {
+        let s = sub_group_sums(y);
+        // |9·Σ| ≤ 9·8·128 < 2¹⁵
+        MxAct {
+            // SAFETY: same features as this function.
+            y: unsafe { x_order(y) },
+            s7: s.map(|v| _mm256_mullo_epi16(v, _mm256_set1_epi16(-7))),
+            s9: s.map(|v| _mm256_mullo_epi16(v, _mm256_set1_epi16(-9))),
+        }
+    }
+
+    /// T = 8·Σ_h ls_h·Σ l·y ([`x_level_sums`]) + Σ_k ls·(σ_k − 8)·Σ y over the 32
+    /// sub-groups k: σ − 8 is −9 where the sub-group's sign bit is set, else −7, so its
+    /// prepared sums are picked by a mask of the sign bits and one `vpmaddwd` by the
+    /// sub-groups' scales applies them.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn sums(&self, _y: &BlockQ8K, act: &MxAct) -> __m256i {
+        let x = self;
+        let sc = u64::from_le_bytes(x.scales);
+        let shifts = _mm256_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25);
+        let bits = _mm256_setr_epi16(
+            1,
+            2,
+            4,
+            8,
+            16,
+            32,
+            64,
+            128,
+            256,
+            512,
+            1024,
+            2048,
+            4096,
+            8192,
+            16384,
+            i16::MIN,
+        );
+        let sg = u32::from_le_bytes(x.sg);
+        let mut acc = _mm256_setzero_si256();
+        let mut dup = [_mm256_setzero_si256(); 2];
+        for (h, d) in dup.iter_mut().enumerate() {
+            // dword m: the scale of half 8h + m (words 2h, 2h + 1 of `scales`), in both words
+            let v = _mm256_set1_epi32((sc >> (32 * h)) as i32);
+            let s = _mm256_and_si256(_mm256_srlv_epi32(v, shifts), _mm256_set1_epi32(7));
+            let ls = _mm256_or_si256(_mm256_slli_epi32::<1>(s), _mm256_set1_epi32(1));
+            *d = _mm256_or_si256(ls, _mm256_slli_epi32::<16>(ls));
+            // word i: all ones where sub-group 16h + i has the negative delta
+            let m = _mm256_and_si256(_mm256_set1_epi16((sg >> (16 * h)) as i16), bits);
+            let neg = _mm256_cmpeq_epi16(m, bits);
+            let coef_y = _mm256_blendv_epi8(act.s7[h], act.s9[h], neg);
+            // word pair (2m, 2m + 1) of `d` is half 8h + m's scale: sub-groups 16h + 2m, + 1
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(*d, coef_y));
+        }
+        _mm256_add_epi32(acc, x_level_sums(&x.qs, &act.y, &dup))
+    }
+
+    fn d(&self) -> i16 {
+        iq1m_d_bits(&self.scales) as i16
     }
 }
 
@@ -292,6 +555,22 @@ unsafe fn dot_iq1_s_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f3
 unsafe fn dot_iq1_s_x_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
     // SAFETY: same features as this function.
     unsafe { grid_rows::<BlockIQ1SX>(rows, a, out) }
+}
+
+/// IQ1_M · Q8_K for several weight rows against one activation row (decode), four rows at a
+/// time ([`grid_rows`]); each row gets the reference's bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq1_m_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { grid_rows::<BlockIQ1M>(rows, a, out) }
+}
+
+/// IQ1_M_X · Q8_K for several weight rows against one activation row (decode): IQ1_M's
+/// bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_iq1_m_x_avx2_rows(_n: usize, rows: &[&[u8]], a: &[u8], out: &mut [f32]) {
+    // SAFETY: same features as this function.
+    unsafe { grid_rows::<BlockIQ1MX>(rows, a, out) }
 }
 
 /// IQ2_XXS_X · Q8_K for several weight rows against one activation row (decode): IQ2_XXS's

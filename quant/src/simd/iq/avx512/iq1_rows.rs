@@ -30,7 +30,7 @@
 //! σ (v the grid value, σ = ±1 its sub-group's delta sign), so T = Σ_h s'_h·Σ_{e∈h} W_e·y_e
 //! (h the sixteen 16-element halves, s' = 2s + 1), as in the other IQ1_M kernels. The sign
 //! joins the index: the whole `qh` nibble is bits 8–11 of a 12-bit index into
-//! [`M_SIGNED_LEVELS`], 4096 grid rows of W + 9 bytes (32 KiB), so the gathers give the
+//! [`IQ1M_LEVELS`], 4096 grid rows of W + 9 bytes (32 KiB), so the gathers give the
 //! unsigned weights with no sign step. Gathers 0/1 and 2/3 fetch the two sub-groups of one
 //! half per qword ([`M_HALVES`]), so two `vpdpbusd` per register give dwords of eight
 //! elements of one half; they start from −9·Σy of those elements (prepared), so each
@@ -44,6 +44,7 @@
 use super::*;
 use crate::blocks::{BlockIQ1M, BlockIQ1S, BlockQ8K};
 use crate::codec::iquants::iq1m_d_bits;
+use crate::grids::IQ1M_LEVELS;
 
 entry!(rows
     dot_iq1_s_avx512_prepared_entry => dot_iq1_s_avx512_prepared,
@@ -388,32 +389,6 @@ rows4x4_impl!(prepared Iq1sGather, BlockIQ1S, S1gAct, 0.125, sums_prepared, |x| 
 
 // ---- IQ1_M --------------------------------------------------------------------------------
 
-/// `IQ1S_GRID[i & 0x7FF]` as eight bytes W + 9 = 8·v + 9 + σ, σ = −1 where bit 11 of `i`
-/// (the sub-group's delta sign, bit 3 of its `qh` nibble) is set: element j in byte j.
-static M_SIGNED_LEVELS: [u64; 4096] = {
-    let mut t = [0u64; 4096];
-    let mut i = 0;
-    while i < 4096 {
-        let g = IQ1S_GRID[i & 0x7FF];
-        let neg = i & 0x800 != 0;
-        let mut c = 0u64;
-        let mut j = 0;
-        while j < 8 {
-            let w9: u64 = match (g >> (8 * j)) as u8 {
-                0xFF => 1,
-                0 => 9,
-                1 => 17,
-                _ => panic!("IQ1S_GRID value outside -1, 0, 1"),
-            };
-            c |= (if neg { w9 - 1 } else { w9 + 1 }) << (8 * j);
-            j += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-};
-
 /// IQ1_M: the halves whose sub-groups gathers (0, 1) and (2, 3) fetch in qword q,
 /// `[H₀(q), H₁(q)]`: q ∈ {0, 1, 4, 5} takes halves 0..8, the rest 8..16, as the `qh`
 /// broadcast needs.
@@ -541,7 +516,7 @@ impl Iq1mGather {
     #[inline]
     unsafe fn new() -> Self {
         Iq1mGather {
-            index: GatherIndex::new(&M_QS_PICK, &M_HI_PICK, 0xF00, &M_SIGNED_LEVELS),
+            index: GatherIndex::new(&M_QS_PICK, &M_HI_PICK, 0xF00, &IQ1M_LEVELS),
             scale_pick: table64(&M_SCALE_PICK),
         }
     }
