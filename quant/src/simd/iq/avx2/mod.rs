@@ -344,27 +344,24 @@ unsafe fn dot_iq1_m_x_avx2_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
 }
 
 /// The two IQ1_M layouts ([`BlockIQ1M`], the repacked [`BlockIQ1MX`]) as the multi-column
-/// kernel takes them: per group the unsigned weights 8·grid + δ + 9 (0..18) and the scales
-/// of its two halves.
+/// kernel takes them: per group the unsigned weights 8·grid + δ + 9 (0..18), and the packed
+/// scales (IQ1_M's in both).
 trait Iq1mGroups: bytemuck::Pod {
-    /// Group `g`'s weights and half scales.
+    /// The eight groups' weights, element j of group g in byte j of register g.
     ///
     /// # Safety
     /// The CPU must have AVX2, FMA and F16C.
-    unsafe fn weights(&self, g: usize) -> (__m256i, (i16, i16));
-    /// The packed scales (the super-block scale is cut from them).
+    unsafe fn weights(&self) -> [__m256i; 8];
+    /// The packed scales (3-bit half scales; the super-block scale is cut from them).
     fn scales(&self) -> &[u8; 8];
 }
 
 impl Iq1mGroups for BlockIQ1M {
+    /// Gathered whole ([`rows::iq1m_weights`]).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn weights(&self, g: usize) -> (__m256i, (i16, i16)) {
-        let (eight, ten) = (_mm256_set1_epi8(8), _mm256_set1_epi8(10));
-        let (grid, neg, l) = iq1m_group(self, g);
-        // δ + 9: 8 where the sub-group's sign bit is set, else 10
-        let d9 = _mm256_blendv_epi8(ten, eight, neg);
-        (_mm256_add_epi8(_mm256_sign_epi8(eight, grid), d9), l)
+    unsafe fn weights(&self) -> [__m256i; 8] {
+        rows::iq1m_weights(self)
     }
     fn scales(&self) -> &[u8; 8] {
         &self.scales
@@ -374,23 +371,21 @@ impl Iq1mGroups for BlockIQ1M {
 impl Iq1mGroups for BlockIQ1MX {
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn weights(&self, g: usize) -> (__m256i, (i16, i16)) {
+    unsafe fn weights(&self) -> [__m256i; 8] {
         // the codes l = grid + 1: 8·grid + 9 + δ = 8·l + 1 + δ, δ = −1 where the sub-group's
         // sign bit is set (0 then), else +1 (2)
-        let lv = iq1_x_codes(&self.qs, g);
-        let dm = |k: usize| {
-            if iq1mx_neg(self, 4 * g + k) {
-                0u64
-            } else {
-                0x0202_0202_0202_0202
-            }
-        };
-        let d = rows4!(dm(0), dm(1), dm(2), dm(3));
-        let (s1, s2) = iq1m_scales_of(&self.scales, g);
-        (
-            _mm256_add_epi8(_mm256_slli_epi16(lv, 3), d),
-            ((2 * s1 + 1) as i16, (2 * s2 + 1) as i16),
-        )
+        std::array::from_fn(|g| {
+            let lv = iq1_x_codes(&self.qs, g);
+            let dm = |k: usize| {
+                if iq1mx_neg(self, 4 * g + k) {
+                    0u64
+                } else {
+                    0x0202_0202_0202_0202
+                }
+            };
+            let d = rows4!(dm(0), dm(1), dm(2), dm(3));
+            _mm256_add_epi8(_mm256_slli_epi16(lv, 3), d)
+        })
     }
     fn scales(&self) -> &[u8; 8] {
         &self.scales
@@ -412,15 +407,15 @@ unsafe fn iq1_m_multi<B: Iq1mGroups>(_n: usize, w: &[u8], acts: &[&[u8]], out: &
         let mut s = [_mm256_setzero_ps(); COLS / 8];
         for (b, x) in xs.iter().enumerate() {
             // per group: the unsigned weights and the scales of its two halves (i16 lanes)
-            let mut wv = [_mm256_setzero_si256(); 8];
+            // SAFETY: same features.
+            let wv = unsafe { x.weights() };
             let mut lsv = [_mm256_setzero_si256(); 8];
             let mut ls16 = [0i16; 16];
-            for (g, (wg, lg)) in wv.iter_mut().zip(lsv.iter_mut()).enumerate() {
-                // SAFETY: same features.
-                let (weights, (l1, l2)) = unsafe { x.weights(g) };
+            for (g, lg) in lsv.iter_mut().enumerate() {
+                let (s1, s2) = iq1m_scales_of(x.scales(), g);
+                let (l1, l2) = ((2 * s1 + 1) as i16, (2 * s2 + 1) as i16);
                 *lg = _mm256_set_m128i(_mm_set1_epi16(l2), _mm_set1_epi16(l1));
                 (ls16[2 * g], ls16[2 * g + 1]) = (9 * l1, 9 * l2);
-                *wg = weights;
             }
             // SAFETY: `ls16` is 32 readable bytes (unaligned load).
             let ls9 = unsafe { _mm256_loadu_si256(ls16.as_ptr().cast()) };

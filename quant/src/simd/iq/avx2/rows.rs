@@ -359,6 +359,41 @@ fn iq1m_half_scales(scales: &[u8; 8]) -> __m256i {
     _mm256_or_si256(_mm256_slli_epi16::<1>(s), _mm256_set1_epi16(1))
 }
 
+/// The unsigned weights W = 8·v + 9 + σ (0..18) of an IQ1_M block's eight groups, element j
+/// of group g in byte j of register g: one `vpgatherdq` a group from [`IQ1M_LEVELS`]. The
+/// indices are formed eight at a time (two groups) as IQ1_S's: the `qs` bytes zero-extended
+/// to dwords, or'd with the whole `qh` nibble (three index bits and the delta sign; sub-group
+/// 8j + t's is bits 4t of `qh` dword j) at bits 8–11.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn iq1m_weights(x: &BlockIQ1M) -> [__m256i; 8] {
+    let shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    let low4 = _mm256_set1_epi32(15);
+    let mut w = [_mm256_setzero_si256(); 8];
+    for j in 0..4 {
+        // SAFETY: `qs` bytes 8j..8j + 8 and `qh` bytes 4j..4j + 4 lie in the block (j < 4;
+        // unaligned loads).
+        let (q, h) = unsafe {
+            (
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(x.qs.as_ptr().add(8 * j).cast())),
+                _mm256_set1_epi32(std::ptr::read_unaligned(
+                    x.qh.as_ptr().add(4 * j).cast::<i32>(),
+                )),
+            )
+        };
+        let hi = _mm256_and_si256(_mm256_srlv_epi32(h, shifts), low4);
+        let idx = _mm256_or_si256(q, _mm256_slli_epi32::<8>(hi));
+        // SAFETY: every index is a `qs` byte or'd with four bits at 8–11, so below 4096,
+        // inside the table (8-byte rows).
+        unsafe {
+            let base = IQ1M_LEVELS.as_ptr().cast();
+            w[2 * j] = _mm256_i32gather_epi64::<8>(base, _mm256_castsi256_si128(idx));
+            w[2 * j + 1] = _mm256_i32gather_epi64::<8>(base, _mm256_extracti128_si256::<1>(idx));
+        }
+    }
+    w
+}
+
 impl GridRows for BlockIQ1M {
     const INNER: f32 = 0.125;
     const OUTER: f32 = 1.0;
@@ -381,54 +416,26 @@ impl GridRows for BlockIQ1M {
     }
 
     /// T = Σ_h ls_h·(Σ W·y − 9·Σ y) over the sixteen halves h, with W = 8·v + 9 + σ the
-    /// unsigned weight of [`IQ1M_LEVELS`]: the indices as IQ1_S's, with the whole `qh` nibble
-    /// (three index bits and the delta sign) at bits 8–11; one `vpgatherdq` per group.
+    /// unsigned weights of [`iq1m_weights`].
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn sums(&self, y: &BlockQ8K, bs9: &__m256i) -> __m256i {
         let x = self;
         let ls = iq1m_half_scales(&x.scales);
         let mut acc = _mm256_madd_epi16(*bs9, ls);
-        let shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-        let low4 = _mm256_set1_epi32(15);
-        for j in 0..4 {
-            // indices of groups 2j (lanes 0–3) and 2j + 1 (lanes 4–7): sub-group 8j + t's
-            // nibble is bits 4t of the `qh` dword j
-            // SAFETY: `qs` bytes 8j..8j + 8 and `qh` bytes 4j..4j + 4 lie in the block (j <
-            // 4; unaligned loads).
-            let (q, h) = unsafe {
+        for (g, w) in iq1m_weights(x).into_iter().enumerate() {
+            // SAFETY: `y.qs` bytes 32g..32g + 32 lie in the block (g < 8) and the control is
+            // 32 bytes (unaligned loads).
+            let (yv, bc) = unsafe {
                 (
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(x.qs.as_ptr().add(8 * j).cast())),
-                    _mm256_set1_epi32(std::ptr::read_unaligned(
-                        x.qh.as_ptr().add(4 * j).cast::<i32>(),
-                    )),
+                    _mm256_loadu_si256(y.qs.as_ptr().add(32 * g).cast()),
+                    _mm256_loadu_si256(WORD_BCAST[g].as_ptr().cast()),
                 )
             };
-            let hi = _mm256_and_si256(_mm256_srlv_epi32(h, shifts), low4);
-            let idx = _mm256_or_si256(q, _mm256_slli_epi32::<8>(hi));
-            for (k, ix) in [
-                _mm256_castsi256_si128(idx),
-                _mm256_extracti128_si256::<1>(idx),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let g = 2 * j + k;
-                // SAFETY: every index is a `qs` byte or'd with four bits at 8–11, so below
-                // 4096, inside the table (8-byte rows); `y.qs` bytes 32g..32g + 32 lie in the
-                // block (g < 8) and the control is 32 bytes (unaligned loads).
-                let (w, yv, bc) = unsafe {
-                    (
-                        _mm256_i32gather_epi64::<8>(IQ1M_LEVELS.as_ptr().cast(), ix),
-                        _mm256_loadu_si256(y.qs.as_ptr().add(32 * g).cast()),
-                        _mm256_loadu_si256(WORD_BCAST[g].as_ptr().cast()),
-                    )
-                };
-                // |pair sums| ≤ 2·18·128 < 2¹⁵
-                let m = _mm256_maddubs_epi16(w, yv);
-                let sc = _mm256_shuffle_epi8(ls, bc);
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(m, sc));
-            }
+            // |pair sums| ≤ 2·18·128 < 2¹⁵
+            let m = _mm256_maddubs_epi16(w, yv);
+            let sc = _mm256_shuffle_epi8(ls, bc);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(m, sc));
         }
         acc
     }
