@@ -340,7 +340,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
     g.finish();
 }
 
-/// The sixteen-row group tile of IQ2_XXS (`gemm/<type>/group16x8<suffix>`: 16 rows, made
+/// The sixteen-row group tile of IQ2_XXS or IQ1_M (`gemm/<type>/group16x8<suffix>`: 16 rows, made
 /// from the four weight rows `rows`, × 8 columns) and its group expander
 /// (`gemm/<type>/expand-group<suffix>`, bytes of the sixteen weight rows per second); the
 /// suffix names a lower level's kernels.
@@ -354,10 +354,10 @@ fn bench_grid_group(
 ) {
     use quant::simd::iq::group as iq_group;
     let rows16: Vec<&[u8]> = (0..16).map(|i| rows[i % rows.len()]).collect();
-    let mut group = vec![0u8; iq_group::group_bytes(N)];
+    let mut group = vec![0u8; iq_group::group_bytes(N, gg.scales)];
     (gg.expand)(N, &rows16, &mut group);
-    let mut panel = vec![0u8; iq_group::panel_bytes(N, 8)];
-    iq_group::pack_panel(N, &acts[..8], &mut panel);
+    let mut panel = vec![0u8; iq_group::panel_bytes(N, 8, gg.scales)];
+    iq_group::pack_panel(N, &acts[..8], &mut panel, gg.scales);
     let mut out = [[0f32; 16]; 8];
     g.throughput(Throughput::Elements((2 * N * 128) as u64));
     g.bench_function(

@@ -610,6 +610,8 @@ impl CpuKernel for MulMatId {
                 DType::IQ2_XXS_X,
                 DType::IQ1_S,
                 DType::IQ1_S_X,
+                DType::IQ1_M,
+                DType::IQ1_M_X,
                 DType::Q8_0,
             ] {
                 for bsz in [1usize, 2] {

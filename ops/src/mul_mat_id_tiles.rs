@@ -1,5 +1,5 @@
-//! MUL_MAT_ID's tiled GEMMs for grid-type experts with several tokens (IQ2_XXS, IQ1_S and
-//! their repacked forms): the group's activation panels, and an item's rows expanded once and
+//! MUL_MAT_ID's tiled GEMMs for grid-type experts with several tokens (IQ2_XXS, IQ1_S, IQ1_M
+//! and their repacked forms): the group's activation panels, and an item's rows expanded once and
 //! multiplied by the VNNI register tile or, where the CPU has AMX, the AMX tile; every output
 //! has the reference's bits.
 
@@ -15,8 +15,8 @@ use quant::simd::table::GridGroup;
 pub(super) enum Vnni {
     /// Four expanded rows × eight tokens (`tile_grid`).
     Rows4(tile_grid::TileFn, tile_grid::ExpandFn),
-    /// Rows expanded sixteen at a time into groups × eight tokens (`iq_group`: IQ2_XXS and
-    /// IQ2_XXS_X).
+    /// Rows expanded sixteen at a time into groups × eight tokens (`iq_group`: IQ2_XXS,
+    /// IQ1_M and their repacked forms).
     Group(GridGroup),
 }
 
@@ -26,7 +26,9 @@ impl Vnni {
         let eb = tile_grid::expanded_bytes(k);
         match self {
             Vnni::Rows4(..) => rows * eb,
-            Vnni::Group(..) => rows.div_ceil(iq_group::GROUP_ROWS) * iq_group::group_bytes(k),
+            Vnni::Group(g) => {
+                rows.div_ceil(iq_group::GROUP_ROWS) * iq_group::group_bytes(k, g.scales)
+            }
         }
     }
 
@@ -34,7 +36,7 @@ impl Vnni {
     pub(super) fn panels(self) -> Panels {
         match self {
             Vnni::Rows4(..) => Panels::Rows4,
-            Vnni::Group(..) => Panels::Group,
+            Vnni::Group(g) => Panels::Group(g.scales),
         }
     }
 }
@@ -64,8 +66,9 @@ pub(super) enum Grid {
 pub(super) enum Panels {
     /// The four-row VNNI tile's (`tile_grid::pack_panel`).
     Rows4,
-    /// The sixteen-row group tile's (`iq_group::pack_panel`).
-    Group,
+    /// The sixteen-row group tile's (`iq_group::pack_panel`) with this many scale groups a
+    /// super-block.
+    Group(usize),
     /// The AMX tile's (`tile_amx::pack_panel`).
     Amx,
 }
@@ -75,7 +78,7 @@ impl Panels {
     fn cols(self) -> usize {
         match self {
             Panels::Rows4 => tile_grid::TILE_COLS,
-            Panels::Group => iq_group::PANEL_COLS,
+            Panels::Group(_) => iq_group::PANEL_COLS,
             Panels::Amx => tile_amx::TILE_COLS,
         }
     }
@@ -84,7 +87,7 @@ impl Panels {
     fn bytes(self, k: usize, cols: usize) -> usize {
         match self {
             Panels::Rows4 => tile_grid::panel_bytes(k, cols),
-            Panels::Group => iq_group::panel_bytes(k, cols),
+            Panels::Group(h) => iq_group::panel_bytes(k, cols, h),
             Panels::Amx => tile_amx::panel_bytes(k, cols),
         }
     }
@@ -122,7 +125,7 @@ pub(super) fn pack_group_panels(
         let out = &mut panels[at..at + len];
         match layout {
             Panels::Rows4 => tile_grid::pack_panel(s.k, &acts, out),
-            Panels::Group => iq_group::pack_panel(s.k, &acts, out),
+            Panels::Group(h) => iq_group::pack_panel(s.k, &acts, out, h),
             Panels::Amx => tile_amx::pack_panel(s.k, &acts, out),
         }
         at += len;
@@ -131,11 +134,16 @@ pub(super) fn pack_group_panels(
 
 /// Bytes of one expert's panels for at most `t` tokens: the largest of the layouts' needs.
 pub(super) fn group_panels_bytes(s: &Shape) -> usize {
-    [Panels::Rows4, Panels::Group, Panels::Amx]
-        .into_iter()
-        .map(|p| s.t.div_ceil(p.cols()) * p.bytes(s.k, p.cols()))
-        .max()
-        .unwrap_or(0)
+    [
+        Panels::Rows4,
+        Panels::Group(iq_group::IQ2_SCALES),
+        Panels::Group(iq_group::IQ1M_SCALES),
+        Panels::Amx,
+    ]
+    .into_iter()
+    .map(|p| s.t.div_ceil(p.cols()) * p.bytes(s.k, p.cols()))
+    .max()
+    .unwrap_or(0)
 }
 
 /// Output columns `cols` of every output row in `group` (the rows routed to expert `rows`) with
@@ -235,9 +243,9 @@ pub(super) fn expert_tiles(
 }
 
 /// Output columns `cols` of every output row in `group` (the `(token, slot)` rows routed to
-/// expert `rows`) with the sixteen-row group GEMM (IQ2_XXS, IQ2_XXS_X): the item's weight rows
+/// expert `rows`) with the sixteen-row group GEMM (IQ2_XXS, IQ1_M, their repacked forms): the item's weight rows
 /// are expanded sixteen at a time into groups in `ex`, then each chunk's panel
-/// ([`pack_group_panels`], [`Panels::Group`]) in `panels` is multiplied against every group of
+/// ([`pack_group_panels`], [`Panels::Group`] of its scale groups) in `panels` is multiplied against every group of
 /// the item (the reference's bits).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn expert_groups(
@@ -252,7 +260,7 @@ pub(super) fn expert_groups(
 ) {
     const R: usize = iq_group::GROUP_ROWS;
     const C: usize = iq_group::PANEL_COLS;
-    let gb = iq_group::group_bytes(s.k);
+    let gb = iq_group::group_bytes(s.k, g.scales);
     let nr = cols.len();
     let ng = nr.div_ceil(R);
     for (gi, out) in ex.chunks_exact_mut(gb).take(ng).enumerate() {
@@ -261,7 +269,7 @@ pub(super) fn expert_groups(
         let wr: [&[u8]; R] = std::array::from_fn(|i| rows.row(n0 + i.min(m - 1)));
         (g.expand)(s.k, &wr[..m], out);
     }
-    for (chunk, panel) in Panels::Group.chunks(s.k, group, panels) {
+    for (chunk, panel) in Panels::Group(g.scales).chunks(s.k, group, panels) {
         let m = chunk.len();
         for gi in 0..ng {
             let mut out = [[0f32; R]; C];

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{activations, assert_tile_bits, kernels_of, random_blocks, rng, Tally};
+use common::{
+    activations, assert_tile_bits, kernels_of, random_blocks, rng, set_iq1m_scales, Tally,
+};
 use fathom_quant as quant;
 use quant::simd::table::Column;
 use quant::simd::Tile;
@@ -192,38 +194,52 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
     tally.assert_all(Column::Tile, &grids);
 }
 
-/// The IQ2_XXS group tile gives every (row, column) the reference dot's bits, for groups of
-/// 1, 2, 5, 15 and 16 rows (missing rows give 0) and every column count 1..=8, with the
-/// largest scales and grid values and saturated activations included, over super-block
-/// counts 1, 2 and 5; each level's group expander writes the reference expander's bytes; for
-/// IQ2_XXS and IQ2_XXS_X.
+/// The grid group tiles (IQ2_XXS, IQ1_M and their repacked forms) give every (row, column)
+/// the reference dot's bits, for groups of 1, 2, 5, 15 and 16 rows (missing rows give 0) and
+/// every column count 1..=8, with the largest scales and weights and saturated activations
+/// included, over super-block counts 1, 2 and 5; each level's group expander writes the
+/// reference expander's bytes.
 #[test]
-fn iq2_xxs_group_tile_matches_the_reference_bit_for_bit() {
+fn grid_group_tiles_match_the_reference_bit_for_bit() {
     use quant::simd::iq::group::{
-        expand_group_iq2_xxs, expand_group_iq2_xxs_x, group_bytes, pack_panel, panel_bytes,
-        GROUP_ROWS, PANEL_COLS,
+        expand_group_iq1_m, expand_group_iq1_m_x, expand_group_iq2_xxs, expand_group_iq2_xxs_x,
+        group_bytes, pack_panel, panel_bytes, GROUP_ROWS, IQ1M_SCALES, IQ2_SCALES, PANEL_COLS,
     };
+    type Expand = fn(usize, &[&[u8]], &mut [u8]);
+    // a layout's group and panel sizes and its panel packer
+    type Layout = (
+        fn(usize) -> usize,
+        fn(usize, usize) -> usize,
+        fn(usize, &[&[u8]], &mut [u8]),
+    );
     let mut tally = Tally::default();
     let mut r = rng(0x16a2);
-    let types = [DType::IQ2_XXS, DType::IQ2_XXS_X];
-    for (wt, reference_expand) in [
-        (
-            types[0],
-            expand_group_iq2_xxs as fn(usize, &[&[u8]], &mut [u8]),
-        ),
-        (types[1], expand_group_iq2_xxs_x),
+    let types = [
+        DType::IQ2_XXS,
+        DType::IQ2_XXS_X,
+        DType::IQ1_M,
+        DType::IQ1_M_X,
+    ];
+    for (wt, reference_expand, h) in [
+        (types[0], expand_group_iq2_xxs as Expand, IQ2_SCALES),
+        (types[1], expand_group_iq2_xxs_x, IQ2_SCALES),
+        (types[2], expand_group_iq1_m, IQ1M_SCALES),
+        (types[3], expand_group_iq1_m_x, IQ1M_SCALES),
     ] {
         let reference = wt.info().vec_dot.unwrap();
+        let iq1m = matches!(wt, DType::IQ1_M | DType::IQ1_M_X);
         for (level, k) in kernels_of(wt, |r| r.tile) {
             let (Tile::Grid { group: Some(g), .. } | Tile::GridGroup(g)) = k.f else {
                 panic!("{wt:?}'s tile has a group tile");
             };
+            assert_eq!(g.scales, h, "{wt:?} scale groups");
             tally.ran(wt, Column::Tile, level, &k);
             for nsb in [1usize, 2, 5] {
                 let n = 256 * nsb;
                 let rows: Vec<Vec<u8>> = (0..GROUP_ROWS)
                     .map(|i| {
-                        let mut w = random_blocks(&mut r, wt, n, &[0], 0.004);
+                        let at: &[usize] = if iq1m { &[] } else { &[0] };
+                        let mut w = random_blocks(&mut r, wt, n, at, 0.004);
                         if i == 1 && wt == DType::IQ2_XXS {
                             // every group's scale nibble at 15 (ls = 31) and grid index 0xff
                             for blk in w.chunks_exact_mut(66) {
@@ -232,6 +248,20 @@ fn iq2_xxs_group_tile_matches_the_reference_bit_for_bit() {
                                     gq[..4].fill(0xff);
                                 }
                             }
+                        }
+                        if i == 1 && wt == DType::IQ1_M {
+                            // every half scale 7 (ls = 15), every delta negative and high
+                            // index bits 7: |ls·W| up to 15·9
+                            for blk in w.chunks_exact_mut(56) {
+                                blk[32..48].fill(0xff);
+                                for sw in blk[48..56].chunks_exact_mut(2) {
+                                    sw[0] = 0xff;
+                                    sw[1] |= 0x0f;
+                                }
+                            }
+                        }
+                        if iq1m {
+                            set_iq1m_scales(&mut r, &mut w, wt, 0.004);
                         }
                         w
                     })
@@ -244,10 +274,24 @@ fn iq2_xxs_group_tile_matches_the_reference_bit_for_bit() {
                         a
                     })
                     .collect();
+                // the layout's sizes and packer for its scale groups, as fn pointers
+                let (group_bytes, panel_bytes, pack): Layout = if h == IQ2_SCALES {
+                    (
+                        |n| group_bytes(n, IQ2_SCALES),
+                        |n, c| panel_bytes(n, c, IQ2_SCALES),
+                        |n, a, o| pack_panel(n, a, o, IQ2_SCALES),
+                    )
+                } else {
+                    (
+                        |n| group_bytes(n, IQ1M_SCALES),
+                        |n, c| panel_bytes(n, c, IQ1M_SCALES),
+                        |n, a, o| pack_panel(n, a, o, IQ1M_SCALES),
+                    )
+                };
                 let k = GroupTile {
                     group_bytes,
                     panel_bytes,
-                    pack: pack_panel,
+                    pack,
                     expand: g.expand,
                     expand_ref: reference_expand,
                     tile: g.tile,
@@ -257,6 +301,59 @@ fn iq2_xxs_group_tile_matches_the_reference_bit_for_bit() {
         }
     }
     tally.assert_all(Column::Tile, &types);
+}
+
+/// IQ1_M's group tiles take the reference's ×0.125 on each block's sum, not on the row's at
+/// the end: the two orders differ only where the products fall among the subnormals, so this
+/// test puts them there (super-scales that are f16 subnormals, one tiny activation a
+/// super-block), where a tile with the other order fails.
+#[test]
+fn iq1_m_group_tiles_keep_the_reference_bits_among_subnormals() {
+    use quant::simd::iq::group::{
+        expand_group_iq1_m, group_bytes, pack_panel, panel_bytes, GROUP_ROWS, IQ1M_SCALES,
+        PANEL_COLS,
+    };
+    let mut r = rng(0x5ab);
+    let wt = DType::IQ1_M;
+    let reference = wt.info().vec_dot.unwrap();
+    let n = 256 * 3;
+    let rows: Vec<Vec<u8>> = (0..GROUP_ROWS)
+        .map(|_| {
+            let mut w = random_blocks(&mut r, wt, n, &[], 0.0);
+            for blk in w.chunks_exact_mut(56) {
+                common::set_iq1m_scale(blk, wt, 1 + (r() % 63) as u16);
+            }
+            w
+        })
+        .collect();
+    let acts: Vec<Vec<u8>> = (0..PANEL_COLS)
+        .map(|_| {
+            let mut x = vec![0f32; n];
+            for sb in x.chunks_exact_mut(256) {
+                sb[(r() % 256) as usize] = 1e-36 * (1.0 + (r() % 64) as f32);
+            }
+            let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+            quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+            a
+        })
+        .collect();
+    let mut tally = Tally::default();
+    for (level, k) in kernels_of(wt, |r| r.tile) {
+        let Tile::GridGroup(g) = k.f else {
+            panic!("IQ1_M's tile is a group tile");
+        };
+        tally.ran(wt, Column::Tile, level, &k);
+        let k = GroupTile {
+            group_bytes: |n| group_bytes(n, IQ1M_SCALES),
+            panel_bytes: |n, c| panel_bytes(n, c, IQ1M_SCALES),
+            pack: |n, a, o| pack_panel(n, a, o, IQ1M_SCALES),
+            expand: g.expand,
+            expand_ref: expand_group_iq1_m,
+            tile: g.tile,
+        };
+        assert_group_tile(&format!("IQ1_M {level}"), n, &rows, &acts, &k, reference);
+    }
+    tally.assert_all(Column::Tile, &[wt]);
 }
 
 /// The float tile kernels (f32 accumulation) stay within their documented bound of the f64

@@ -159,10 +159,12 @@ use tile_shapes;
 /// Safe entries of the sixteen-row group tiles (`q8::tile_x16`, `iq::group`), whose kernels
 /// take `n / $block` blocks of a group and a panel and write `[column][row]`: each entry
 /// checks the lengths against the invoking module's `group_bytes`, `panel_bytes` and
-/// `PANEL_COLS`, then runs its kernel for the panel's column count.
+/// `PANEL_COLS`, then runs its kernel for the panel's column count. An entry written
+/// `entry => kernel [h, inner]` is of a layout with `h` scale groups a block (`iq::group`):
+/// the sizes take `h`, and the kernel's generics are `<columns, h, inner>`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! group_tile_entries {
-    ($block:literal; $($entry:ident => $kernel:ident),+ $(,)?) => {$(
+    ($block:literal; $($entry:ident => $kernel:ident $([$h:expr, $inner:expr])?),+ $(,)?) => {$(
         pub(crate) fn $entry(
             n: usize,
             group: &[u8],
@@ -171,8 +173,8 @@ macro_rules! group_tile_entries {
             out: &mut [[f32; 16]],
         ) {
             assert!((1..=PANEL_COLS).contains(&cols), "tile columns");
-            assert_eq!(group.len(), group_bytes(n), "group length");
-            assert_eq!(panel.len(), panel_bytes(n, cols), "panel length");
+            assert_eq!(group.len(), group_bytes(n $(, $h)?), "group length");
+            assert_eq!(panel.len(), panel_bytes(n, cols $(, $h)?), "panel length");
             assert_eq!(out.len(), cols, "tile output length");
             let nb = n / $block;
             macro_rules! go {
@@ -181,7 +183,7 @@ macro_rules! group_tile_entries {
                     // SAFETY: `table::kernels` hands this entry out only after checking the
                     // features; the lengths are checked above (every block of the group and
                     // the panel is in bounds).
-                    unsafe { $kernel::<$c>(nb, group, panel, out) }
+                    unsafe { $kernel::<$c $(, $h, $inner)?>(nb, group, panel, out) }
                 }};
             }
             match cols {

@@ -195,19 +195,23 @@ pub enum Tile {
         /// The AMX tile, on CPUs with AMX.
         amx: Option<AmxTile>,
     },
-    /// IQ2_XXS experts by the sixteen-row group tile alone (AVX-VNNI: no four-row tile, no
-    /// AMX).
+    /// Grid experts by the sixteen-row group tile alone: IQ2_XXS with AVX-VNNI (no four-row
+    /// tile, no AMX), IQ1_M (and IQ1_M_X) with AVX-VNNI or AVX-512 VNNI (its scales cover 16
+    /// elements, which the four-row tile's layout has no room for).
     GridGroup(GridGroup),
 }
 
-/// The group GEMM of IQ2_XXS experts ([`iq_group`]): weight rows expanded sixteen at a time
-/// into a group, rows in a register's lanes.
+/// The group GEMM of IQ2_XXS or IQ1_M experts ([`iq_group`]): weight rows expanded sixteen at
+/// a time into a group, rows in a register's lanes.
 #[derive(Clone, Copy, Debug)]
 pub struct GridGroup {
     /// The tile kernel.
     pub tile: iq_group::GroupTileFn,
     /// Sixteen weight rows → a group.
     pub expand: iq_group::GroupExpandFn,
+    /// Scale groups a super-block of the layout ([`iq_group::IQ2_SCALES`],
+    /// [`iq_group::IQ1M_SCALES`]): the group's and the panels' sizes.
+    pub scales: usize,
 }
 
 /// The AMX GEMM of a grid type ([`tile_amx`]).
@@ -376,6 +380,16 @@ use CpuLevel::{Amx, Avx2, Avx2Vnni, Avx512, Avx512Bf16, Avx512Vnni};
 
 /// The grid tile of `dtype` (expander `expand`) at the VNNI level, or with AMX.
 #[cfg(target_arch = "x86_64")]
+/// IQ1_M's (or IQ1_M_X's) group tile: `tile` on groups of sixteen rows from `expand`, in the
+/// layout of sixteen scale groups (the halves).
+const fn iq1m_group(tile: iq_group::GroupTileFn, expand: iq_group::GroupExpandFn) -> Tile {
+    Tile::GridGroup(GridGroup {
+        tile,
+        expand,
+        scales: iq_group::IQ1M_SCALES,
+    })
+}
+
 const fn grid(dtype: DType, expand: tile_grid::ExpandFn, amx: bool) -> Tile {
     let (tile, kind): (tile_grid::TileFn, tile_amx::GridKind) = match dtype {
         DType::IQ2_XXS | DType::IQ2_XXS_X => {
@@ -405,10 +419,12 @@ const fn grid(dtype: DType, expand: tile_grid::ExpandFn, amx: bool) -> Tile {
         DType::IQ2_XXS => Some(GridGroup {
             tile: iq_group::x86::tile_entry,
             expand: iq_group::x86::expand_iq2_xxs_entry,
+            scales: iq_group::IQ2_SCALES,
         }),
         DType::IQ2_XXS_X => Some(GridGroup {
             tile: iq_group::x86::tile_entry,
             expand: iq_group::x86::expand_iq2_xxs_x_entry,
+            scales: iq_group::IQ2_SCALES,
         }),
         _ => None,
     };
@@ -576,6 +592,7 @@ static X86: &[Row] = &[
         Tile::GridGroup(GridGroup {
             tile: iq_group::x86::tile_avx_vnni_entry,
             expand: iq_group::x86::expand_iq2_xxs_avx2_entry,
+            scales: iq_group::IQ2_SCALES,
         }),
     ),
     Row::new(DType::IQ2_XXS, Avx512Vnni)
@@ -599,6 +616,7 @@ static X86: &[Row] = &[
         Tile::GridGroup(GridGroup {
             tile: iq_group::x86::tile_avx_vnni_entry,
             expand: iq_group::x86::expand_iq2_xxs_x_avx2_entry,
+            scales: iq_group::IQ2_SCALES,
         }),
     ),
     Row::new(DType::IQ2_XXS_X, Avx512Vnni)
@@ -657,18 +675,46 @@ static X86: &[Row] = &[
         .dot("avx2", i2::dot_iq1_m_avx2_entry)
         .rows("avx2", i2::dot_iq1_m_avx2_rows_entry)
         .multi("avx2", i2::dot_iq1_m_avx2_multi_entry),
+    Row::new(DType::IQ1_M, Avx2Vnni).tile(
+        "avx2-vnni",
+        iq1m_group(
+            iq_group::x86::tile_iq1m_avx_vnni_entry,
+            iq_group::x86::expand_iq1_m_entry,
+        ),
+    ),
     Row::new(DType::IQ1_M, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_m_avx512_entry)
         .rows("avx512-prepared", i5::dot_iq1_m_avx512_prepared_entry)
-        .multi("avx512", i5::dot_iq1_m_avx512_multi_entry),
+        .multi("avx512", i5::dot_iq1_m_avx512_multi_entry)
+        .tile(
+            "avx512",
+            iq1m_group(
+                iq_group::x86::tile_iq1m_entry,
+                iq_group::x86::expand_iq1_m_entry,
+            ),
+        ),
     Row::new(DType::IQ1_M_X, Avx2)
         .dot("avx2", i2::dot_iq1_m_x_avx2_entry)
         .rows("avx2", i2::dot_iq1_m_x_avx2_rows_entry)
         .multi("avx2", i2::dot_iq1_m_x_avx2_multi_entry),
+    Row::new(DType::IQ1_M_X, Avx2Vnni).tile(
+        "avx2-vnni",
+        iq1m_group(
+            iq_group::x86::tile_iq1m_avx_vnni_entry,
+            iq_group::x86::expand_iq1_m_x_entry,
+        ),
+    ),
     Row::new(DType::IQ1_M_X, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_m_x_avx512_entry)
         .rows("avx512", i5::dot_iq1_m_x_avx512_rows_entry)
-        .multi("avx512", i5::dot_iq1_m_x_avx512_multi_entry),
+        .multi("avx512", i5::dot_iq1_m_x_avx512_multi_entry)
+        .tile(
+            "avx512",
+            iq1m_group(
+                iq_group::x86::tile_iq1m_entry,
+                iq_group::x86::expand_iq1_m_x_entry,
+            ),
+        ),
 ];
 
 /// The kernels of one column for `dtype` at the levels up to `level` (capped at

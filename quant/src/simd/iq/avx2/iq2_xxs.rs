@@ -363,8 +363,7 @@ unsafe fn multi<B: Avx2Iq2>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]
 /// and `out` is [`crate::simd::iq::group::group_bytes`] of their element count.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(in crate::simd) unsafe fn group_iq2_xxs<B: Avx2Iq2>(rows: &[&[u8]], out: &mut [u8]) {
-    use crate::simd::iq::group::{D_AT, GROUP_ROWS, GROUP_SB, LS_AT};
-    use crate::simd::q8::tile_x16::x86::transpose8x8;
+    use crate::simd::iq::group::{GROUP_ROWS, GROUP_SB, IQ2_SCALES};
     let nr = rows.len();
     let mut xs: [&[B]; GROUP_ROWS] = [&[]; GROUP_ROWS];
     for (x, w) in xs.iter_mut().zip(rows) {
@@ -373,7 +372,7 @@ pub(in crate::simd) unsafe fn group_iq2_xxs<B: Avx2Iq2>(rows: &[&[u8]], out: &mu
     let to_group = _mm256_set1_epi8((128 - IQ2_OFFSET) as i8);
     // missing rows: values 0 (codes 0x80), scales 0
     let mut vals = [[0x80u8; 256]; GROUP_ROWS];
-    let mut ls = [[0i32; 8]; GROUP_ROWS];
+    let mut ls = [[0i32; 16]; GROUP_ROWS];
     let mut d = [0f32; GROUP_ROWS];
     for (b, ob) in out.chunks_exact_mut(GROUP_SB).enumerate() {
         for r in 0..nr {
@@ -392,46 +391,11 @@ pub(in crate::simd) unsafe fn group_iq2_xxs<B: Avx2Iq2>(rows: &[&[u8]], out: &mu
                     )
                 };
             }
-            ls[r] = l.map(i32::from);
+            ls[r][..8].copy_from_slice(&l.map(i32::from));
             d[r] = f16c!(x.d());
         }
-        // rows 8h..8h + 8 of a 32-byte slice of `vals` (e < 8) or of `ls` (e = 8)
-        for e in 0..9 {
-            let base = if e < 8 { 64 * 8 * e } else { LS_AT };
-            for half in 0..2 {
-                let a: [__m256i; 8] = std::array::from_fn(|p| {
-                    let r = 8 * half + p;
-                    let src: *const u8 = if e < 8 {
-                        vals[r][32 * e..].as_ptr()
-                    } else {
-                        ls[r].as_ptr().cast()
-                    };
-                    // SAFETY: 32 bytes at 32e of a 256-byte row (e < 8), or a row's eight
-                    // i32 scales (unaligned load).
-                    unsafe { _mm256_loadu_si256(src.cast()) }
-                });
-                for (k, v) in transpose8x8(a).iter().enumerate() {
-                    // SAFETY: half `half` of vector k of slice e: bytes base + 64k + 32·half..
-                    // of the super-block (unaligned store).
-                    unsafe {
-                        _mm256_storeu_si256(
-                            ob.as_mut_ptr().add(base + 64 * k + 32 * half).cast(),
-                            *v,
-                        )
-                    };
-                }
-            }
-        }
-        for (q, dq) in d.chunks_exact(8).enumerate() {
-            // SAFETY: the sixteen f32 scales are bytes D_AT..D_AT + 64 (unaligned load and
-            // store of eight).
-            unsafe {
-                _mm256_storeu_ps(
-                    ob.as_mut_ptr().add(D_AT + 32 * q).cast(),
-                    _mm256_loadu_ps(dq.as_ptr()),
-                )
-            };
-        }
+        // SAFETY: same features; `ob` is one super-block of the group.
+        unsafe { super::store_group_block(ob, &vals, &ls, &d, IQ2_SCALES) };
     }
 }
 

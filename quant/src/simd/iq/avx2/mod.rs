@@ -346,7 +346,7 @@ unsafe fn dot_iq1_m_x_avx2_multi(n: usize, w: &[u8], acts: &[&[u8]], out: &mut [
 /// The two IQ1_M layouts ([`BlockIQ1M`], the repacked [`BlockIQ1MX`]) as the multi-column
 /// kernel takes them: per group the unsigned weights 8·grid + δ + 9 (0..18), and the packed
 /// scales (IQ1_M's in both).
-trait Iq1mGroups: bytemuck::Pod {
+pub(in crate::simd) trait Iq1mGroups: bytemuck::Pod {
     /// The eight groups' weights, element j of group g in byte j of register g.
     ///
     /// # Safety
@@ -389,6 +389,110 @@ impl Iq1mGroups for BlockIQ1MX {
     }
     fn scales(&self) -> &[u8; 8] {
         &self.scales
+    }
+}
+
+/// Writes one super-block `ob` of a group (`iq::group`'s layout with `h` scale groups, 8 or
+/// 16): row r's 256 value bytes `vals[r]` (already v ⊕ 0x80), its `h` scales `ls[r][..h]` and
+/// its f32 scale `d[r]`, each 32-byte slice of eight rows transposed by dwords
+/// ([`transpose8x8`]) into the lanes of the group's vectors.
+///
+/// # Safety
+/// The CPU must have AVX2; `ob` must be `group_sb(h)` bytes.
+#[target_feature(enable = "avx2")]
+unsafe fn store_group_block(
+    ob: &mut [u8],
+    vals: &[[u8; 256]; 16],
+    ls: &[[i32; 16]; 16],
+    d: &[f32; 16],
+    h: usize,
+) {
+    use crate::simd::iq::group::{d_at, group_sb};
+    use crate::simd::q8::tile_x16::x86::transpose8x8;
+    assert_eq!(ob.len(), group_sb(h), "group block length");
+    // slice e: values 32e..32e + 32 (e < 8) or scales 8(e − 8).. (e ≥ 8), at vectors 8e..
+    for e in 0..8 + h / 8 {
+        for half in 0..2 {
+            let a: [__m256i; 8] = std::array::from_fn(|p| {
+                let r = 8 * half + p;
+                let src: *const u8 = if e < 8 {
+                    vals[r][32 * e..].as_ptr()
+                } else {
+                    ls[r][8 * (e - 8)..].as_ptr().cast()
+                };
+                // SAFETY: 32 bytes at 32e of a 256-byte row (e < 8), or eight of a row's
+                // sixteen i32 scales (e − 8 < 2; unaligned load).
+                unsafe { _mm256_loadu_si256(src.cast()) }
+            });
+            for (k, v) in transpose8x8(a).iter().enumerate() {
+                // SAFETY: half `half` of vector 8e + k: bytes 512e + 64k + 32·half.. + 32,
+                // inside the block (8e + k < 64 + h; checked length; unaligned store).
+                unsafe {
+                    _mm256_storeu_si256(
+                        ob.as_mut_ptr().add(512 * e + 64 * k + 32 * half).cast(),
+                        *v,
+                    )
+                };
+            }
+        }
+    }
+    for (q, dq) in d.chunks_exact(8).enumerate() {
+        // SAFETY: the sixteen f32 scales are bytes d_at(h)..d_at(h) + 64 (unaligned load and
+        // store of eight).
+        unsafe {
+            _mm256_storeu_ps(
+                ob.as_mut_ptr().add(d_at(h) + 32 * q).cast(),
+                _mm256_loadu_ps(dq.as_ptr()),
+            )
+        };
+    }
+}
+
+/// The AVX2 group expander of IQ1_M and IQ1_M_X (`iq::group`'s layout with sixteen scale
+/// groups, the halves): per row and super-block the weights W + 9 of [`Iq1mGroups::weights`]
+/// (IQ1_M: gathered) plus 119, so W ⊕ 0x80; the half scales 2·s + 1 and the super-block scale
+/// from the packed `scales`. Exactly the bytes of `iq::group::expand_group_iq1_m(_x)`.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; `rows` holds 1..=16 rows of `B` of equal length
+/// and `out` is `iq::group::group_bytes` of their element count with sixteen scale groups.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::simd) unsafe fn group_iq1_m<B: Iq1mGroups>(rows: &[&[u8]], out: &mut [u8]) {
+    use crate::simd::iq::group::{group_sb, GROUP_ROWS, IQ1M_SCALES};
+    let nr = rows.len();
+    let mut xs: [&[B]; GROUP_ROWS] = [&[]; GROUP_ROWS];
+    for (x, w) in xs.iter_mut().zip(rows) {
+        *x = view::<B>(w);
+    }
+    let to_group = _mm256_set1_epi8(119);
+    // missing rows: values 0 (codes 0x80), scales 0
+    let mut vals = [[0x80u8; 256]; GROUP_ROWS];
+    let mut ls = [[0i32; 16]; GROUP_ROWS];
+    let mut d = [0f32; GROUP_ROWS];
+    for (b, ob) in out.chunks_exact_mut(group_sb(IQ1M_SCALES)).enumerate() {
+        for r in 0..nr {
+            let x = &xs[r][b];
+            if let Some(ahead) = xs[r].get(b + 2) {
+                crate::simd::prefetch(bytemuck::bytes_of(ahead));
+            }
+            // SAFETY: same features.
+            let wv = unsafe { x.weights() };
+            for (g, v) in wv.iter().enumerate() {
+                // SAFETY: group g is bytes 32g..32g + 32 of the row's 256 (unaligned store).
+                unsafe {
+                    _mm256_storeu_si256(
+                        vals[r][32 * g..].as_mut_ptr().cast(),
+                        _mm256_add_epi8(*v, to_group),
+                    )
+                };
+                let (s1, s2) = iq1m_scales_of(x.scales(), g);
+                ls[r][2 * g] = 2 * s1 as i32 + 1;
+                ls[r][2 * g + 1] = 2 * s2 as i32 + 1;
+            }
+            d[r] = iq1m_d_of(x.scales());
+        }
+        // SAFETY: same features; `ob` is one super-block of the group.
+        unsafe { store_group_block(ob, &vals, &ls, &d, IQ1M_SCALES) };
     }
 }
 
