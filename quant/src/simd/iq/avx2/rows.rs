@@ -119,6 +119,28 @@ fn group_sums(y: &BlockQ8K) -> __m256i {
     _mm256_madd_epi16(bs, _mm256_set1_epi16(1))
 }
 
+/// The grid indices of groups 2j (lanes 0–3) and 2j + 1 (lanes 4–7) of an IQ1 block, eight
+/// at a time: its `qs` bytes 8j.. zero-extended to dwords, or'd at bits 8.. with `qh` dword
+/// j shifted right by `shifts` (each lane's sub-group's bits) and masked by `mask` (IQ1_S:
+/// three index bits; IQ1_M: the whole nibble, delta sign included).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn grid_indices(qs: &[u8; 32], qh: &[u8; 16], j: usize, shifts: __m256i, mask: __m256i) -> __m256i {
+    assert!(j < 4, "two groups of eight");
+    // SAFETY: `qs` bytes 8j..8j + 8 and `qh` bytes 4j..4j + 4 lie in the block (j < 4;
+    // unaligned loads).
+    let (q, h) = unsafe {
+        (
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(qs.as_ptr().add(8 * j).cast())),
+            _mm256_set1_epi32(std::ptr::read_unaligned(
+                qh.as_ptr().add(4 * j).cast::<i32>(),
+            )),
+        )
+    };
+    let hi = _mm256_and_si256(_mm256_srlv_epi32(h, shifts), mask);
+    _mm256_or_si256(q, _mm256_slli_epi32::<8>(hi))
+}
+
 impl GridRows for BlockIQ1S {
     const INNER: f32 = 0.125;
     const OUTER: f32 = 1.0;
@@ -147,19 +169,7 @@ impl GridRows for BlockIQ1S {
         let low3 = _mm256_set1_epi32(7);
         let mut acc = _mm256_setzero_si256();
         for j in 0..4 {
-            // indices of groups 2j (lanes 0–3) and 2j + 1 (lanes 4–7)
-            // SAFETY: `qs` bytes 8j..8j + 8 and `qh` bytes 4j..4j + 4 lie in the block (j <
-            // 4; unaligned loads).
-            let (q, h) = unsafe {
-                (
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(x.qs.as_ptr().add(8 * j).cast())),
-                    _mm256_set1_epi32(std::ptr::read_unaligned(
-                        x.qh.as_ptr().add(4 * j).cast::<i32>(),
-                    )),
-                )
-            };
-            let hi = _mm256_and_si256(_mm256_srlv_epi32(h, shifts), low3);
-            let idx = _mm256_or_si256(q, _mm256_slli_epi32::<8>(hi));
+            let idx = grid_indices(&x.qs, &x.qh, j, shifts, low3);
             for (k, ix) in [
                 _mm256_castsi256_si128(idx),
                 _mm256_extracti128_si256::<1>(idx),
@@ -371,18 +381,7 @@ pub(super) fn iq1m_weights(x: &BlockIQ1M) -> [__m256i; 8] {
     let low4 = _mm256_set1_epi32(15);
     let mut w = [_mm256_setzero_si256(); 8];
     for j in 0..4 {
-        // SAFETY: `qs` bytes 8j..8j + 8 and `qh` bytes 4j..4j + 4 lie in the block (j < 4;
-        // unaligned loads).
-        let (q, h) = unsafe {
-            (
-                _mm256_cvtepu8_epi32(_mm_loadl_epi64(x.qs.as_ptr().add(8 * j).cast())),
-                _mm256_set1_epi32(std::ptr::read_unaligned(
-                    x.qh.as_ptr().add(4 * j).cast::<i32>(),
-                )),
-            )
-        };
-        let hi = _mm256_and_si256(_mm256_srlv_epi32(h, shifts), low4);
-        let idx = _mm256_or_si256(q, _mm256_slli_epi32::<8>(hi));
+        let idx = grid_indices(&x.qs, &x.qh, j, shifts, low4);
         // SAFETY: every index is a `qs` byte or'd with four bits at 8–11, so below 4096,
         // inside the table (8-byte rows).
         unsafe {

@@ -11,7 +11,8 @@
 //! - The 32 11-bit grid indices are formed as IQ1_S's are (`vpmovzxbd` of `qs`,
 //!   `vpmultishiftqb` of the broadcast `qh` for bits 8–10: sub-group i's index bits and sign
 //!   are nibble i of the 16 `qh` bytes) and each quarter's eight grid rows are one
-//!   `vpgatherdq` from [`M_LEVELS`], which stores each value as 8·(v + 1) + 2.
+//!   `vpgatherdq` from the first 2048 rows of [`IQ1M_LEVELS`] (those of a positive delta),
+//!   which store each value as 8·(v + 1) + 2.
 //! - W + 9 = 8·(v + 1) + 2 − 2·\[σ < 0\]: bit 1 of every table byte is set, so one
 //!   `vpmultishiftqb` that puts the sub-group's sign bit at bit 1 of its eight bytes and one
 //!   `vpternlogq` (t ⊕ (sign ∧ 2)) give the unsigned weights, and `vpdpbusd` their four-element
@@ -38,35 +39,11 @@
 use super::*;
 use crate::blocks::{BlockIQ1M, BlockIQ1MX};
 use crate::codec::iquants::iq1m_d_bits;
+use crate::grids::IQ1M_LEVELS;
 
 entry!(rows dot_iq1_m_x_avx512_rows_entry => dot_iq1_m_x_avx512_rows);
 entry!(multi dot_iq1_m_avx512_multi_entry => dot_iq1_m_avx512_multi, dot_iq1_m_x_avx512_multi_entry => dot_iq1_m_x_avx512_multi);
 entry!(dot_iq1_m_avx512_entry => dot_iq1_m_avx512, dot_iq1_m_x_avx512_entry => dot_iq1_m_x_avx512);
-
-/// `IQ1S_GRID[i]` as eight bytes 8·(v + 1) + 2 (v = −1 → 2, 0 → 10, +1 → 18), element `j` in
-/// byte j: the unsigned weight W + 9 of an element whose delta is positive.
-static M_LEVELS: [u64; 2048] = {
-    let mut t = [0u64; 2048];
-    let mut i = 0;
-    while i < 2048 {
-        let g = IQ1S_GRID[i];
-        let mut c = 0u64;
-        let mut j = 0;
-        while j < 8 {
-            let lv: u64 = match (g >> (8 * j)) as u8 {
-                0xFF => 2,
-                0 => 10,
-                1 => 18,
-                _ => panic!("IQ1S_GRID value outside -1, 0, 1"),
-            };
-            c |= lv << (8 * j);
-            j += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-};
 
 /// `vpmultishiftqb` control on a qword of eight `qh` bytes (sixteen sub-groups' nibbles):
 /// byte 1 of dword i takes bits 4i.., so sub-group i's three high index bits land at bits
@@ -241,9 +218,9 @@ impl Iq1mDot {
             _mm512_ternarylogic_epi32::<0xF8>(q0, _mm512_multishift_epi64_epi8(self.hi, h0), c700);
         let i1 =
             _mm512_ternarylogic_epi32::<0xF8>(q1, _mm512_multishift_epi64_epi8(self.hi, h1), c700);
-        let base = M_LEVELS.as_ptr().cast::<u8>();
-        // SAFETY: every index is < 2048, the table's length, and each read is 8 bytes at
-        // 8·index.
+        let base = IQ1M_LEVELS.as_ptr().cast::<u8>();
+        // SAFETY: every index is < 2048, inside the table (4096 rows), and each read is 8
+        // bytes at 8·index.
         let lv = unsafe {
             [
                 _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(i0), base.cast()),

@@ -33,7 +33,7 @@
 //! kernels shift and mask instead of looking anything up.
 
 use crate::blocks::{view, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX, BlockQ8K};
-use crate::grids::{IQ1S_GRID, IQ1S_LEVELS, IQ2XXS_GRID};
+use crate::grids::{IQ1S_LEVELS, IQ2XXS_GRID};
 use crate::simd::{
     entry, f16c, fold_pairs, packed_pick, pair_pick, scale_pairs, sums4, table64, tables64, tree4,
 };
