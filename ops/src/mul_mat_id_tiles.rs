@@ -136,8 +136,8 @@ pub(super) fn pack_group_panels(
 pub(super) fn group_panels_bytes(s: &Shape) -> usize {
     [
         Panels::Rows4,
-        Panels::Group(iq_group::IQ2_SCALES),
-        Panels::Group(iq_group::IQ1M_SCALES),
+        Panels::Group(iq_group::SCALES_32),
+        Panels::Group(iq_group::SCALES_16),
         Panels::Amx,
     ]
     .into_iter()

@@ -23,7 +23,7 @@ fn the_table_holds_these_kernels() {
         ((CpuLevel::Avx2, Column::Multi), 12),
         ((CpuLevel::Avx2, Column::Split), 1),
         ((CpuLevel::Avx2Vnni, Column::Rows), 1),
-        ((CpuLevel::Avx2Vnni, Column::Tile), 6),
+        ((CpuLevel::Avx2Vnni, Column::Tile), 8),
         ((CpuLevel::Avx512, Column::Dot), 4),
         ((CpuLevel::Avx512, Column::Rows), 4),
         ((CpuLevel::Avx512, Column::Multi), 1),

@@ -78,6 +78,32 @@ struct GroupTile {
     tile: quant::simd::q8::tile_x16::GroupTileFn,
 }
 
+/// A grid group layout's sizes and panel packer for `h` scale groups a super-block, as the fn
+/// pointers [`GroupTile`] takes.
+#[allow(clippy::type_complexity)]
+fn group_layout(
+    h: usize,
+) -> (
+    fn(usize) -> usize,
+    fn(usize, usize) -> usize,
+    fn(usize, &[&[u8]], &mut [u8]),
+) {
+    use quant::simd::iq::group::{group_bytes, pack_panel, panel_bytes, SCALES_16, SCALES_32};
+    match h {
+        SCALES_32 => (
+            |n| group_bytes(n, SCALES_32),
+            |n, c| panel_bytes(n, c, SCALES_32),
+            |n, a, o| pack_panel(n, a, o, SCALES_32),
+        ),
+        SCALES_16 => (
+            |n| group_bytes(n, SCALES_16),
+            |n, c| panel_bytes(n, c, SCALES_16),
+            |n, a, o| pack_panel(n, a, o, SCALES_16),
+        ),
+        _ => panic!("{h} scale groups"),
+    }
+}
+
 /// For the first 1, 2, 5, 15 and 16 of `rows` and every count of `acts` from one: the
 /// expander writes the reference expander's bytes, and the tile gives every (row, column)
 /// `reference`'s bits (a missing row's outputs 0).
@@ -194,7 +220,7 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
     tally.assert_all(Column::Tile, &grids);
 }
 
-/// The grid group tiles (IQ2_XXS, IQ1_M and their repacked forms) give every (row, column)
+/// The grid group tiles (IQ2_XXS, IQ1_M, IQ1_S and their repacked forms) give every (row, column)
 /// the reference dot's bits, for groups of 1, 2, 5, 15 and 16 rows (missing rows give 0) and
 /// every column count 1..=8, with the largest scales and weights and saturated activations
 /// included, over super-block counts 1, 2 and 5; each level's group expander writes the
@@ -202,16 +228,10 @@ fn grid_tile_kernels_match_the_reference_bit_for_bit() {
 #[test]
 fn grid_group_tiles_match_the_reference_bit_for_bit() {
     use quant::simd::iq::group::{
-        expand_group_iq1_m, expand_group_iq1_m_x, expand_group_iq2_xxs, expand_group_iq2_xxs_x,
-        group_bytes, pack_panel, panel_bytes, GROUP_ROWS, IQ1M_SCALES, IQ2_SCALES, PANEL_COLS,
+        expand_group_iq1_m, expand_group_iq1_m_x, expand_group_iq1_s, expand_group_iq1_s_x,
+        expand_group_iq2_xxs, expand_group_iq2_xxs_x, GROUP_ROWS, PANEL_COLS, SCALES_16, SCALES_32,
     };
     type Expand = fn(usize, &[&[u8]], &mut [u8]);
-    // a layout's group and panel sizes and its panel packer
-    type Layout = (
-        fn(usize) -> usize,
-        fn(usize, usize) -> usize,
-        fn(usize, &[&[u8]], &mut [u8]),
-    );
     let mut tally = Tally::default();
     let mut r = rng(0x16a2);
     let types = [
@@ -219,21 +239,30 @@ fn grid_group_tiles_match_the_reference_bit_for_bit() {
         DType::IQ2_XXS_X,
         DType::IQ1_M,
         DType::IQ1_M_X,
+        DType::IQ1_S,
+        DType::IQ1_S_X,
     ];
     for (wt, reference_expand, h) in [
-        (types[0], expand_group_iq2_xxs as Expand, IQ2_SCALES),
-        (types[1], expand_group_iq2_xxs_x, IQ2_SCALES),
-        (types[2], expand_group_iq1_m, IQ1M_SCALES),
-        (types[3], expand_group_iq1_m_x, IQ1M_SCALES),
+        (types[0], expand_group_iq2_xxs as Expand, SCALES_32),
+        (types[1], expand_group_iq2_xxs_x, SCALES_32),
+        (types[2], expand_group_iq1_m, SCALES_16),
+        (types[3], expand_group_iq1_m_x, SCALES_16),
+        (types[4], expand_group_iq1_s, SCALES_32),
+        (types[5], expand_group_iq1_s_x, SCALES_32),
     ] {
         let reference = wt.info().vec_dot.unwrap();
         let iq1m = matches!(wt, DType::IQ1_M | DType::IQ1_M_X);
         for (level, k) in kernels_of(wt, |r| r.tile) {
-            let (Tile::Grid { group: Some(g), .. } | Tile::GridGroup(g)) = k.f else {
-                panic!("{wt:?}'s tile has a group tile");
+            tally.ran(wt, Column::Tile, level, &k);
+            let g = match k.f {
+                Tile::Grid { group: Some(g), .. } | Tile::GridGroup(g) => g,
+                // IQ1_S's four-row tile (AVX-512): checked in the grid tile's test
+                Tile::Grid { group: None, .. } if matches!(wt, DType::IQ1_S | DType::IQ1_S_X) => {
+                    continue
+                }
+                _ => panic!("{wt:?}'s tile has a group tile"),
             };
             assert_eq!(g.scales, h, "{wt:?} scale groups");
-            tally.ran(wt, Column::Tile, level, &k);
             for nsb in [1usize, 2, 5] {
                 let n = 256 * nsb;
                 let rows: Vec<Vec<u8>> = (0..GROUP_ROWS)
@@ -275,19 +304,7 @@ fn grid_group_tiles_match_the_reference_bit_for_bit() {
                     })
                     .collect();
                 // the layout's sizes and packer for its scale groups, as fn pointers
-                let (group_bytes, panel_bytes, pack): Layout = if h == IQ2_SCALES {
-                    (
-                        |n| group_bytes(n, IQ2_SCALES),
-                        |n, c| panel_bytes(n, c, IQ2_SCALES),
-                        |n, a, o| pack_panel(n, a, o, IQ2_SCALES),
-                    )
-                } else {
-                    (
-                        |n| group_bytes(n, IQ1M_SCALES),
-                        |n, c| panel_bytes(n, c, IQ1M_SCALES),
-                        |n, a, o| pack_panel(n, a, o, IQ1M_SCALES),
-                    )
-                };
+                let (group_bytes, panel_bytes, pack) = group_layout(h);
                 let k = GroupTile {
                     group_bytes,
                     panel_bytes,
@@ -303,57 +320,68 @@ fn grid_group_tiles_match_the_reference_bit_for_bit() {
     tally.assert_all(Column::Tile, &types);
 }
 
-/// IQ1_M's group tiles take the reference's ×0.125 on each block's sum, not on the row's at
-/// the end: the two orders differ only where the products fall among the subnormals, so this
-/// test puts them there (super-scales that are f16 subnormals, one tiny activation a
-/// super-block), where a tile with the other order fails.
+/// The IQ1 group tiles (IQ1_M's, IQ1_S's) take the reference's ×0.125 on each block's sum,
+/// not on the row's at the end as IQ2_XXS's: the two orders differ only where the products
+/// fall among the subnormals, so this test puts them there (super-scales that are f16
+/// subnormals, one tiny activation a super-block), where a tile with the other order fails.
+/// (IQ1_S's four-row AVX-512 tile: in `grid_tile_kernels_match_the_reference_bit_for_bit`.)
 #[test]
-fn iq1_m_group_tiles_keep_the_reference_bits_among_subnormals() {
+fn iq1_group_tiles_keep_the_reference_bits_among_subnormals() {
     use quant::simd::iq::group::{
-        expand_group_iq1_m, group_bytes, pack_panel, panel_bytes, GROUP_ROWS, IQ1M_SCALES,
-        PANEL_COLS,
+        expand_group_iq1_m, expand_group_iq1_s, GROUP_ROWS, PANEL_COLS, SCALES_16, SCALES_32,
     };
+    type Expand = fn(usize, &[&[u8]], &mut [u8]);
     let mut r = rng(0x5ab);
-    let wt = DType::IQ1_M;
-    let reference = wt.info().vec_dot.unwrap();
-    let n = 256 * 3;
-    let rows: Vec<Vec<u8>> = (0..GROUP_ROWS)
-        .map(|_| {
-            let mut w = random_blocks(&mut r, wt, n, &[], 0.0);
-            for blk in w.chunks_exact_mut(56) {
-                common::set_iq1m_scale(blk, wt, 1 + (r() % 63) as u16);
-            }
-            w
-        })
-        .collect();
-    let acts: Vec<Vec<u8>> = (0..PANEL_COLS)
-        .map(|_| {
-            let mut x = vec![0f32; n];
-            for sb in x.chunks_exact_mut(256) {
-                sb[(r() % 256) as usize] = 1e-36 * (1.0 + (r() % 64) as f32);
-            }
-            let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
-            quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
-            a
-        })
-        .collect();
     let mut tally = Tally::default();
-    for (level, k) in kernels_of(wt, |r| r.tile) {
-        let Tile::GridGroup(g) = k.f else {
-            panic!("IQ1_M's tile is a group tile");
-        };
-        tally.ran(wt, Column::Tile, level, &k);
-        let k = GroupTile {
-            group_bytes: |n| group_bytes(n, IQ1M_SCALES),
-            panel_bytes: |n, c| panel_bytes(n, c, IQ1M_SCALES),
-            pack: |n, a, o| pack_panel(n, a, o, IQ1M_SCALES),
-            expand: g.expand,
-            expand_ref: expand_group_iq1_m,
-            tile: g.tile,
-        };
-        assert_group_tile(&format!("IQ1_M {level}"), n, &rows, &acts, &k, reference);
+    let n = 256 * 3;
+    for (wt, expand_ref, h) in [
+        (DType::IQ1_M, expand_group_iq1_m as Expand, SCALES_16),
+        (DType::IQ1_S, expand_group_iq1_s, SCALES_32),
+    ] {
+        let reference = wt.info().vec_dot.unwrap();
+        let rows: Vec<Vec<u8>> = (0..GROUP_ROWS)
+            .map(|_| {
+                let mut w = random_blocks(&mut r, wt, n, &[], 0.0);
+                for blk in w.chunks_exact_mut(wt.type_size()) {
+                    let bits = 1 + (r() % 63) as u16;
+                    if wt == DType::IQ1_M {
+                        common::set_iq1m_scale(blk, wt, bits);
+                    } else {
+                        blk[..2].copy_from_slice(&bits.to_le_bytes());
+                    }
+                }
+                w
+            })
+            .collect();
+        let acts: Vec<Vec<u8>> = (0..PANEL_COLS)
+            .map(|_| {
+                let mut x = vec![0f32; n];
+                for sb in x.chunks_exact_mut(256) {
+                    sb[(r() % 256) as usize] = 1e-36 * (1.0 + (r() % 64) as f32);
+                }
+                let mut a = vec![0u8; bytes_for(DType::Q8_K, n).unwrap()];
+                quantize_activation(DType::Q8_K, &x, &mut a).unwrap();
+                a
+            })
+            .collect();
+        for (level, k) in kernels_of(wt, |r| r.tile) {
+            tally.ran(wt, Column::Tile, level, &k);
+            let Tile::GridGroup(g) = k.f else {
+                continue; // IQ1_S's four-row tile
+            };
+            let (group_bytes, panel_bytes, pack) = group_layout(h);
+            let k = GroupTile {
+                group_bytes,
+                panel_bytes,
+                pack,
+                expand: g.expand,
+                expand_ref,
+                tile: g.tile,
+            };
+            assert_group_tile(&format!("{wt:?} {level}"), n, &rows, &acts, &k, reference);
+        }
     }
-    tally.assert_all(Column::Tile, &[wt]);
+    tally.assert_all(Column::Tile, &[DType::IQ1_M, DType::IQ1_S]);
 }
 
 /// The float tile kernels (f32 accumulation) stay within their documented bound of the f64

@@ -209,8 +209,8 @@ pub struct GridGroup {
     pub tile: iq_group::GroupTileFn,
     /// Sixteen weight rows → a group.
     pub expand: iq_group::GroupExpandFn,
-    /// Scale groups a super-block of the layout ([`iq_group::IQ2_SCALES`],
-    /// [`iq_group::IQ1M_SCALES`]): the group's and the panels' sizes.
+    /// Scale groups a super-block of the layout ([`iq_group::SCALES_32`],
+    /// [`iq_group::SCALES_16`]): the group's and the panels' sizes.
     pub scales: usize,
 }
 
@@ -386,7 +386,7 @@ const fn iq1m_group(tile: iq_group::GroupTileFn, expand: iq_group::GroupExpandFn
     Tile::GridGroup(GridGroup {
         tile,
         expand,
-        scales: iq_group::IQ1M_SCALES,
+        scales: iq_group::SCALES_16,
     })
 }
 
@@ -419,12 +419,12 @@ const fn grid(dtype: DType, expand: tile_grid::ExpandFn, amx: bool) -> Tile {
         DType::IQ2_XXS => Some(GridGroup {
             tile: iq_group::x86::tile_entry,
             expand: iq_group::x86::expand_iq2_xxs_entry,
-            scales: iq_group::IQ2_SCALES,
+            scales: iq_group::SCALES_32,
         }),
         DType::IQ2_XXS_X => Some(GridGroup {
             tile: iq_group::x86::tile_entry,
             expand: iq_group::x86::expand_iq2_xxs_x_entry,
-            scales: iq_group::IQ2_SCALES,
+            scales: iq_group::SCALES_32,
         }),
         _ => None,
     };
@@ -592,7 +592,7 @@ static X86: &[Row] = &[
         Tile::GridGroup(GridGroup {
             tile: iq_group::x86::tile_avx_vnni_entry,
             expand: iq_group::x86::expand_iq2_xxs_avx2_entry,
-            scales: iq_group::IQ2_SCALES,
+            scales: iq_group::SCALES_32,
         }),
     ),
     Row::new(DType::IQ2_XXS, Avx512Vnni)
@@ -616,7 +616,7 @@ static X86: &[Row] = &[
         Tile::GridGroup(GridGroup {
             tile: iq_group::x86::tile_avx_vnni_entry,
             expand: iq_group::x86::expand_iq2_xxs_x_avx2_entry,
-            scales: iq_group::IQ2_SCALES,
+            scales: iq_group::SCALES_32,
         }),
     ),
     Row::new(DType::IQ2_XXS_X, Avx512Vnni)
@@ -643,6 +643,14 @@ static X86: &[Row] = &[
         .dot("avx2", i2::dot_iq1_s_avx2_entry)
         .rows("avx2", i2::dot_iq1_s_avx2_rows_entry)
         .multi("avx2", i2::dot_iq1_s_avx2_multi_entry),
+    Row::new(DType::IQ1_S, Avx2Vnni).tile(
+        "avx2-vnni",
+        Tile::GridGroup(GridGroup {
+            tile: iq_group::x86::tile_iq1s_avx_vnni_entry,
+            expand: iq_group::x86::expand_iq1_s_entry,
+            scales: iq_group::SCALES_32,
+        }),
+    ),
     Row::new(DType::IQ1_S, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_s_avx512_entry)
         .rows("avx512-prepared", i5::dot_iq1_s_avx512_prepared_entry)
@@ -659,6 +667,14 @@ static X86: &[Row] = &[
         .dot("avx2", i2::dot_iq1_s_x_avx2_entry)
         .rows("avx2", i2::dot_iq1_s_x_avx2_rows_entry)
         .multi("avx2", i2::dot_iq1_s_x_avx2_multi_entry),
+    Row::new(DType::IQ1_S_X, Avx2Vnni).tile(
+        "avx2-vnni",
+        Tile::GridGroup(GridGroup {
+            tile: iq_group::x86::tile_iq1s_avx_vnni_entry,
+            expand: iq_group::x86::expand_iq1_s_x_entry,
+            scales: iq_group::SCALES_32,
+        }),
+    ),
     Row::new(DType::IQ1_S_X, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_s_x_avx512_entry)
         .rows("avx512", i5::dot_iq1_s_x_avx512_rows_entry)

@@ -6,7 +6,7 @@
 //! end) and IQ1_M's ([`crate::dot::dot_iq1_m`]: the exact T = 8·sumi + sumi1 = Σ_h ls_h·Σ W·y
 //! over its sixteen 16-element halves, W = 8·v + σ, then `s += (d·dy)·(T·0.125)`, |T| < 2²⁴
 //! so that T·0.125 is the reference's `sumi + 0.125·sumi1`). A layout has `h` *scale groups*
-//! a super-block: [`IQ2_SCALES`] (8) or [`IQ1M_SCALES`] (16).
+//! a super-block: [`SCALES_32`] (8) or [`SCALES_16`] (16).
 //!
 //! Weight rows are first *expanded* sixteen at a time into a group (the references
 //! [`expand_group_iq2_xxs`] and [`expand_group_iq2_xxs_x`]: each row expanded into
@@ -41,11 +41,12 @@ pub const GROUP_ROWS: usize = 16;
 /// Most activation columns in a panel.
 pub const PANEL_COLS: usize = 8;
 
-/// Scale groups a super-block of IQ2_XXS (and IQ2_XXS_X): eight of 32 elements.
-pub const IQ2_SCALES: usize = 8;
+/// Scale groups a super-block of eight of 32 elements: IQ2_XXS, IQ1_S (and their repacked
+/// forms).
+pub const SCALES_32: usize = 8;
 
-/// Scale groups a super-block of IQ1_M (and IQ1_M_X): sixteen halves of 16 elements.
-pub const IQ1M_SCALES: usize = 16;
+/// Scale groups a super-block of sixteen of 16 elements (halves): IQ1_M (and IQ1_M_X).
+pub const SCALES_16: usize = 16;
 
 /// Bytes of one super-block of a group with `h` scale groups: 64 × 64 code bytes, h × 16 i32
 /// group scales and 16 f32 scales.
@@ -54,7 +55,7 @@ pub(crate) const fn group_sb(h: usize) -> usize {
 }
 
 /// [`group_sb`] of IQ2_XXS.
-pub(crate) const GROUP_SB: usize = group_sb(IQ2_SCALES);
+pub(crate) const GROUP_SB: usize = group_sb(SCALES_32);
 
 /// Offset of the group scales in a super-block of a group.
 pub(crate) const LS_AT: usize = 64 * 64;
@@ -65,7 +66,7 @@ pub(crate) const fn d_at(h: usize) -> usize {
 }
 
 /// [`d_at`] of IQ2_XXS.
-pub(crate) const D_AT: usize = d_at(IQ2_SCALES);
+pub(crate) const D_AT: usize = d_at(SCALES_32);
 
 /// Bytes of a panel's super-block per column with `h` scale groups: 256 codes, h i32 terms,
 /// one f32 scale.
@@ -73,8 +74,8 @@ const fn panel_sb(h: usize) -> usize {
     256 + 4 * h + 4
 }
 
-/// Bytes of a group of rows of `n` elements with `h` scale groups ([`IQ2_SCALES`] or
-/// [`IQ1M_SCALES`]).
+/// Bytes of a group of rows of `n` elements with `h` scale groups ([`SCALES_32`] or
+/// [`SCALES_16`]).
 pub fn group_bytes(n: usize, h: usize) -> usize {
     n / 256 * group_sb(h)
 }
@@ -114,7 +115,7 @@ pub(crate) fn check_group(n: usize, rows: &[&[u8]], bytes: usize, h: usize, out:
 /// # Panics
 /// If a length does not match (a caller's bug, not bad input).
 pub fn expand_group_iq2_xxs(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    check_group(n, rows, 66, IQ2_SCALES, out);
+    check_group(n, rows, 66, SCALES_32, out);
     expand_then_regroup(super::tile::expand_iq2_xxs, n, rows, out);
 }
 
@@ -124,11 +125,11 @@ pub fn expand_group_iq2_xxs(n: usize, rows: &[&[u8]], out: &mut [u8]) {
 /// # Panics
 /// If a length does not match (a caller's bug, not bad input).
 pub fn expand_group_iq2_xxs_x(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    check_group(n, rows, 102, IQ2_SCALES, out);
+    check_group(n, rows, 102, SCALES_32, out);
     expand_then_regroup(super::tile::expand_iq2_xxs_x, n, rows, out);
 }
 
-/// The reference group expander of IQ1_M ([`GroupExpandFn`], [`IQ1M_SCALES`]): per element
+/// The reference group expander of IQ1_M ([`GroupExpandFn`], [`SCALES_16`]): per element
 /// W = 8·v + σ (v the grid value, σ = ±1 its sub-group's delta sign), per half its scale
 /// 2·s + 1, per row the super-block scale.
 ///
@@ -136,9 +137,9 @@ pub fn expand_group_iq2_xxs_x(n: usize, rows: &[&[u8]], out: &mut [u8]) {
 /// If a length does not match (a caller's bug, not bad input).
 pub fn expand_group_iq1_m(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     use crate::codec::iquants::{iq1m_d, iq1m_index, iq1m_scales};
-    check_group(n, rows, 56, IQ1M_SCALES, out);
+    check_group(n, rows, 56, SCALES_16, out);
     let xs: Vec<&[BlockIQ1M]> = rows.iter().map(|w| view::<BlockIQ1M>(w)).collect();
-    regroup_iq1m(&xs, out, |x| {
+    regroup_iq1(&xs, out, SCALES_16, |x| {
         let mut v = [0i8; 256];
         let mut ls = [0i32; 16];
         for g in 0..8 {
@@ -158,7 +159,7 @@ pub fn expand_group_iq1_m(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     });
 }
 
-/// The reference group expander of IQ1_M_X ([`GroupExpandFn`], [`IQ1M_SCALES`]): the group
+/// The reference group expander of IQ1_M_X ([`GroupExpandFn`], [`SCALES_16`]): the group
 /// of the IQ1_M rows they were repacked from.
 ///
 /// # Panics
@@ -166,9 +167,9 @@ pub fn expand_group_iq1_m(n: usize, rows: &[&[u8]], out: &mut [u8]) {
 pub fn expand_group_iq1_m_x(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     use crate::codec::iquants::{iq1m_d_of, iq1m_scales_of};
     use crate::codec::repack::{iq1mx_code, iq1mx_neg};
-    check_group(n, rows, 76, IQ1M_SCALES, out);
+    check_group(n, rows, 76, SCALES_16, out);
     let xs: Vec<&[BlockIQ1MX]> = rows.iter().map(|w| view::<BlockIQ1MX>(w)).collect();
-    regroup_iq1m(&xs, out, |x| {
+    regroup_iq1(&xs, out, SCALES_16, |x| {
         let mut v = [0i8; 256];
         let mut ls = [0i32; 16];
         for g in 0..8 {
@@ -184,15 +185,15 @@ pub fn expand_group_iq1_m_x(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     });
 }
 
-/// Writes the IQ1_M layout's group of `rows` (blocks of either IQ1_M form) into `out`, each
-/// block's values, half scales and super-block scale from `block`: the definition of an
-/// IQ1_M group's bytes (missing rows: values 0, scales 0).
-fn regroup_iq1m<B>(
+/// Writes the group of `rows` (blocks of an IQ1 form) in the layout of `h` scale groups into
+/// `out`, each block's values, scales (the first `h`) and super-block scale from `block`:
+/// the definition of an IQ1 group's bytes (missing rows: values 0, scales 0).
+fn regroup_iq1<B>(
     rows: &[&[B]],
     out: &mut [u8],
+    h: usize,
     block: impl Fn(&B) -> ([i8; 256], [i32; 16], f32),
 ) {
-    let h = IQ1M_SCALES;
     for (b, ob) in out.chunks_exact_mut(group_sb(h)).enumerate() {
         for r in 0..GROUP_ROWS {
             let (v, ls, d) = rows
@@ -201,7 +202,7 @@ fn regroup_iq1m<B>(
             for (e, &ve) in v.iter().enumerate() {
                 ob[64 * (e / 4) + 4 * r + e % 4] = ve as u8 ^ 0x80;
             }
-            for (g, l) in ls.iter().enumerate() {
+            for (g, l) in ls[..h].iter().enumerate() {
                 let at = LS_AT + 64 * g + 4 * r;
                 ob[at..at + 4].copy_from_slice(&l.to_le_bytes());
             }
@@ -209,6 +210,63 @@ fn regroup_iq1m<B>(
             ob[at..at + 4].copy_from_slice(&d.to_le_bytes());
         }
     }
+}
+
+/// The reference group expander of IQ1_S ([`GroupExpandFn`], [`SCALES_32`]): per element
+/// W = 8·v + σ (v the grid value, σ = ±1 its group's delta sign), per group its scale
+/// 2·s + 1, per row the super-block scale; the tile's T is then the reference's
+/// 8·sumi + sumi1, as IQ1_M's.
+///
+/// # Panics
+/// If a length does not match (a caller's bug, not bad input).
+pub fn expand_group_iq1_s(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    use crate::blocks::{le_u16, BlockIQ1S};
+    use crate::scalar::le_f16;
+    check_group(n, rows, 50, SCALES_32, out);
+    let xs: Vec<&[BlockIQ1S]> = rows.iter().map(|w| view::<BlockIQ1S>(w)).collect();
+    regroup_iq1(&xs, out, SCALES_32, |x| {
+        let mut v = [0i8; 256];
+        let mut ls = [0i32; 16];
+        for (g, l) in ls.iter_mut().take(8).enumerate() {
+            let h = le_u16(&x.qh, g);
+            *l = 2 * ((h >> 12) & 7) as i32 + 1;
+            let sigma = if h & 0x8000 != 0 { -1 } else { 1 };
+            for k in 0..4 {
+                let idx = x.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
+                for j in 0..8 {
+                    let e = (IQ1S_GRID[idx] >> (8 * j)) as u8 as i8;
+                    v[32 * g + 8 * k + j] = 8 * e + sigma;
+                }
+            }
+        }
+        (v, ls, le_f16(x.d))
+    });
+}
+
+/// The reference group expander of IQ1_S_X ([`GroupExpandFn`], [`SCALES_32`]): the group
+/// of the IQ1_S rows they were repacked from.
+///
+/// # Panics
+/// If a length does not match (a caller's bug, not bad input).
+pub fn expand_group_iq1_s_x(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    use crate::blocks::BlockIQ1SX;
+    use crate::codec::repack::{iq1sx_code, iq1sx_group};
+    use crate::scalar::le_f16;
+    check_group(n, rows, 70, SCALES_32, out);
+    let xs: Vec<&[BlockIQ1SX]> = rows.iter().map(|w| view::<BlockIQ1SX>(w)).collect();
+    regroup_iq1(&xs, out, SCALES_32, |x| {
+        let mut v = [0i8; 256];
+        let mut ls = [0i32; 16];
+        for (g, l) in ls.iter_mut().take(8).enumerate() {
+            let (lg, neg) = iq1sx_group(x, g);
+            *l = lg;
+            let sigma = if neg { -1 } else { 1 };
+            for e in 32 * g..32 * g + 32 {
+                v[e] = 8 * (iq1sx_code(x, e) as i8 - 1) + sigma;
+            }
+        }
+        (v, ls, le_f16(x.d))
+    });
 }
 
 /// Each row through the reference row expander `expand`, then [`regroup`].
@@ -291,15 +349,15 @@ pub fn pack_panel(n: usize, acts: &[&[u8]], out: &mut [u8], h: usize) {
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
     use super::{
-        check_group, d_at, group_bytes, group_sb, panel_bytes, panel_sb, IQ1M_SCALES, IQ2_SCALES,
-        LS_AT, PANEL_COLS,
+        check_group, d_at, group_bytes, group_sb, panel_bytes, panel_sb, LS_AT, PANEL_COLS,
+        SCALES_16, SCALES_32,
     };
-    use crate::blocks::{BlockIQ1M, BlockIQ1MX, BlockIQ2XXS, BlockIQ2XXSX};
+    use crate::blocks::{BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX};
     use std::arch::x86_64::*;
 
     /// Safe entry of the AVX-512 IQ2_XXS group expander: checks the shapes, then expands.
     pub(crate) fn expand_iq2_xxs_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 66, IQ2_SCALES, out);
+        check_group(n, rows, 66, SCALES_32, out);
         // SAFETY: `table::kernels` hands this entry out only after checking the features; the
         // shapes were checked above.
         unsafe { crate::simd::iq::avx512::group_iq2::<BlockIQ2XXS>(rows, out) }
@@ -307,14 +365,14 @@ pub(crate) mod x86 {
 
     /// Safe entry of the AVX-512 IQ2_XXS_X group expander: checks the shapes, then expands.
     pub(crate) fn expand_iq2_xxs_x_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 102, IQ2_SCALES, out);
+        check_group(n, rows, 102, SCALES_32, out);
         // SAFETY: as above.
         unsafe { crate::simd::iq::avx512::group_iq2::<BlockIQ2XXSX>(rows, out) }
     }
 
     /// Safe entry of the AVX2 IQ2_XXS group expander: checks the shapes, then expands.
     pub(crate) fn expand_iq2_xxs_avx2_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 66, IQ2_SCALES, out);
+        check_group(n, rows, 66, SCALES_32, out);
         // SAFETY: `table::kernels` hands this entry out only after checking the features; the
         // shapes were checked above.
         unsafe { crate::simd::iq::avx2::group_iq2_xxs::<BlockIQ2XXS>(rows, out) }
@@ -322,14 +380,14 @@ pub(crate) mod x86 {
 
     /// Safe entry of the AVX2 IQ2_XXS_X group expander: checks the shapes, then expands.
     pub(crate) fn expand_iq2_xxs_x_avx2_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 102, IQ2_SCALES, out);
+        check_group(n, rows, 102, SCALES_32, out);
         // SAFETY: as above.
         unsafe { crate::simd::iq::avx2::group_iq2_xxs::<BlockIQ2XXSX>(rows, out) }
     }
 
     /// Safe entry of the IQ1_M group expander (AVX2): checks the shapes, then expands.
     pub(crate) fn expand_iq1_m_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 56, IQ1M_SCALES, out);
+        check_group(n, rows, 56, SCALES_16, out);
         // SAFETY: `table::kernels` hands this entry out only after checking the features; the
         // shapes were checked above.
         unsafe { crate::simd::iq::avx2::group_iq1_m::<BlockIQ1M>(rows, out) }
@@ -337,18 +395,35 @@ pub(crate) mod x86 {
 
     /// Safe entry of the IQ1_M_X group expander (AVX2): checks the shapes, then expands.
     pub(crate) fn expand_iq1_m_x_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 76, IQ1M_SCALES, out);
+        check_group(n, rows, 76, SCALES_16, out);
         // SAFETY: as above.
         unsafe { crate::simd::iq::avx2::group_iq1_m::<BlockIQ1MX>(rows, out) }
     }
 
-    // the tiles' safe entries: IQ2_XXS's and IQ1_M's layouts
+    /// Safe entry of the IQ1_S group expander (AVX2): checks the shapes, then expands.
+    pub(crate) fn expand_iq1_s_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+        check_group(n, rows, 50, SCALES_32, out);
+        // SAFETY: `table::kernels` hands this entry out only after checking the features; the
+        // shapes were checked above.
+        unsafe { crate::simd::iq::avx2::group_iq1_s::<BlockIQ1S>(rows, out) }
+    }
+
+    /// Safe entry of the IQ1_S_X group expander (AVX2): checks the shapes, then expands.
+    pub(crate) fn expand_iq1_s_x_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+        check_group(n, rows, 70, SCALES_32, out);
+        // SAFETY: as above.
+        unsafe { crate::simd::iq::avx2::group_iq1_s::<BlockIQ1SX>(rows, out) }
+    }
+
+    // the tiles' safe entries: IQ2_XXS's layout (×0.125 at the end), IQ1_S's (the same
+    // layout, ×0.125 per block) and IQ1_M's (sixteen scale groups, ×0.125 per block)
     crate::simd::group_tile_entries!(
         256;
-        tile_entry => tile [IQ2_SCALES, false],
-        tile_avx_vnni_entry => tile_avx_vnni [IQ2_SCALES, false],
-        tile_iq1m_entry => tile [IQ1M_SCALES, true],
-        tile_iq1m_avx_vnni_entry => tile_avx_vnni [IQ1M_SCALES, true],
+        tile_entry => tile [SCALES_32, false],
+        tile_avx_vnni_entry => tile_avx_vnni [SCALES_32, false],
+        tile_iq1s_avx_vnni_entry => tile_avx_vnni [SCALES_32, true],
+        tile_iq1m_entry => tile [SCALES_16, true],
+        tile_iq1m_avx_vnni_entry => tile_avx_vnni [SCALES_16, true],
     );
 
     /// The group tile with AVX-VNNI (`vpdpbusd` on 256-bit registers, no AVX-512): the

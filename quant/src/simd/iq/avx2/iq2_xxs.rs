@@ -363,7 +363,7 @@ unsafe fn multi<B: Avx2Iq2>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]
 /// and `out` is [`crate::simd::iq::group::group_bytes`] of their element count.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(in crate::simd) unsafe fn group_iq2_xxs<B: Avx2Iq2>(rows: &[&[u8]], out: &mut [u8]) {
-    use crate::simd::iq::group::{GROUP_ROWS, GROUP_SB, IQ2_SCALES};
+    use crate::simd::iq::group::{GROUP_ROWS, GROUP_SB, SCALES_32};
     let nr = rows.len();
     let mut xs: [&[B]; GROUP_ROWS] = [&[]; GROUP_ROWS];
     for (x, w) in xs.iter_mut().zip(rows) {
@@ -395,7 +395,7 @@ pub(in crate::simd) unsafe fn group_iq2_xxs<B: Avx2Iq2>(rows: &[&[u8]], out: &mu
             d[r] = f16c!(x.d());
         }
         // SAFETY: same features; `ob` is one super-block of the group.
-        unsafe { super::store_group_block(ob, &vals, &ls, &d, IQ2_SCALES) };
+        unsafe { super::store_group_block(ob, &vals, &ls, &d, SCALES_32) };
     }
 }
 

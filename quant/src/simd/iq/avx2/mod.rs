@@ -105,16 +105,18 @@ unsafe fn dot_iq1_s_avx2(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// (0, 1 or 2: unsigned bytes for `vpmaddubsw`) and the scale 2·s + 1, and the two i16
 /// vectors that `vpmaddwd` multiplies a Q8_K block's sixteen block sums by — group g's
 /// scale, and its scale signed by the delta bit, in lanes 2g and 2g + 1.
-struct Iq1sBlock {
+pub(in crate::simd) struct Iq1sBlock {
     w: [__m256i; 8],
     ls: [i16; 8],
+    /// The scales signed by the groups' delta bits.
+    signed: [i16; 8],
     ls2: __m256i,
     signed2: __m256i,
 }
 
 /// The two IQ1_S layouts ([`BlockIQ1S`], the repacked [`BlockIQ1SX`]) as the multi-column
 /// kernel takes them: a block unpacked into the same [`Iq1sBlock`].
-trait Iq1sUnpack: bytemuck::Pod {
+pub(in crate::simd) trait Iq1sUnpack: bytemuck::Pod {
     /// The block unpacked.
     ///
     /// # Safety
@@ -155,12 +157,16 @@ fn iq1_s_scales(w: [__m256i; 8], ls: __m128i, signed: __m128i) -> Iq1sBlock {
         let v = _mm256_cvtepu16_epi32(v);
         _mm256_or_si256(v, _mm256_slli_epi32(v, 16))
     };
-    let mut lsa = [0i16; 8];
-    // SAFETY: `lsa` is 16 writable bytes (unaligned store).
-    unsafe { _mm_storeu_si128(lsa.as_mut_ptr().cast(), ls) };
+    let (mut lsa, mut sga) = ([0i16; 8], [0i16; 8]);
+    // SAFETY: both arrays are 16 writable bytes (unaligned stores).
+    unsafe {
+        _mm_storeu_si128(lsa.as_mut_ptr().cast(), ls);
+        _mm_storeu_si128(sga.as_mut_ptr().cast(), signed);
+    }
     Iq1sBlock {
         w,
         ls: lsa,
+        signed: sga,
         ls2: dup(ls),
         signed2: dup(signed),
     }
@@ -182,25 +188,13 @@ fn iq1_s_group_scales(x: &BlockIQ1S) -> (__m128i, __m128i) {
     (ls, signed)
 }
 
-/// Unpacks one IQ1_S block ([`Iq1sBlock`]).
+/// Unpacks one IQ1_S block ([`Iq1sBlock`]): the levels gathered as the rows kernel gathers
+/// them ([`rows::iq1_s_levels`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn iq1_s_unpack(x: &BlockIQ1S) -> Iq1sBlock {
     let (ls, signed) = iq1_s_group_scales(x);
-    let ones = _mm256_set1_epi8(1);
-    let w = std::array::from_fn(|g| {
-        let h = le_u16(&x.qh, g) as usize;
-        let q = &x.qs[4 * g..4 * g + 4];
-        let idx = |k: usize| q[k] as usize | (((h >> (3 * k)) & 7) << 8);
-        let grid = rows4!(
-            IQ1S_GRID[idx(0)],
-            IQ1S_GRID[idx(1)],
-            IQ1S_GRID[idx(2)],
-            IQ1S_GRID[idx(3)],
-        );
-        _mm256_add_epi8(grid, ones)
-    });
-    iq1_s_scales(w, ls, signed)
+    iq1_s_scales(rows::iq1_s_levels(x), ls, signed)
 }
 
 /// Unpacks one IQ1_S_X block into IQ1_S's [`Iq1sBlock`]: group g's level codes l = v + 1
@@ -448,52 +442,98 @@ unsafe fn store_group_block(
     }
 }
 
-/// The AVX2 group expander of IQ1_M and IQ1_M_X (`iq::group`'s layout with sixteen scale
-/// groups, the halves): per row and super-block the weights W + 9 of [`Iq1mGroups::weights`]
-/// (IQ1_M: gathered) plus 119, so W ⊕ 0x80; the half scales 2·s + 1 and the super-block scale
-/// from the packed `scales`. Exactly the bytes of `iq::group::expand_group_iq1_m(_x)`.
+/// The AVX2 group expanders' loop (`iq::group`'s layout with `h` scale groups): per
+/// super-block each row's value registers (group g's 32 bytes, already v ⊕ 0x80), its `h`
+/// scales and its f32 scale from `block`, then one [`store_group_block`]. Missing rows
+/// stay values 0 (codes 0x80) and scales 0.
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; `rows` holds 1..=16 rows of `B` of equal length
-/// and `out` is `iq::group::group_bytes` of their element count with sixteen scale groups.
+/// and `out` is `iq::group::group_bytes` of their element count with `h` scale groups.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(in crate::simd) unsafe fn group_iq1_m<B: Iq1mGroups>(rows: &[&[u8]], out: &mut [u8]) {
-    use crate::simd::iq::group::{group_sb, GROUP_ROWS, IQ1M_SCALES};
+#[inline]
+unsafe fn expand_group<B: bytemuck::Pod>(
+    rows: &[&[u8]],
+    out: &mut [u8],
+    h: usize,
+    block: impl Fn(&B) -> ([__m256i; 8], [i32; 16], f32),
+) {
+    use crate::simd::iq::group::{group_sb, GROUP_ROWS};
     let nr = rows.len();
     let mut xs: [&[B]; GROUP_ROWS] = [&[]; GROUP_ROWS];
     for (x, w) in xs.iter_mut().zip(rows) {
         *x = view::<B>(w);
     }
-    let to_group = _mm256_set1_epi8(119);
-    // missing rows: values 0 (codes 0x80), scales 0
     let mut vals = [[0x80u8; 256]; GROUP_ROWS];
     let mut ls = [[0i32; 16]; GROUP_ROWS];
     let mut d = [0f32; GROUP_ROWS];
-    for (b, ob) in out.chunks_exact_mut(group_sb(IQ1M_SCALES)).enumerate() {
+    for (b, ob) in out.chunks_exact_mut(group_sb(h)).enumerate() {
         for r in 0..nr {
             let x = &xs[r][b];
             if let Some(ahead) = xs[r].get(b + 2) {
                 crate::simd::prefetch(bytemuck::bytes_of(ahead));
             }
-            // SAFETY: same features.
-            let wv = unsafe { x.weights() };
+            let (wv, l, dr) = block(x);
             for (g, v) in wv.iter().enumerate() {
                 // SAFETY: group g is bytes 32g..32g + 32 of the row's 256 (unaligned store).
-                unsafe {
-                    _mm256_storeu_si256(
-                        vals[r][32 * g..].as_mut_ptr().cast(),
-                        _mm256_add_epi8(*v, to_group),
-                    )
-                };
-                let (s1, s2) = iq1m_scales_of(x.scales(), g);
-                ls[r][2 * g] = 2 * s1 as i32 + 1;
-                ls[r][2 * g + 1] = 2 * s2 as i32 + 1;
+                unsafe { _mm256_storeu_si256(vals[r][32 * g..].as_mut_ptr().cast(), *v) };
             }
-            d[r] = iq1m_d_of(x.scales());
+            (ls[r], d[r]) = (l, dr);
         }
         // SAFETY: same features; `ob` is one super-block of the group.
-        unsafe { store_group_block(ob, &vals, &ls, &d, IQ1M_SCALES) };
+        unsafe { store_group_block(ob, &vals, &ls, &d, h) };
     }
+}
+
+/// The AVX2 group expander of IQ1_M and IQ1_M_X (sixteen scale groups, the halves): the
+/// weights W + 9 of [`Iq1mGroups::weights`] (IQ1_M: gathered) plus 119, so W ⊕ 0x80; the
+/// half scales 2·s + 1 and the super-block scale from the packed `scales`. Exactly the bytes
+/// of `iq::group::expand_group_iq1_m(_x)`.
+///
+/// # Safety
+/// As [`expand_group`]'s, with sixteen scale groups.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::simd) unsafe fn group_iq1_m<B: Iq1mGroups>(rows: &[&[u8]], out: &mut [u8]) {
+    let to_group = _mm256_set1_epi8(119);
+    let block = |x: &B| {
+        // SAFETY: same features.
+        let wv = unsafe { x.weights() }.map(|v| _mm256_add_epi8(v, to_group));
+        let mut ls = [0i32; 16];
+        for g in 0..8 {
+            let (s1, s2) = iq1m_scales_of(x.scales(), g);
+            (ls[2 * g], ls[2 * g + 1]) = (2 * s1 as i32 + 1, 2 * s2 as i32 + 1);
+        }
+        (wv, ls, iq1m_d_of(x.scales()))
+    };
+    // SAFETY: the caller's guarantees.
+    unsafe { expand_group(rows, out, crate::simd::iq::group::SCALES_16, block) }
+}
+
+/// The AVX2 group expander of IQ1_S and IQ1_S_X (eight scale groups): per group the levels
+/// l = v + 1 of [`Iq1sUnpack::unpack`] (IQ1_S: gathered) as W ⊕ 0x80 = 8·l + 120 + σ, with
+/// W = 8·v + σ (σ = ±1 the group's delta sign), the scales 2·s + 1 and the super-block
+/// scale. Exactly the bytes of `iq::group::expand_group_iq1_s(_x)`.
+///
+/// # Safety
+/// As [`expand_group`]'s, with eight scale groups.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::simd) unsafe fn group_iq1_s<B: Iq1sUnpack>(rows: &[&[u8]], out: &mut [u8]) {
+    let block = |x: &B| {
+        // SAFETY: same features.
+        let u = unsafe { x.unpack() };
+        let wv = std::array::from_fn(|g| {
+            let off = if u.signed[g] < 0 { 119 } else { 121 };
+            // 8·l ≤ 16: the 16-bit shift moves no bit across a byte
+            _mm256_add_epi8(_mm256_slli_epi16::<3>(u.w[g]), _mm256_set1_epi8(off))
+        });
+        let mut ls = [0i32; 16];
+        for (l, &v) in ls.iter_mut().zip(&u.ls) {
+            *l = i32::from(v);
+        }
+        (wv, ls, f16c!(x.d()))
+    };
+    // SAFETY: the caller's guarantees.
+    unsafe { expand_group(rows, out, crate::simd::iq::group::SCALES_32, block) }
 }
 
 /// The IQ1_M multi-column kernel's body for either layout.

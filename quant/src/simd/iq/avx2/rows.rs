@@ -141,6 +141,28 @@ fn grid_indices(qs: &[u8; 32], qh: &[u8; 16], j: usize, shifts: __m256i, mask: _
     _mm256_or_si256(q, _mm256_slli_epi32::<8>(hi))
 }
 
+/// The levels l = v + 1 (0..2) of an IQ1_S block's eight groups, element j of group g in
+/// byte j of register g: one `vpgatherdq` a group from [`IQ1S_LEVELS`] (the prompt path's
+/// unpack; the rows kernel gathers the same way, group by group).
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn iq1_s_levels(x: &BlockIQ1S) -> [__m256i; 8] {
+    let shifts = _mm256_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25);
+    let low3 = _mm256_set1_epi32(7);
+    let mut w = [_mm256_setzero_si256(); 8];
+    for j in 0..4 {
+        let idx = grid_indices(&x.qs, &x.qh, j, shifts, low3);
+        // SAFETY: every index is a `qs` byte or'd with three bits at 8–10, so below 2048,
+        // inside the table (8-byte rows).
+        unsafe {
+            let base = IQ1S_LEVELS.as_ptr().cast();
+            w[2 * j] = _mm256_i32gather_epi64::<8>(base, _mm256_castsi256_si128(idx));
+            w[2 * j + 1] = _mm256_i32gather_epi64::<8>(base, _mm256_extracti128_si256::<1>(idx));
+        }
+    }
+    w
+}
+
 impl GridRows for BlockIQ1S {
     const INNER: f32 = 0.125;
     const OUTER: f32 = 1.0;
