@@ -254,13 +254,8 @@ fn grid_group_tiles_match_the_reference_bit_for_bit() {
         let iq1m = matches!(wt, DType::IQ1_M | DType::IQ1_M_X);
         for (level, k) in kernels_of(wt, |r| r.tile) {
             tally.ran(wt, Column::Tile, level, &k);
-            let g = match k.f {
-                Tile::Grid { group: Some(g), .. } | Tile::GridGroup(g) => g,
-                // IQ1_S's four-row tile (AVX-512): checked in the grid tile's test
-                Tile::Grid { group: None, .. } if matches!(wt, DType::IQ1_S | DType::IQ1_S_X) => {
-                    continue
-                }
-                _ => panic!("{wt:?}'s tile has a group tile"),
+            let (Tile::Grid { group: Some(g), .. } | Tile::GridGroup(g)) = k.f else {
+                panic!("{wt:?}'s tile has a group tile");
             };
             assert_eq!(g.scales, h, "{wt:?} scale groups");
             for nsb in [1usize, 2, 5] {
@@ -324,7 +319,6 @@ fn grid_group_tiles_match_the_reference_bit_for_bit() {
 /// not on the row's at the end as IQ2_XXS's: the two orders differ only where the products
 /// fall among the subnormals, so this test puts them there (super-scales that are f16
 /// subnormals, one tiny activation a super-block), where a tile with the other order fails.
-/// (IQ1_S's four-row AVX-512 tile: in `grid_tile_kernels_match_the_reference_bit_for_bit`.)
 #[test]
 fn iq1_group_tiles_keep_the_reference_bits_among_subnormals() {
     use quant::simd::iq::group::{
@@ -366,8 +360,8 @@ fn iq1_group_tiles_keep_the_reference_bits_among_subnormals() {
             .collect();
         for (level, k) in kernels_of(wt, |r| r.tile) {
             tally.ran(wt, Column::Tile, level, &k);
-            let Tile::GridGroup(g) = k.f else {
-                continue; // IQ1_S's four-row tile
+            let (Tile::Grid { group: Some(g), .. } | Tile::GridGroup(g)) = k.f else {
+                panic!("{wt:?}'s tile has a group tile");
             };
             let (group_bytes, panel_bytes, pack) = group_layout(h);
             let k = GroupTile {

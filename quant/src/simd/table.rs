@@ -426,6 +426,16 @@ const fn grid(dtype: DType, expand: tile_grid::ExpandFn, amx: bool) -> Tile {
             expand: iq_group::x86::expand_iq2_xxs_x_entry,
             scales: iq_group::SCALES_32,
         }),
+        DType::IQ1_S => Some(GridGroup {
+            tile: iq_group::x86::tile_iq1s_entry,
+            expand: iq_group::x86::expand_iq1_s_entry,
+            scales: iq_group::SCALES_32,
+        }),
+        DType::IQ1_S_X => Some(GridGroup {
+            tile: iq_group::x86::tile_iq1s_entry,
+            expand: iq_group::x86::expand_iq1_s_x_entry,
+            scales: iq_group::SCALES_32,
+        }),
         _ => None,
     };
     Tile::Grid {

@@ -421,6 +421,7 @@ pub(crate) mod x86 {
         256;
         tile_entry => tile [SCALES_32, false],
         tile_avx_vnni_entry => tile_avx_vnni [SCALES_32, false],
+        tile_iq1s_entry => tile [SCALES_32, true],
         tile_iq1s_avx_vnni_entry => tile_avx_vnni [SCALES_32, true],
         tile_iq1m_entry => tile [SCALES_16, true],
         tile_iq1m_avx_vnni_entry => tile_avx_vnni [SCALES_16, true],
