@@ -16,7 +16,7 @@ pub(super) enum Vnni {
     /// Four expanded rows × eight tokens (`tile_grid`).
     Rows4(tile_grid::TileFn, tile_grid::ExpandFn),
     /// Rows expanded sixteen at a time into groups × eight tokens (`iq_group`: IQ2_XXS,
-    /// IQ1_M and their repacked forms).
+    /// IQ1_S, IQ1_M and their repacked forms).
     Group(GridGroup),
 }
 
@@ -243,7 +243,7 @@ pub(super) fn expert_tiles(
 }
 
 /// Output columns `cols` of every output row in `group` (the `(token, slot)` rows routed to
-/// expert `rows`) with the sixteen-row group GEMM (IQ2_XXS, IQ1_M, their repacked forms): the item's weight rows
+/// expert `rows`) with the sixteen-row group GEMM (IQ2_XXS, IQ1_S, IQ1_M, their repacked forms): the item's weight rows
 /// are expanded sixteen at a time into groups in `ex`, then each chunk's panel
 /// ([`pack_group_panels`], [`Panels::Group`] of its scale groups) in `panels` is multiplied against every group of
 /// the item (the reference's bits).

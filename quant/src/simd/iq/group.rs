@@ -1,12 +1,13 @@
-//! IQ2_XXS · Q8_K and IQ1_M · Q8_K GEMM for MoE experts chosen by several tokens of a prompt
+//! IQ2_XXS, IQ1_S and IQ1_M · Q8_K GEMM for MoE experts chosen by several tokens of a prompt
 //! chunk, with sixteen weight rows in a register's lanes (AVX-512 VNNI; an AVX-VNNI form
 //! takes each half of them in a 256-bit register), every output with the scalar reference's
 //! bits: IQ2_XXS's ([`crate::dot::dot_iq2_xxs`]: per super-block the exact integer
 //! Σ_g ls_g·Σ v·y over its eight 32-element groups, then `s += (d·dy)·Σ`, and `×0.125` at the
-//! end) and IQ1_M's ([`crate::dot::dot_iq1_m`]: the exact T = 8·sumi + sumi1 = Σ_h ls_h·Σ W·y
-//! over its sixteen 16-element halves, W = 8·v + σ, then `s += (d·dy)·(T·0.125)`, |T| < 2²⁴
-//! so that T·0.125 is the reference's `sumi + 0.125·sumi1`). A layout has `h` *scale groups*
-//! a super-block: [`SCALES_32`] (8) or [`SCALES_16`] (16).
+//! end) and the IQ1 types' ([`crate::dot::dot_iq1_s`], [`crate::dot::dot_iq1_m`]: the exact
+//! T = 8·sumi + sumi1 = Σ_g ls_g·Σ W·y over IQ1_S's eight groups or IQ1_M's sixteen 16-element
+//! halves, W = 8·v + σ with σ the delta sign, then `s += (d·dy)·(T·0.125)`, |T| < 2²⁴ so that
+//! T·0.125 is the reference's `sumi + 0.125·sumi1`). A layout has `h` *scale groups* a
+//! super-block: [`SCALES_32`] (8) or [`SCALES_16`] (16).
 //!
 //! Weight rows are first *expanded* sixteen at a time into a group (the references
 //! [`expand_group_iq2_xxs`] and [`expand_group_iq2_xxs_x`]: each row expanded into
