@@ -141,26 +141,69 @@ fn grid_indices(qs: &[u8; 32], qh: &[u8; 16], j: usize, shifts: __m256i, mask: _
     _mm256_or_si256(q, _mm256_slli_epi32::<8>(hi))
 }
 
-/// The levels l = v + 1 (0..2) of an IQ1_S block's eight groups, element j of group g in
-/// byte j of register g: one `vpgatherdq` a group from [`IQ1S_LEVELS`] (the prompt path's
-/// unpack; the rows kernel gathers the same way, group by group).
+/// The eight groups' grid rows of an IQ1 block from `table`, element j of group g in byte j
+/// of register g: per two groups the [`grid_indices`] (`qh` bits by `shifts`, `bits` of
+/// them) and one `vpgatherdq` a group.
+///
+/// # Panics
+/// If an index of `bits` high bits can fall outside `table` (a caller's bug).
 #[target_feature(enable = "avx2")]
 #[inline]
-pub(super) fn iq1_s_levels(x: &BlockIQ1S) -> [__m256i; 8] {
-    let shifts = _mm256_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25);
-    let low3 = _mm256_set1_epi32(7);
+fn gather_groups(
+    qs: &[u8; 32],
+    qh: &[u8; 16],
+    shifts: __m256i,
+    bits: u32,
+    table: &'static [u64],
+) -> [__m256i; 8] {
+    assert!(
+        (0xFF | ((1usize << bits) - 1) << 8) < table.len(),
+        "gather table too short"
+    );
+    let mask = _mm256_set1_epi32((1 << bits) - 1);
     let mut w = [_mm256_setzero_si256(); 8];
     for j in 0..4 {
-        let idx = grid_indices(&x.qs, &x.qh, j, shifts, low3);
-        // SAFETY: every index is a `qs` byte or'd with three bits at 8–10, so below 2048,
-        // inside the table (8-byte rows).
+        let idx = grid_indices(qs, qh, j, shifts, mask);
+        // SAFETY: every index is a `qs` byte or'd with `bits` bits at 8.., inside the table
+        // (checked above; 8-byte rows).
         unsafe {
-            let base = IQ1S_LEVELS.as_ptr().cast();
+            let base = table.as_ptr().cast();
             w[2 * j] = _mm256_i32gather_epi64::<8>(base, _mm256_castsi256_si128(idx));
             w[2 * j + 1] = _mm256_i32gather_epi64::<8>(base, _mm256_extracti128_si256::<1>(idx));
         }
     }
     w
+}
+
+/// The levels l = v + 1 (0..2) of an IQ1_S block's eight groups from [`IQ1S_LEVELS`]
+/// (sub-group 4g + k's three index bits: bits 3k of `qh` word g).
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn iq1_s_levels(x: &BlockIQ1S) -> [__m256i; 8] {
+    let shifts = _mm256_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25);
+    gather_groups(&x.qs, &x.qh, shifts, 3, &IQ1S_LEVELS)
+}
+
+/// Σ over an IQ1 block's eight groups of `vpmaddwd(vpmaddubsw(w[g], y's group g), scale)`,
+/// the scale word g of each 128-bit lane of `sc` spread over the lane (one in-lane `vpshufb`
+/// by [`WORD_BCAST`]), as eight i32 lanes.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn group_dots(w: &[__m256i; 8], y: &BlockQ8K, sc: __m256i) -> __m256i {
+    let mut acc = _mm256_setzero_si256();
+    for (g, &wg) in w.iter().enumerate() {
+        // SAFETY: `y.qs` bytes 32g..32g + 32 lie in the block (g < 8) and the control is 32
+        // bytes (unaligned loads).
+        let (yv, bc) = unsafe {
+            (
+                _mm256_loadu_si256(y.qs.as_ptr().add(32 * g).cast()),
+                _mm256_loadu_si256(WORD_BCAST[g].as_ptr().cast()),
+            )
+        };
+        let m = _mm256_maddubs_epi16(wg, yv);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(m, _mm256_shuffle_epi8(sc, bc)));
+    }
+    acc
 }
 
 impl GridRows for BlockIQ1S {
@@ -186,35 +229,8 @@ impl GridRows for BlockIQ1S {
         let (ls, signed) = iq1_s_group_scales(x);
         let coef = _mm_sub_epi16(signed, _mm_slli_epi16::<3>(ls));
         let delta = _mm_madd_epi16(coef, *ysum);
-        let ls2 = _mm256_broadcastsi128_si256(ls);
-        let shifts = _mm256_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25);
-        let low3 = _mm256_set1_epi32(7);
-        let mut acc = _mm256_setzero_si256();
-        for j in 0..4 {
-            let idx = grid_indices(&x.qs, &x.qh, j, shifts, low3);
-            for (k, ix) in [
-                _mm256_castsi256_si128(idx),
-                _mm256_extracti128_si256::<1>(idx),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let g = 2 * j + k;
-                // SAFETY: every index is a `qs` byte or'd with three bits at 8–10, so below
-                // 2048, inside the table (8-byte rows); `y.qs` bytes 32g..32g + 32 lie in the
-                // block (g < 8) and the control is 32 bytes (unaligned loads).
-                let (w, yv, bc) = unsafe {
-                    (
-                        _mm256_i32gather_epi64::<8>(IQ1S_LEVELS.as_ptr().cast(), ix),
-                        _mm256_loadu_si256(y.qs.as_ptr().add(32 * g).cast()),
-                        _mm256_loadu_si256(WORD_BCAST[g].as_ptr().cast()),
-                    )
-                };
-                let m = _mm256_maddubs_epi16(w, yv);
-                let sc = _mm256_shuffle_epi8(ls2, bc);
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(m, sc));
-            }
-        }
+        // each group's scale in word g of both lanes; |pair sums| ≤ 2·2·128
+        let acc = group_dots(&iq1_s_levels(x), y, _mm256_broadcastsi128_si256(ls));
         _mm256_add_epi32(_mm256_slli_epi32::<3>(acc), _mm256_zextsi128_si256(delta))
     }
 
@@ -392,27 +408,14 @@ fn iq1m_half_scales(scales: &[u8; 8]) -> __m256i {
 }
 
 /// The unsigned weights W = 8·v + 9 + σ (0..18) of an IQ1_M block's eight groups, element j
-/// of group g in byte j of register g: one `vpgatherdq` a group from [`IQ1M_LEVELS`]. The
-/// indices are formed eight at a time (two groups) as IQ1_S's: the `qs` bytes zero-extended
-/// to dwords, or'd with the whole `qh` nibble (three index bits and the delta sign; sub-group
-/// 8j + t's is bits 4t of `qh` dword j) at bits 8–11.
+/// of group g in byte j of register g, from [`IQ1M_LEVELS`] ([`gather_groups`]): the index
+/// takes the whole `qh` nibble (three index bits and the delta sign; sub-group 8j + t's is
+/// bits 4t of `qh` dword j) at bits 8–11.
 #[target_feature(enable = "avx2")]
 #[inline]
 pub(super) fn iq1m_weights(x: &BlockIQ1M) -> [__m256i; 8] {
     let shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-    let low4 = _mm256_set1_epi32(15);
-    let mut w = [_mm256_setzero_si256(); 8];
-    for j in 0..4 {
-        let idx = grid_indices(&x.qs, &x.qh, j, shifts, low4);
-        // SAFETY: every index is a `qs` byte or'd with four bits at 8–11, so below 4096,
-        // inside the table (8-byte rows).
-        unsafe {
-            let base = IQ1M_LEVELS.as_ptr().cast();
-            w[2 * j] = _mm256_i32gather_epi64::<8>(base, _mm256_castsi256_si128(idx));
-            w[2 * j + 1] = _mm256_i32gather_epi64::<8>(base, _mm256_extracti128_si256::<1>(idx));
-        }
-    }
-    w
+    gather_groups(&x.qs, &x.qh, shifts, 4, &IQ1M_LEVELS)
 }
 
 impl GridRows for BlockIQ1M {
@@ -443,22 +446,9 @@ impl GridRows for BlockIQ1M {
     unsafe fn sums(&self, y: &BlockQ8K, bs9: &__m256i) -> __m256i {
         let x = self;
         let ls = iq1m_half_scales(&x.scales);
-        let mut acc = _mm256_madd_epi16(*bs9, ls);
-        for (g, w) in iq1m_weights(x).into_iter().enumerate() {
-            // SAFETY: `y.qs` bytes 32g..32g + 32 lie in the block (g < 8) and the control is
-            // 32 bytes (unaligned loads).
-            let (yv, bc) = unsafe {
-                (
-                    _mm256_loadu_si256(y.qs.as_ptr().add(32 * g).cast()),
-                    _mm256_loadu_si256(WORD_BCAST[g].as_ptr().cast()),
-                )
-            };
-            // |pair sums| ≤ 2·18·128 < 2¹⁵
-            let m = _mm256_maddubs_epi16(w, yv);
-            let sc = _mm256_shuffle_epi8(ls, bc);
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(m, sc));
-        }
-        acc
+        // |pair sums| ≤ 2·18·128 < 2¹⁵
+        let dots = group_dots(&iq1m_weights(x), y, ls);
+        _mm256_add_epi32(_mm256_madd_epi16(*bs9, ls), dots)
     }
 
     fn d(&self) -> i16 {
