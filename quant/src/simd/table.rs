@@ -380,14 +380,27 @@ use CpuLevel::{Amx, Avx2, Avx2Vnni, Avx512, Avx512Bf16, Avx512Vnni};
 
 /// The grid tile of `dtype` (expander `expand`) at the VNNI level, or with AMX.
 #[cfg(target_arch = "x86_64")]
-/// IQ1_M's (or IQ1_M_X's) group tile: `tile` on groups of sixteen rows from `expand`, in the
-/// layout of sixteen scale groups (the halves).
-const fn iq1m_group(tile: iq_group::GroupTileFn, expand: iq_group::GroupExpandFn) -> Tile {
-    Tile::GridGroup(GridGroup {
+/// The group GEMM of a grid type ([`iq_group`]): the tile of its layout — IQ2_XXS's (eight
+/// scale groups, ×0.125 at the end), IQ1_S's (eight, ×0.125 per block) or IQ1_M's (sixteen
+/// halves, ×0.125 per block) — with AVX-VNNI (`vnni`) or AVX-512 VNNI, that layout's scale
+/// groups, and `expand` (rows of `dtype` or its repacked form → a group). One place ties
+/// each tile to the layout its panels and groups are sized for.
+const fn grid_group(dtype: DType, vnni: bool, expand: iq_group::GroupExpandFn) -> GridGroup {
+    use iq_group::x86 as g;
+    let (tile, scales): (iq_group::GroupTileFn, usize) = match (dtype, vnni) {
+        (DType::IQ2_XXS | DType::IQ2_XXS_X, false) => (g::tile_entry, iq_group::SCALES_32),
+        (DType::IQ2_XXS | DType::IQ2_XXS_X, true) => (g::tile_avx_vnni_entry, iq_group::SCALES_32),
+        (DType::IQ1_S | DType::IQ1_S_X, false) => (g::tile_iq1s_entry, iq_group::SCALES_32),
+        (DType::IQ1_S | DType::IQ1_S_X, true) => (g::tile_iq1s_avx_vnni_entry, iq_group::SCALES_32),
+        (DType::IQ1_M | DType::IQ1_M_X, false) => (g::tile_iq1m_entry, iq_group::SCALES_16),
+        (DType::IQ1_M | DType::IQ1_M_X, true) => (g::tile_iq1m_avx_vnni_entry, iq_group::SCALES_16),
+        _ => panic!("no group tile for this type"),
+    };
+    GridGroup {
         tile,
         expand,
-        scales: iq_group::SCALES_16,
-    })
+        scales,
+    }
 }
 
 const fn grid(dtype: DType, expand: tile_grid::ExpandFn, amx: bool) -> Tile {
@@ -416,26 +429,22 @@ const fn grid(dtype: DType, expand: tile_grid::ExpandFn, amx: bool) -> Tile {
         None
     };
     let group = match dtype {
-        DType::IQ2_XXS => Some(GridGroup {
-            tile: iq_group::x86::tile_entry,
-            expand: iq_group::x86::expand_iq2_xxs_entry,
-            scales: iq_group::SCALES_32,
-        }),
-        DType::IQ2_XXS_X => Some(GridGroup {
-            tile: iq_group::x86::tile_entry,
-            expand: iq_group::x86::expand_iq2_xxs_x_entry,
-            scales: iq_group::SCALES_32,
-        }),
-        DType::IQ1_S => Some(GridGroup {
-            tile: iq_group::x86::tile_iq1s_entry,
-            expand: iq_group::x86::expand_iq1_s_entry,
-            scales: iq_group::SCALES_32,
-        }),
-        DType::IQ1_S_X => Some(GridGroup {
-            tile: iq_group::x86::tile_iq1s_entry,
-            expand: iq_group::x86::expand_iq1_s_x_entry,
-            scales: iq_group::SCALES_32,
-        }),
+        DType::IQ2_XXS => Some(grid_group(
+            dtype,
+            false,
+            iq_group::x86::expand_iq2_xxs_entry,
+        )),
+        DType::IQ2_XXS_X => Some(grid_group(
+            dtype,
+            false,
+            iq_group::x86::expand_iq2_xxs_x_entry,
+        )),
+        DType::IQ1_S => Some(grid_group(dtype, false, iq_group::x86::expand_iq1_s_entry)),
+        DType::IQ1_S_X => Some(grid_group(
+            dtype,
+            false,
+            iq_group::x86::expand_iq1_s_x_entry,
+        )),
         _ => None,
     };
     Tile::Grid {
@@ -599,11 +608,11 @@ static X86: &[Row] = &[
         .multi("avx2", i2::dot_iq2_xxs_avx2_multi_entry),
     Row::new(DType::IQ2_XXS, Avx2Vnni).tile(
         "avx2-vnni",
-        Tile::GridGroup(GridGroup {
-            tile: iq_group::x86::tile_avx_vnni_entry,
-            expand: iq_group::x86::expand_iq2_xxs_avx2_entry,
-            scales: iq_group::SCALES_32,
-        }),
+        Tile::GridGroup(grid_group(
+            DType::IQ2_XXS,
+            true,
+            iq_group::x86::expand_iq2_xxs_avx2_entry,
+        )),
     ),
     Row::new(DType::IQ2_XXS, Avx512Vnni)
         .dot("avx512", i5::dot_iq2_xxs_avx512_entry)
@@ -623,11 +632,11 @@ static X86: &[Row] = &[
         .multi("avx2", i2::dot_iq2_xxs_x_avx2_multi_entry),
     Row::new(DType::IQ2_XXS_X, Avx2Vnni).tile(
         "avx2-vnni",
-        Tile::GridGroup(GridGroup {
-            tile: iq_group::x86::tile_avx_vnni_entry,
-            expand: iq_group::x86::expand_iq2_xxs_x_avx2_entry,
-            scales: iq_group::SCALES_32,
-        }),
+        Tile::GridGroup(grid_group(
+            DType::IQ2_XXS_X,
+            true,
+            iq_group::x86::expand_iq2_xxs_x_avx2_entry,
+        )),
     ),
     Row::new(DType::IQ2_XXS_X, Avx512Vnni)
         .dot("avx512", i5::dot_iq2_xxs_x_avx512_entry)
@@ -655,11 +664,11 @@ static X86: &[Row] = &[
         .multi("avx2", i2::dot_iq1_s_avx2_multi_entry),
     Row::new(DType::IQ1_S, Avx2Vnni).tile(
         "avx2-vnni",
-        Tile::GridGroup(GridGroup {
-            tile: iq_group::x86::tile_iq1s_avx_vnni_entry,
-            expand: iq_group::x86::expand_iq1_s_entry,
-            scales: iq_group::SCALES_32,
-        }),
+        Tile::GridGroup(grid_group(
+            DType::IQ1_S,
+            true,
+            iq_group::x86::expand_iq1_s_entry,
+        )),
     ),
     Row::new(DType::IQ1_S, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_s_avx512_entry)
@@ -679,11 +688,11 @@ static X86: &[Row] = &[
         .multi("avx2", i2::dot_iq1_s_x_avx2_multi_entry),
     Row::new(DType::IQ1_S_X, Avx2Vnni).tile(
         "avx2-vnni",
-        Tile::GridGroup(GridGroup {
-            tile: iq_group::x86::tile_iq1s_avx_vnni_entry,
-            expand: iq_group::x86::expand_iq1_s_x_entry,
-            scales: iq_group::SCALES_32,
-        }),
+        Tile::GridGroup(grid_group(
+            DType::IQ1_S_X,
+            true,
+            iq_group::x86::expand_iq1_s_x_entry,
+        )),
     ),
     Row::new(DType::IQ1_S_X, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_s_x_avx512_entry)
@@ -703,10 +712,11 @@ static X86: &[Row] = &[
         .multi("avx2", i2::dot_iq1_m_avx2_multi_entry),
     Row::new(DType::IQ1_M, Avx2Vnni).tile(
         "avx2-vnni",
-        iq1m_group(
-            iq_group::x86::tile_iq1m_avx_vnni_entry,
+        Tile::GridGroup(grid_group(
+            DType::IQ1_M,
+            true,
             iq_group::x86::expand_iq1_m_entry,
-        ),
+        )),
     ),
     Row::new(DType::IQ1_M, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_m_avx512_entry)
@@ -714,10 +724,11 @@ static X86: &[Row] = &[
         .multi("avx512", i5::dot_iq1_m_avx512_multi_entry)
         .tile(
             "avx512",
-            iq1m_group(
-                iq_group::x86::tile_iq1m_entry,
+            Tile::GridGroup(grid_group(
+                DType::IQ1_M,
+                false,
                 iq_group::x86::expand_iq1_m_entry,
-            ),
+            )),
         ),
     Row::new(DType::IQ1_M_X, Avx2)
         .dot("avx2", i2::dot_iq1_m_x_avx2_entry)
@@ -725,10 +736,11 @@ static X86: &[Row] = &[
         .multi("avx2", i2::dot_iq1_m_x_avx2_multi_entry),
     Row::new(DType::IQ1_M_X, Avx2Vnni).tile(
         "avx2-vnni",
-        iq1m_group(
-            iq_group::x86::tile_iq1m_avx_vnni_entry,
+        Tile::GridGroup(grid_group(
+            DType::IQ1_M_X,
+            true,
             iq_group::x86::expand_iq1_m_x_entry,
-        ),
+        )),
     ),
     Row::new(DType::IQ1_M_X, Avx512Vnni)
         .dot("avx512", i5::dot_iq1_m_x_avx512_entry)
@@ -736,10 +748,11 @@ static X86: &[Row] = &[
         .multi("avx512", i5::dot_iq1_m_x_avx512_multi_entry)
         .tile(
             "avx512",
-            iq1m_group(
-                iq_group::x86::tile_iq1m_entry,
+            Tile::GridGroup(grid_group(
+                DType::IQ1_M_X,
+                false,
                 iq_group::x86::expand_iq1_m_x_entry,
-            ),
+            )),
         ),
 ];
 

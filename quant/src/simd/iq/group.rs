@@ -354,66 +354,32 @@ pub(crate) mod x86 {
         SCALES_16, SCALES_32,
     };
     use crate::blocks::{BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockIQ2XXS, BlockIQ2XXSX};
+    use crate::simd::iq::{avx2, avx512};
     use std::arch::x86_64::*;
 
-    /// Safe entry of the AVX-512 IQ2_XXS group expander: checks the shapes, then expands.
-    pub(crate) fn expand_iq2_xxs_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 66, SCALES_32, out);
-        // SAFETY: `table::kernels` hands this entry out only after checking the features; the
-        // shapes were checked above.
-        unsafe { crate::simd::iq::avx512::group_iq2::<BlockIQ2XXS>(rows, out) }
+    /// Safe entries of the group expanders: each checks the shapes (rows of its block type,
+    /// its layout's scale groups), then expands.
+    macro_rules! expand_entries {
+        ($($entry:ident => $expand:expr, $block:ty, $h:expr;)+) => {$(
+            pub(crate) fn $entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+                check_group(n, rows, size_of::<$block>(), $h, out);
+                // SAFETY: `table::kernels` hands this entry out only after checking the
+                // features; the shapes were checked above.
+                unsafe { $expand(rows, out) }
+            }
+        )+};
     }
 
-    /// Safe entry of the AVX-512 IQ2_XXS_X group expander: checks the shapes, then expands.
-    pub(crate) fn expand_iq2_xxs_x_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 102, SCALES_32, out);
-        // SAFETY: as above.
-        unsafe { crate::simd::iq::avx512::group_iq2::<BlockIQ2XXSX>(rows, out) }
-    }
-
-    /// Safe entry of the AVX2 IQ2_XXS group expander: checks the shapes, then expands.
-    pub(crate) fn expand_iq2_xxs_avx2_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 66, SCALES_32, out);
-        // SAFETY: `table::kernels` hands this entry out only after checking the features; the
-        // shapes were checked above.
-        unsafe { crate::simd::iq::avx2::group_iq2_xxs::<BlockIQ2XXS>(rows, out) }
-    }
-
-    /// Safe entry of the AVX2 IQ2_XXS_X group expander: checks the shapes, then expands.
-    pub(crate) fn expand_iq2_xxs_x_avx2_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 102, SCALES_32, out);
-        // SAFETY: as above.
-        unsafe { crate::simd::iq::avx2::group_iq2_xxs::<BlockIQ2XXSX>(rows, out) }
-    }
-
-    /// Safe entry of the IQ1_M group expander (AVX2): checks the shapes, then expands.
-    pub(crate) fn expand_iq1_m_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 56, SCALES_16, out);
-        // SAFETY: `table::kernels` hands this entry out only after checking the features; the
-        // shapes were checked above.
-        unsafe { crate::simd::iq::avx2::group_iq1_m::<BlockIQ1M>(rows, out) }
-    }
-
-    /// Safe entry of the IQ1_M_X group expander (AVX2): checks the shapes, then expands.
-    pub(crate) fn expand_iq1_m_x_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 76, SCALES_16, out);
-        // SAFETY: as above.
-        unsafe { crate::simd::iq::avx2::group_iq1_m::<BlockIQ1MX>(rows, out) }
-    }
-
-    /// Safe entry of the IQ1_S group expander (AVX2): checks the shapes, then expands.
-    pub(crate) fn expand_iq1_s_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 50, SCALES_32, out);
-        // SAFETY: `table::kernels` hands this entry out only after checking the features; the
-        // shapes were checked above.
-        unsafe { crate::simd::iq::avx2::group_iq1_s::<BlockIQ1S>(rows, out) }
-    }
-
-    /// Safe entry of the IQ1_S_X group expander (AVX2): checks the shapes, then expands.
-    pub(crate) fn expand_iq1_s_x_entry(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-        check_group(n, rows, 70, SCALES_32, out);
-        // SAFETY: as above.
-        unsafe { crate::simd::iq::avx2::group_iq1_s::<BlockIQ1SX>(rows, out) }
+    expand_entries! {
+        expand_iq2_xxs_entry => avx512::group_iq2::<BlockIQ2XXS>, BlockIQ2XXS, SCALES_32;
+        expand_iq2_xxs_x_entry => avx512::group_iq2::<BlockIQ2XXSX>, BlockIQ2XXSX, SCALES_32;
+        expand_iq2_xxs_avx2_entry => avx2::group_iq2_xxs::<BlockIQ2XXS>, BlockIQ2XXS, SCALES_32;
+        expand_iq2_xxs_x_avx2_entry =>
+            avx2::group_iq2_xxs::<BlockIQ2XXSX>, BlockIQ2XXSX, SCALES_32;
+        expand_iq1_m_entry => avx2::group_iq1_m::<BlockIQ1M>, BlockIQ1M, SCALES_16;
+        expand_iq1_m_x_entry => avx2::group_iq1_m::<BlockIQ1MX>, BlockIQ1MX, SCALES_16;
+        expand_iq1_s_entry => avx2::group_iq1_s::<BlockIQ1S>, BlockIQ1S, SCALES_32;
+        expand_iq1_s_x_entry => avx2::group_iq1_s::<BlockIQ1SX>, BlockIQ1SX, SCALES_32;
     }
 
     // the tiles' safe entries: IQ2_XXS's layout (×0.125 at the end), IQ1_S's (the same
