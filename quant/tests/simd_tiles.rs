@@ -78,29 +78,37 @@ struct GroupTile {
     tile: quant::simd::q8::tile_x16::GroupTileFn,
 }
 
-/// A grid group layout's sizes and panel packer for `h` scale groups a super-block, as the fn
-/// pointers [`GroupTile`] takes.
-#[allow(clippy::type_complexity)]
-fn group_layout(
-    h: usize,
-) -> (
-    fn(usize) -> usize,
-    fn(usize, usize) -> usize,
-    fn(usize, &[&[u8]], &mut [u8]),
-) {
+/// A grid type's group tile `g` with the sizes and panel packer of its layout (`g.scales`
+/// scale groups a super-block) and the reference expander `expand_ref`, as [`GroupTile`].
+fn grid_group_tile(
+    g: quant::simd::table::GridGroup,
+    expand_ref: fn(usize, &[&[u8]], &mut [u8]),
+) -> GroupTile {
     use quant::simd::iq::group::{group_bytes, pack_panel, panel_bytes, SCALES_16, SCALES_32};
-    match h {
-        SCALES_32 => (
-            |n| group_bytes(n, SCALES_32),
-            |n, c| panel_bytes(n, c, SCALES_32),
-            |n, a, o| pack_panel(n, a, o, SCALES_32),
-        ),
-        SCALES_16 => (
-            |n| group_bytes(n, SCALES_16),
-            |n, c| panel_bytes(n, c, SCALES_16),
-            |n, a, o| pack_panel(n, a, o, SCALES_16),
-        ),
-        _ => panic!("{h} scale groups"),
+    let wide = match g.scales {
+        SCALES_32 => true,
+        SCALES_16 => false,
+        h => panic!("{h} scale groups"),
+    };
+    GroupTile {
+        group_bytes: if wide {
+            |n| group_bytes(n, SCALES_32)
+        } else {
+            |n| group_bytes(n, SCALES_16)
+        },
+        panel_bytes: if wide {
+            |n, c| panel_bytes(n, c, SCALES_32)
+        } else {
+            |n, c| panel_bytes(n, c, SCALES_16)
+        },
+        pack: if wide {
+            |n, a, o| pack_panel(n, a, o, SCALES_32)
+        } else {
+            |n, a, o| pack_panel(n, a, o, SCALES_16)
+        },
+        expand: g.expand,
+        expand_ref,
+        tile: g.tile,
     }
 }
 
@@ -298,16 +306,7 @@ fn grid_group_tiles_match_the_reference_bit_for_bit() {
                         a
                     })
                     .collect();
-                // the layout's sizes and packer for its scale groups, as fn pointers
-                let (group_bytes, panel_bytes, pack) = group_layout(h);
-                let k = GroupTile {
-                    group_bytes,
-                    panel_bytes,
-                    pack,
-                    expand: g.expand,
-                    expand_ref: reference_expand,
-                    tile: g.tile,
-                };
+                let k = grid_group_tile(g, reference_expand);
                 assert_group_tile(&format!("{wt:?} {level}"), n, &rows, &acts, &k, reference);
             }
         }
@@ -363,15 +362,8 @@ fn iq1_group_tiles_keep_the_reference_bits_among_subnormals() {
             let (Tile::Grid { group: Some(g), .. } | Tile::GridGroup(g)) = k.f else {
                 panic!("{wt:?}'s tile has a group tile");
             };
-            let (group_bytes, panel_bytes, pack) = group_layout(h);
-            let k = GroupTile {
-                group_bytes,
-                panel_bytes,
-                pack,
-                expand: g.expand,
-                expand_ref,
-                tile: g.tile,
-            };
+            assert_eq!(g.scales, h, "{wt:?} scale groups");
+            let k = grid_group_tile(g, expand_ref);
             assert_group_tile(&format!("{wt:?} {level}"), n, &rows, &acts, &k, reference);
         }
     }
