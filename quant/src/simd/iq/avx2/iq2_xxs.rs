@@ -355,48 +355,26 @@ unsafe fn multi<B: Avx2Iq2>(_n: usize, w: &[u8], acts: &[&[u8]], out: &mut [f32]
 /// Sixteen IQ2_XXS or IQ2_XXS_X rows → their group for the AVX-VNNI group tile (the bytes
 /// of [`crate::simd::iq::group::expand_group_iq2_xxs`] / `_x`): per super-block each row is unpacked
 /// as for [`dot_iq2_xxs_avx2_multi`] ([`unpack`]: signed values + 43), moved to the group's
-/// offset (+ 85 more: v ⊕ 0x80 = v + 128), and every 32-byte slice of the sixteen rows, and
-/// the rows' group scales, goes through an 8 × 8 dword transpose per half of the group.
+/// offset (+ 85 more: v ⊕ 0x80 = v + 128); the AVX2 expanders' loop ([`super::expand_group`])
+/// writes the group.
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; `rows` holds 1..=16 rows of `B` of equal length
 /// and `out` is [`crate::simd::iq::group::group_bytes`] of their element count.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(in crate::simd) unsafe fn group_iq2_xxs<B: Avx2Iq2>(rows: &[&[u8]], out: &mut [u8]) {
-    use crate::simd::iq::group::{GROUP_ROWS, GROUP_SB, SCALES_32};
-    let nr = rows.len();
-    let mut xs: [&[B]; GROUP_ROWS] = [&[]; GROUP_ROWS];
-    for (x, w) in xs.iter_mut().zip(rows) {
-        *x = view::<B>(w);
-    }
     let to_group = _mm256_set1_epi8((128 - IQ2_OFFSET) as i8);
-    // missing rows: values 0 (codes 0x80), scales 0
-    let mut vals = [[0x80u8; 256]; GROUP_ROWS];
-    let mut ls = [[0i32; 16]; GROUP_ROWS];
-    let mut d = [0f32; GROUP_ROWS];
-    for (b, ob) in out.chunks_exact_mut(GROUP_SB).enumerate() {
-        for r in 0..nr {
-            let x = &xs[r][b];
-            if let Some(ahead) = xs[r].get(b + 2) {
-                crate::simd::prefetch(bytemuck::bytes_of(ahead));
-            }
-            // SAFETY: same features.
-            let (wv, l) = unsafe { x.unpack() };
-            for (g, v) in wv.iter().enumerate() {
-                // SAFETY: group g is bytes 32g..32g + 32 of the row's 256 (unaligned store).
-                unsafe {
-                    _mm256_storeu_si256(
-                        vals[r][32 * g..].as_mut_ptr().cast(),
-                        _mm256_add_epi8(*v, to_group),
-                    )
-                };
-            }
-            ls[r][..8].copy_from_slice(&l.map(i32::from));
-            d[r] = f16c!(x.d());
+    let block = |x: &B| {
+        // SAFETY: same features.
+        let (wv, l) = unsafe { x.unpack() };
+        let mut ls = [0i32; 16];
+        for (o, &v) in ls.iter_mut().zip(&l) {
+            *o = i32::from(v);
         }
-        // SAFETY: same features; `ob` is one super-block of the group.
-        unsafe { super::store_group_block(ob, &vals, &ls, &d, SCALES_32) };
-    }
+        (wv.map(|v| _mm256_add_epi8(v, to_group)), ls, f16c!(x.d()))
+    };
+    // SAFETY: the caller's guarantees.
+    unsafe { super::expand_group(rows, out, crate::simd::iq::group::SCALES_32, block) }
 }
 
 /// The two IQ2_XXS layouts ([`BlockIQ2XXS`], the repacked [`BlockIQ2XXSX`]) as the
