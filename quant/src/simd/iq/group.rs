@@ -33,7 +33,7 @@
 //! on expanded rows (docs/kernels.md, "IQ2_XXS experts with rows in lanes"). The float
 //! combine is four operations per column and super-block (five for IQ1_M).
 
-use crate::blocks::{view, BlockIQ1M, BlockIQ1MX, BlockQ8K};
+use crate::blocks::{view, BlockIQ1M, BlockIQ1MX, BlockIQ1S, BlockIQ1SX, BlockQ8K};
 use crate::grids::IQ1S_GRID;
 
 /// Weight rows in a group.
@@ -116,7 +116,13 @@ pub(crate) fn check_group(n: usize, rows: &[&[u8]], bytes: usize, h: usize, out:
 /// # Panics
 /// If a length does not match (a caller's bug, not bad input).
 pub fn expand_group_iq2_xxs(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    check_group(n, rows, 66, SCALES_32, out);
+    check_group(
+        n,
+        rows,
+        size_of::<crate::blocks::BlockIQ2XXS>(),
+        SCALES_32,
+        out,
+    );
     expand_then_regroup(super::tile::expand_iq2_xxs, n, rows, out);
 }
 
@@ -126,7 +132,13 @@ pub fn expand_group_iq2_xxs(n: usize, rows: &[&[u8]], out: &mut [u8]) {
 /// # Panics
 /// If a length does not match (a caller's bug, not bad input).
 pub fn expand_group_iq2_xxs_x(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    check_group(n, rows, 102, SCALES_32, out);
+    check_group(
+        n,
+        rows,
+        size_of::<crate::blocks::BlockIQ2XXSX>(),
+        SCALES_32,
+        out,
+    );
     expand_then_regroup(super::tile::expand_iq2_xxs_x, n, rows, out);
 }
 
@@ -138,7 +150,7 @@ pub fn expand_group_iq2_xxs_x(n: usize, rows: &[&[u8]], out: &mut [u8]) {
 /// If a length does not match (a caller's bug, not bad input).
 pub fn expand_group_iq1_m(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     use crate::codec::iquants::{iq1m_d, iq1m_index, iq1m_scales};
-    check_group(n, rows, 56, SCALES_16, out);
+    check_group(n, rows, size_of::<BlockIQ1M>(), SCALES_16, out);
     let xs: Vec<&[BlockIQ1M]> = rows.iter().map(|w| view::<BlockIQ1M>(w)).collect();
     regroup_iq1(&xs, out, SCALES_16, |x| {
         let mut v = [0i8; 256];
@@ -168,7 +180,7 @@ pub fn expand_group_iq1_m(n: usize, rows: &[&[u8]], out: &mut [u8]) {
 pub fn expand_group_iq1_m_x(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     use crate::codec::iquants::{iq1m_d_of, iq1m_scales_of};
     use crate::codec::repack::{iq1mx_code, iq1mx_neg};
-    check_group(n, rows, 76, SCALES_16, out);
+    check_group(n, rows, size_of::<BlockIQ1MX>(), SCALES_16, out);
     let xs: Vec<&[BlockIQ1MX]> = rows.iter().map(|w| view::<BlockIQ1MX>(w)).collect();
     regroup_iq1(&xs, out, SCALES_16, |x| {
         let mut v = [0i8; 256];
@@ -216,32 +228,13 @@ fn regroup_iq1<B>(
 /// The reference group expander of IQ1_S ([`GroupExpandFn`], [`SCALES_32`]): per element
 /// W = 8·v + σ (v the grid value, σ = ±1 its group's delta sign), per group its scale
 /// 2·s + 1, per row the super-block scale; the tile's T is then the reference's
-/// 8·sumi + sumi1, as IQ1_M's.
+/// 8·sumi + sumi1, as IQ1_M's. Taken from the row expander of [`super::tile`].
 ///
 /// # Panics
 /// If a length does not match (a caller's bug, not bad input).
 pub fn expand_group_iq1_s(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    use crate::blocks::{le_u16, BlockIQ1S};
-    use crate::scalar::le_f16;
-    check_group(n, rows, 50, SCALES_32, out);
-    let xs: Vec<&[BlockIQ1S]> = rows.iter().map(|w| view::<BlockIQ1S>(w)).collect();
-    regroup_iq1(&xs, out, SCALES_32, |x| {
-        let mut v = [0i8; 256];
-        let mut ls = [0i32; 16];
-        for (g, l) in ls.iter_mut().take(8).enumerate() {
-            let h = le_u16(&x.qh, g);
-            *l = 2 * ((h >> 12) & 7) as i32 + 1;
-            let sigma = if h & 0x8000 != 0 { -1 } else { 1 };
-            for k in 0..4 {
-                let idx = x.qs[4 * g + k] as usize | ((((h >> (3 * k)) & 7) as usize) << 8);
-                for j in 0..8 {
-                    let e = (IQ1S_GRID[idx] >> (8 * j)) as u8 as i8;
-                    v[32 * g + 8 * k + j] = 8 * e + sigma;
-                }
-            }
-        }
-        (v, ls, le_f16(x.d))
-    });
+    check_group(n, rows, size_of::<BlockIQ1S>(), SCALES_32, out);
+    iq1_s_regroup(super::tile::expand_iq1_s, n, rows, out);
 }
 
 /// The reference group expander of IQ1_S_X ([`GroupExpandFn`], [`SCALES_32`]): the group
@@ -250,23 +243,42 @@ pub fn expand_group_iq1_s(n: usize, rows: &[&[u8]], out: &mut [u8]) {
 /// # Panics
 /// If a length does not match (a caller's bug, not bad input).
 pub fn expand_group_iq1_s_x(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    use crate::blocks::BlockIQ1SX;
-    use crate::codec::repack::{iq1sx_code, iq1sx_group};
-    use crate::scalar::le_f16;
-    check_group(n, rows, 70, SCALES_32, out);
-    let xs: Vec<&[BlockIQ1SX]> = rows.iter().map(|w| view::<BlockIQ1SX>(w)).collect();
-    regroup_iq1(&xs, out, SCALES_32, |x| {
+    check_group(n, rows, size_of::<BlockIQ1SX>(), SCALES_32, out);
+    iq1_s_regroup(super::tile::expand_iq1_s_x, n, rows, out);
+}
+
+/// Each row through an IQ1_S row expander of [`super::tile`] (values v, group scales, f32
+/// scale, delta weights ls·σ), then its IQ1 group: W = 8·v + σ, σ the delta weight's sign.
+fn iq1_s_regroup(expand: super::tile::ExpandFn, n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    use super::tile::{expanded_bytes, EXPANDED_SB};
+    let ex: Vec<Vec<u8>> = rows
+        .iter()
+        .map(|w| {
+            let mut e = vec![0u8; expanded_bytes(n)];
+            expand(w, &mut e);
+            e
+        })
+        .collect();
+    let blocks: Vec<Vec<&[u8]>> = ex
+        .iter()
+        .map(|e| e.chunks_exact(EXPANDED_SB).collect())
+        .collect();
+    let blocks: Vec<&[&[u8]]> = blocks.iter().map(|b| b.as_slice()).collect();
+    let word = |e: &[u8], at: usize| i16::from_le_bytes([e[at], e[at + 1]]);
+    regroup_iq1(&blocks, out, SCALES_32, |e: &&[u8]| {
         let mut v = [0i8; 256];
         let mut ls = [0i32; 16];
         for (g, l) in ls.iter_mut().take(8).enumerate() {
-            let (lg, neg) = iq1sx_group(x, g);
-            *l = lg;
-            let sigma = if neg { -1 } else { 1 };
-            for e in 32 * g..32 * g + 32 {
-                v[e] = 8 * (iq1sx_code(x, e) as i8 - 1) + sigma;
+            *l = i32::from(word(e, 256 + 4 * g));
+            let sigma = word(e, 296 + 4 * g).signum() as i8;
+            for (o, &c) in v[32 * g..32 * g + 32]
+                .iter_mut()
+                .zip(&e[32 * g..32 * g + 32])
+            {
+                *o = 8 * c as i8 + sigma;
             }
         }
-        (v, ls, le_f16(x.d))
+        (v, ls, f32::from_le_bytes([e[288], e[289], e[290], e[291]]))
     });
 }
 
