@@ -23,13 +23,9 @@ use crate::taper::Tapered;
 use crate::{Case, CpuKernel, KernelCx, TensorMut, TensorRef};
 use graph::op::mul_mat_id::MulMatId;
 use graph::{Pinned, TensorDesc, WeightData};
-use quant::simd::iq::{amx as tile_amx, tile as tile_grid};
 use quant::simd::Tile;
 use quant::DType;
-use tiles::{
-    expert_groups, expert_tiles, expert_tiles_amx, group_panels_bytes, pack_group_panels, Grid,
-    Panels, Vnni,
-};
+use tiles::{expert_groups, expert_tiles, group_panels_bytes, pack_group_panels, Panels, Vnni};
 
 #[path = "mul_mat_id_tiles.rs"]
 mod tiles;
@@ -47,11 +43,6 @@ const GRID_CHUNK: usize = 64;
 /// GEMM (below it, expanding a row costs more than the multi-column kernel's per-token
 /// overhead).
 const TILED_MIN_TOKENS: usize = 4;
-
-/// Fewest tokens on one expert for which the AMX grid GEMM replaces the VNNI tile where the
-/// CPU has AMX: its tile loads of the weight rows cost the same for 1 or 16 columns, so with
-/// few columns the register tile is cheaper.
-const AMX_MIN_TOKENS: usize = 8;
 
 struct Shape {
     k: usize,
@@ -286,47 +277,27 @@ impl CpuKernel for MulMatId {
         for j in cx.my_rows(s.n_used * s.t) {
             fill_special(dst, route(ids, &s, j % s.n_used, j / s.n_used), j);
         }
-        // IQ2_XXS and IQ1_S experts with several tokens go through the tiled GEMM (not with a row
-        // mask: it would read masked rows)
+        // grid-type experts (IQ2_XXS, IQ1_S, IQ1_M and their repacked forms) with several
+        // tokens go through the group tile (not with a row mask: it would read masked rows);
+        // the table's AMX tile is not run: on the AMX host measured on 2026-12-07 the group
+        // tile took a prompt chunk's experts 1.2–1.6× faster (docs/kernels.md)
         let grid = match kernels.tile.map(|k| k.f) {
             Some(Tile::Grid {
                 tile,
                 expand,
                 group,
-                amx,
-            }) if srcs.len() == 3 => {
-                let vnni = match group {
-                    Some(g) => Vnni::Group(g),
-                    None => Vnni::Rows4(tile, expand),
-                };
-                Some(match amx {
-                    Some(a) if s.t >= AMX_MIN_TOKENS => Grid::Amx {
-                        tile: a.tile,
-                        kind: a.kind,
-                        split: a.split,
-                        direct: a.direct,
-                        expand,
-                        vnni,
-                    },
-                    _ => Grid::Vnni(vnni),
-                })
-            }
-            Some(Tile::GridGroup(g)) if srcs.len() == 3 => Some(Grid::Vnni(Vnni::Group(g))),
+                ..
+            }) if srcs.len() == 3 => Some(match group {
+                Some(g) => Vnni::Group(g),
+                None => Vnni::Rows4(tile, expand),
+            }),
+            Some(Tile::GridGroup(g)) if srcs.len() == 3 => Some(Vnni::Group(g)),
             _ => None,
         };
         // rows the expansion scratch holds
-        let ex_rows = match grid {
-            Some(Grid::Vnni(..)) => GRID_CHUNK,
-            _ => CHUNK,
-        };
-        // expanded rows of one item (and, for AMX, one grid-expanded row before its split)
-        let exbytes = match grid {
-            None => 0,
-            Some(Grid::Vnni(v)) => v.scratch(ex_rows, s.k),
-            Some(Grid::Amx { vnni, .. }) => (CHUNK * tile_amx::amx_bytes(s.k)
-                + tile_grid::expanded_bytes(s.k))
-            .max(vnni.scratch(CHUNK, s.k)),
-        };
+        let ex_rows = if grid.is_some() { GRID_CHUNK } else { CHUNK };
+        // expanded rows of one item
+        let exbytes = grid.map_or(0, |v| v.scratch(ex_rows, s.k));
         // one expert's panels: at most one row per token, each chunk rounded up to a pair
         let pbytes = grid.map_or(0, |_| group_panels_bytes(&s));
         let qbytes = s.qrow * s.b * s.t;
@@ -446,53 +417,26 @@ impl CpuKernel for MulMatId {
                 // scratch holds `ex_rows` rows)
                 let fits = (TILED_MIN_TOKENS..=s.t).contains(&group.len()) && chunk <= ex_rows;
                 if let (Some(grid), true) = (grid, fits) {
-                    let use_amx = matches!(grid, Grid::Amx { .. }) && group.len() >= AMX_MIN_TOKENS;
-                    let layout = match grid {
-                        _ if use_amx => Panels::Amx,
-                        Grid::Amx { vnni, .. } | Grid::Vnni(vnni) => vnni.panels(),
-                    };
+                    let layout = grid.panels();
                     if packed != Some((e, layout)) {
                         pack_group_panels(&s, group, q, panels, layout);
                         packed = Some((e, layout));
                     }
                     match grid {
-                        Grid::Amx {
-                            tile,
-                            kind,
-                            split,
-                            direct,
-                            expand,
-                            ..
-                        } if use_amx => {
-                            let (ex, tmp) =
-                                ex.split_at_mut(exbytes - tile_grid::expanded_bytes(s.k));
-                            expert_tiles_amx(
-                                (tile, kind, split, direct, expand),
-                                &s,
-                                &wrows,
-                                cols,
-                                group,
-                                panels,
-                                (ex, tmp),
-                                dst,
-                            );
+                        Vnni::Rows4(tile, expand) => expert_tiles(
+                            (tile, expand),
+                            &s,
+                            &wrows,
+                            cols,
+                            group,
+                            q,
+                            panels,
+                            ex,
+                            dst,
+                        ),
+                        Vnni::Group(g) => {
+                            expert_groups(g, &s, &wrows, cols, group, panels, ex, dst)
                         }
-                        Grid::Amx { vnni, .. } | Grid::Vnni(vnni) => match vnni {
-                            Vnni::Rows4(tile, expand) => expert_tiles(
-                                (tile, expand),
-                                &s,
-                                &wrows,
-                                cols,
-                                group,
-                                q,
-                                panels,
-                                ex,
-                                dst,
-                            ),
-                            Vnni::Group(g) => {
-                                expert_groups(g, &s, &wrows, cols, group, panels, ex, dst)
-                            }
-                        },
                     }
                     continue;
                 }
@@ -594,8 +538,8 @@ impl CpuKernel for MulMatId {
             }
         }
         // experts chosen by many tokens: of 11, 9, 6 and 7 (the tiled grid path, with a
-        // column-chunk tail and a row-quad tail at N = 37); of 23, 19, 12 and 16 (on an AMX
-        // machine the AMX path, with a 16 + 3 column split and a 16 + 16 + 5 row split)
+        // column-chunk tail and a row tail at N = 37); of 23, 19, 12 and 16 (panels of 8 + 8 +
+        // 7 and 8 + 8 + 3 tokens)
         for (nt, first) in [(11usize, 9usize), (23, 19)] {
             let ids_many: Vec<i32> = (0..nt)
                 .flat_map(|t| {

@@ -1,12 +1,11 @@
 //! MUL_MAT_ID's tiled GEMMs for grid-type experts with several tokens (IQ2_XXS, IQ1_S, IQ1_M
 //! and their repacked forms): the group's activation panels, and an item's rows expanded once and
-//! multiplied by the VNNI register tile or, where the CPU has AMX, the AMX tile; every output
-//! has the reference's bits.
+//! multiplied by a VNNI register tile; every output has the reference's bits.
 
 use super::{act, Shape};
 use crate::mul_mat::WeightRows;
 use crate::TensorMut;
-use quant::simd::iq::{amx as tile_amx, group as iq_group, tile as tile_grid};
+use quant::simd::iq::{group as iq_group, tile as tile_grid};
 use quant::simd::table::GridGroup;
 
 /// The VNNI GEMM of a grid type on expanded rows (AVX-512 VNNI; the group tile also with
@@ -41,26 +40,6 @@ impl Vnni {
     }
 }
 
-/// The tiled grid GEMM a MUL_MAT_ID node runs for experts with several tokens.
-#[derive(Clone, Copy)]
-pub(super) enum Grid {
-    /// A VNNI GEMM on expanded rows.
-    Vnni(Vnni),
-    /// The AMX tile on AMX-expanded rows (`tile_amx`), and the VNNI tile for experts with
-    /// fewer than [`AMX_MIN_TOKENS`](super::AMX_MIN_TOKENS) tokens.
-    Amx {
-        tile: tile_amx::AmxTileFn,
-        kind: tile_amx::GridKind,
-        split: tile_amx::SplitFn,
-        /// The direct expander (IQ2_XXS_X, IQ1_S_X), which replaces the grid expander and
-        /// the split.
-        direct: Option<tile_amx::AmxExpandFn>,
-        /// The grid row expander the split starts from.
-        expand: tile_grid::ExpandFn,
-        vnni: Vnni,
-    },
-}
-
 /// The layout of an expert's activation panels.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Panels {
@@ -69,8 +48,6 @@ pub(super) enum Panels {
     /// The sixteen-row group tile's (`iq_group::pack_panel`) with this many scale groups a
     /// super-block.
     Group(usize),
-    /// The AMX tile's (`tile_amx::pack_panel`).
-    Amx,
 }
 
 impl Panels {
@@ -79,7 +56,6 @@ impl Panels {
         match self {
             Panels::Rows4 => tile_grid::TILE_COLS,
             Panels::Group(_) => iq_group::PANEL_COLS,
-            Panels::Amx => tile_amx::TILE_COLS,
         }
     }
 
@@ -88,7 +64,6 @@ impl Panels {
         match self {
             Panels::Rows4 => tile_grid::panel_bytes(k, cols),
             Panels::Group(h) => iq_group::panel_bytes(k, cols, h),
-            Panels::Amx => tile_amx::panel_bytes(k, cols),
         }
     }
 
@@ -126,7 +101,6 @@ pub(super) fn pack_group_panels(
         match layout {
             Panels::Rows4 => tile_grid::pack_panel(s.k, &acts, out),
             Panels::Group(h) => iq_group::pack_panel(s.k, &acts, out, h),
-            Panels::Amx => tile_amx::pack_panel(s.k, &acts, out),
         }
         at += len;
     }
@@ -138,60 +112,11 @@ pub(super) fn group_panels_bytes(s: &Shape) -> usize {
         Panels::Rows4,
         Panels::Group(iq_group::SCALES_32),
         Panels::Group(iq_group::SCALES_16),
-        Panels::Amx,
     ]
     .into_iter()
     .map(|p| s.t.div_ceil(p.cols()) * p.bytes(s.k, p.cols()))
     .max()
     .unwrap_or(0)
-}
-
-/// Output columns `cols` of every output row in `group` (the rows routed to expert `rows`) with
-/// the AMX grid GEMM: the item's weight rows (at most [`CHUNK`](super::CHUNK) = [`tile_amx::TILE_ROWS`])
-/// are expanded (`tile_grid`'s expander into `tmp`) and split into their AMX form in `ex`
-/// (or, with a direct expander, written in that form at once), then multiplied against up
-/// to 16 of the group's tokens per call, whose panels ([`pack_group_panels`]) are in
-/// `panels` (the reference's bits).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn expert_tiles_amx(
-    (tile, kind, split, direct, expand): (
-        tile_amx::AmxTileFn,
-        tile_amx::GridKind,
-        tile_amx::SplitFn,
-        Option<tile_amx::AmxExpandFn>,
-        tile_grid::ExpandFn,
-    ),
-    s: &Shape,
-    rows: &WeightRows,
-    cols: std::ops::Range<usize>,
-    group: &[u32],
-    panels: &[u8],
-    (ex, tmp): (&mut [u8], &mut [u8]),
-    dst: &TensorMut,
-) {
-    let ab = tile_amx::amx_bytes(s.k);
-    let nr = cols.len();
-    for (i, buf) in ex.chunks_exact_mut(ab).take(nr).enumerate() {
-        let row = rows.row(cols.start + i);
-        match direct {
-            Some(direct) => direct(row, buf),
-            None => {
-                expand(row, tmp);
-                split(kind, tmp, buf);
-            }
-        }
-    }
-    for (chunk, panel) in Panels::Amx.chunks(s.k, group, panels) {
-        let m = chunk.len();
-        let mut out = [0f32; tile_amx::TILE_ROWS * tile_amx::TILE_COLS];
-        tile(s.k, &ex[..nr * ab], nr, panel, m, &mut out[..nr * m]);
-        for (c, &j) in chunk.iter().enumerate() {
-            let d = dst.row_range_f32_mut(j as usize, cols.clone());
-            for (r, o) in d.iter_mut().enumerate() {
-                *o = out[r * m + c];
-            }
-        }
-    }
 }
 
 /// Output columns `cols` of every output row in `group` (the `(token, slot)` rows routed to

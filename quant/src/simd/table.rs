@@ -52,7 +52,8 @@ pub enum CpuLevel {
     /// AVX512-BF16 on top: the BF16 tile multiplies with `vdpbf16ps`.
     Avx512Bf16,
     /// AMX-TILE and AMX-INT8, with the operating system's permission: the AMX GEMM of the
-    /// grid-type MoE experts.
+    /// grid-type MoE experts (tested and benchmarked against the group tile, which
+    /// MUL_MAT_ID runs: it measured faster on an AMX host).
     Amx,
 }
 
@@ -183,16 +184,19 @@ pub enum Tile {
     Float(tile_float::TileFn),
     /// Grid-type MoE experts (IQ2_XXS, IQ1_S and their repacked forms): rows expanded once
     /// ([`tile_grid`]) into a VNNI register tile, and the AMX tile where there is AMX.
+    /// MUL_MAT_ID runs the sixteen-row group tile; the four-row and AMX tiles are the points
+    /// of comparison of the `gemm` benches (and the AMX split starts from the four-row
+    /// tile's expanded rows).
     Grid {
-        /// The four-row VNNI tile on expanded rows (IQ1_S's prompt GEMM; for IQ2_XXS the
-        /// group tile's point of comparison in the `gemm` benches).
+        /// The four-row VNNI tile on expanded rows.
         tile: tile_grid::TileFn,
         /// The row expander.
         expand: tile_grid::ExpandFn,
-        /// The sixteen-row group tile (IQ2_XXS and IQ2_XXS_X), which MUL_MAT_ID runs instead
-        /// of the four-row tile where present.
+        /// The sixteen-row group tile, which MUL_MAT_ID runs (every grid type has one).
         group: Option<GridGroup>,
-        /// The AMX tile, on CPUs with AMX.
+        /// The AMX tile, on CPUs with AMX. MUL_MAT_ID does not run it: on the AMX host
+        /// measured (2026-12-07, a KVM guest) the group tile took a prompt chunk's experts
+        /// 1.2–1.6× faster (docs/kernels.md, "AMX tiles for the grid experts").
         amx: Option<AmxTile>,
     },
     /// Grid experts by the sixteen-row group tile alone: IQ2_XXS with AVX-VNNI (no four-row
