@@ -292,9 +292,7 @@ fn bench_gemm_kernels(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new(t.name(), "expand"), |b| {
                     b.iter(|| expand(black_box(wr[0]), &mut e))
                 });
-                if let Some(gg) = group {
-                    bench_grid_group(&mut g, t, gg, "", &wr, &ar);
-                }
+                bench_grid_group(&mut g, t, group, "", &wr, &ar);
                 // the lower levels' group tiles (AVX-VNNI)
                 let lower = quant::simd::table::column(t, k.level, |r| r.tile);
                 for (level, other) in lower.into_iter().rev().skip(1) {

@@ -25,7 +25,7 @@ use graph::op::mul_mat_id::MulMatId;
 use graph::{Pinned, TensorDesc, WeightData};
 use quant::simd::Tile;
 use quant::DType;
-use tiles::{expert_groups, expert_tiles, group_panels_bytes, pack_group_panels, Panels, Vnni};
+use tiles::{expert_groups, group_panels_bytes, groups_bytes, pack_group_panels};
 
 #[path = "mul_mat_id_tiles.rs"]
 mod tiles;
@@ -33,7 +33,7 @@ mod tiles;
 /// Weight rows per claimed chunk.
 const CHUNK: usize = 16;
 
-/// Weight rows per claimed chunk for the VNNI grid tile of a prompt chunk: every item
+/// Weight rows per claimed chunk for the group tile of a prompt chunk: every item
 /// streams its expert's token panels through the cache once, so 64 expanded rows (about
 /// 300 KiB at K = 4096, in L2) stream them a quarter as often as 16 (iq2 pp512 on the Xeon of
 /// issue 35, alternating: the experts' time over the dense Q8_0 time 0.94 → 0.88).
@@ -282,24 +282,17 @@ impl CpuKernel for MulMatId {
         // the table's AMX tile is not run: on the AMX host measured on 2026-12-07 the group
         // tile took a prompt chunk's experts 1.2–1.6× faster (docs/kernels.md)
         let grid = match kernels.tile.map(|k| k.f) {
-            Some(Tile::Grid {
-                tile,
-                expand,
-                group,
-                ..
-            }) if srcs.len() == 3 => Some(match group {
-                Some(g) => Vnni::Group(g),
-                None => Vnni::Rows4(tile, expand),
-            }),
-            Some(Tile::GridGroup(g)) if srcs.len() == 3 => Some(Vnni::Group(g)),
+            Some(Tile::Grid { group, .. } | Tile::GridGroup(group)) if srcs.len() == 3 => {
+                Some(group)
+            }
             _ => None,
         };
         // rows the expansion scratch holds
         let ex_rows = if grid.is_some() { GRID_CHUNK } else { CHUNK };
         // expanded rows of one item
-        let exbytes = grid.map_or(0, |v| v.scratch(ex_rows, s.k));
-        // one expert's panels: at most one row per token, each chunk rounded up to a pair
-        let pbytes = grid.map_or(0, |_| group_panels_bytes(&s));
+        let exbytes = grid.map_or(0, |g| groups_bytes(g, ex_rows, s.k));
+        // one expert's panels: at most one row per token
+        let pbytes = grid.map_or(0, |g| group_panels_bytes(&s, g.scales));
         let qbytes = s.qrow * s.b * s.t;
         // the rows of one item converted from the official FP4 layout (paged MXFP4 experts
         // on a level without the split kernels only)
@@ -323,9 +316,9 @@ impl CpuKernel for MulMatId {
         let (ex, rest) = rest.split_at_mut(exbytes);
         let (panels, rest) = rest.split_at_mut(pbytes);
         let (stage, rest) = rest.split_at_mut(sbytes);
-        // the expert whose panels `panels` holds, and their layout (items are claimed expert
-        // by expert, so a thread packs each expert's panels about once)
-        let mut packed: Option<(usize, Panels)> = None;
+        // the expert whose panels `panels` holds (items are claimed expert by expert, so a
+        // thread packs each expert's panels about once)
+        let mut packed: Option<usize> = None;
         let (_, mem, _) = bytemuck::pod_align_to_mut::<u8, u32>(rest);
         let bk = bucket(ids, &s, &mut mem[..bucket_len(&s)]);
         if cx.ith == 0 {
@@ -416,28 +409,12 @@ impl CpuKernel for MulMatId {
                 // would not fit the panel scratch; it takes the multi-column path; the expansion
                 // scratch holds `ex_rows` rows)
                 let fits = (TILED_MIN_TOKENS..=s.t).contains(&group.len()) && chunk <= ex_rows;
-                if let (Some(grid), true) = (grid, fits) {
-                    let layout = grid.panels();
-                    if packed != Some((e, layout)) {
-                        pack_group_panels(&s, group, q, panels, layout);
-                        packed = Some((e, layout));
+                if let (Some(g), true) = (grid, fits) {
+                    if packed != Some(e) {
+                        pack_group_panels(&s, group, q, panels, g.scales);
+                        packed = Some(e);
                     }
-                    match grid {
-                        Vnni::Rows4(tile, expand) => expert_tiles(
-                            (tile, expand),
-                            &s,
-                            &wrows,
-                            cols,
-                            group,
-                            q,
-                            panels,
-                            ex,
-                            dst,
-                        ),
-                        Vnni::Group(g) => {
-                            expert_groups(g, &s, &wrows, cols, group, panels, ex, dst)
-                        }
-                    }
+                    expert_groups(g, &s, &wrows, cols, group, panels, ex, dst);
                     continue;
                 }
                 if let (Some(multi), true, None) = (multi, group.len() > 1, srcs.get(3)) {

@@ -262,7 +262,7 @@ fn grid_group_tiles_match_the_reference_bit_for_bit() {
         let iq1m = matches!(wt, DType::IQ1_M | DType::IQ1_M_X);
         for (level, k) in kernels_of(wt, |r| r.tile) {
             tally.ran(wt, Column::Tile, level, &k);
-            let (Tile::Grid { group: Some(g), .. } | Tile::GridGroup(g)) = k.f else {
+            let (Tile::Grid { group: g, .. } | Tile::GridGroup(g)) = k.f else {
                 panic!("{wt:?}'s tile has a group tile");
             };
             assert_eq!(g.scales, h, "{wt:?} scale groups");
@@ -359,7 +359,7 @@ fn iq1_group_tiles_keep_the_reference_bits_among_subnormals() {
             .collect();
         for (level, k) in kernels_of(wt, |r| r.tile) {
             tally.ran(wt, Column::Tile, level, &k);
-            let (Tile::Grid { group: Some(g), .. } | Tile::GridGroup(g)) = k.f else {
+            let (Tile::Grid { group: g, .. } | Tile::GridGroup(g)) = k.f else {
                 panic!("{wt:?}'s tile has a group tile");
             };
             assert_eq!(g.scales, h, "{wt:?} scale groups");

@@ -184,16 +184,16 @@ pub enum Tile {
     Float(tile_float::TileFn),
     /// Grid-type MoE experts (IQ2_XXS, IQ1_S and their repacked forms): rows expanded once
     /// ([`tile_grid`]) into a VNNI register tile, and the AMX tile where there is AMX.
-    /// MUL_MAT_ID runs the sixteen-row group tile; the four-row and AMX tiles are the points
-    /// of comparison of the `gemm` benches (and the AMX split starts from the four-row
-    /// tile's expanded rows).
+    /// MUL_MAT_ID runs the sixteen-row group tile; the four-row and AMX tiles are tested and
+    /// are the points of comparison of the `gemm` benches (the AMX split starts from the
+    /// four-row tile's expanded rows).
     Grid {
         /// The four-row VNNI tile on expanded rows.
         tile: tile_grid::TileFn,
         /// The row expander.
         expand: tile_grid::ExpandFn,
-        /// The sixteen-row group tile, which MUL_MAT_ID runs (every grid type has one).
-        group: Option<GridGroup>,
+        /// The sixteen-row group tile, which MUL_MAT_ID runs.
+        group: GridGroup,
         /// The AMX tile, on CPUs with AMX. MUL_MAT_ID does not run it: on the AMX host
         /// measured (2026-12-07, a KVM guest) the group tile took a prompt chunk's experts
         /// 1.2–1.6× faster (docs/kernels.md, "AMX tiles for the grid experts").
@@ -433,24 +433,13 @@ const fn grid(dtype: DType, expand: tile_grid::ExpandFn, amx: bool) -> Tile {
         None
     };
     let group = match dtype {
-        DType::IQ2_XXS => Some(grid_group(
-            dtype,
-            false,
-            iq_group::x86::expand_iq2_xxs_entry,
-        )),
-        DType::IQ2_XXS_X => Some(grid_group(
-            dtype,
-            false,
-            iq_group::x86::expand_iq2_xxs_x_entry,
-        )),
-        DType::IQ1_S => Some(grid_group(dtype, false, iq_group::x86::expand_iq1_s_entry)),
-        DType::IQ1_S_X => Some(grid_group(
-            dtype,
-            false,
-            iq_group::x86::expand_iq1_s_x_entry,
-        )),
-        _ => None,
+        DType::IQ2_XXS => iq_group::x86::expand_iq2_xxs_entry,
+        DType::IQ2_XXS_X => iq_group::x86::expand_iq2_xxs_x_entry,
+        DType::IQ1_S => iq_group::x86::expand_iq1_s_entry,
+        DType::IQ1_S_X => iq_group::x86::expand_iq1_s_x_entry,
+        _ => panic!("no grid tile for this type"),
     };
+    let group = grid_group(dtype, false, group);
     Tile::Grid {
         tile,
         expand,
