@@ -382,13 +382,12 @@ use super::{
 #[cfg(target_arch = "x86_64")]
 use CpuLevel::{Amx, Avx2, Avx2Vnni, Avx512, Avx512Bf16, Avx512Vnni};
 
-/// The grid tile of `dtype` (expander `expand`) at the VNNI level, or with AMX.
-#[cfg(target_arch = "x86_64")]
 /// The group GEMM of a grid type ([`iq_group`]): the tile of its layout — IQ2_XXS's (eight
 /// scale groups, ×0.125 at the end), IQ1_S's (eight, ×0.125 per block) or IQ1_M's (sixteen
 /// halves, ×0.125 per block) — with AVX-VNNI (`vnni`) or AVX-512 VNNI, that layout's scale
 /// groups, and `expand` (rows of `dtype` or its repacked form → a group). One place ties
 /// each tile to the layout its panels and groups are sized for.
+#[cfg(target_arch = "x86_64")]
 const fn grid_group(dtype: DType, vnni: bool, expand: iq_group::GroupExpandFn) -> GridGroup {
     use iq_group::x86 as g;
     let (tile, scales): (iq_group::GroupTileFn, usize) = match (dtype, vnni) {
@@ -407,6 +406,9 @@ const fn grid_group(dtype: DType, vnni: bool, expand: iq_group::GroupExpandFn) -
     }
 }
 
+/// The grid tile of `dtype` (four-row expander `expand`) at the VNNI level, or with AMX:
+/// the four-row tile, the group tile and, where `amx`, the AMX tile.
+#[cfg(target_arch = "x86_64")]
 const fn grid(dtype: DType, expand: tile_grid::ExpandFn, amx: bool) -> Tile {
     let (tile, kind): (tile_grid::TileFn, tile_amx::GridKind) = match dtype {
         DType::IQ2_XXS | DType::IQ2_XXS_X => {
